@@ -1,0 +1,45 @@
+/* cpulab.h - the interface between the fixed harness (harness.c) and one kernel.
+ *
+ * A kernel is one C file that defines the four k_* functions and k_unit below.
+ * The harness is compiled with fixed flags; only the kernel gets the variant's
+ * flags.  The harness calls, in order:
+ *
+ *   ctx = k_setup();          allocate and initialise from the parameters
+ *   k_verify(ctx) == 0 ?      known-answer test; a kernel that fails is never timed
+ *   k_run(ctx, reps)          the timed work, called many times; returns a checksum
+ *   k_work(ctx, reps)         units of work (bytes, keys, flop, loads) done by one
+ *                             k_run(ctx, reps) call
+ */
+#ifndef CPULAB_H
+#define CPULAB_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+/* Parameters arrive as --param key=value on the harness command line. */
+const char *k_param_str(const char *key, const char *dflt);
+int64_t     k_param_int(const char *key, int64_t dflt);
+double      k_param_num(const char *key, double dflt);
+
+/* Why k_setup returned NULL or k_verify failed; printed as the result's error. */
+void k_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Like k_fail, but the variant is "skipped" (e.g. the CPU lacks an instruction set). */
+void k_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Attach a number to the result, e.g. k_note("working_set_bytes", 3 * n * 8). */
+void k_note(const char *key, double value);
+
+/* A 64-bit hash helper kernels may use to fold results into a checksum. */
+static inline uint64_t k_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+/* Defined by each kernel. */
+extern const char k_unit[];                     /* "bytes", "keys", "flop", "loads" ... */
+void    *k_setup(void);                         /* NULL = failure (say why with k_fail/k_skip) */
+int      k_verify(void *ctx);                   /* 0 = known answers match */
+uint64_t k_run(void *ctx, uint64_t reps);       /* the timed work; a checksum of it */
+double   k_work(const void *ctx, uint64_t reps); /* units of work in k_run(ctx, reps) */
+
+#endif

@@ -1,0 +1,478 @@
+/* harness.c - the fixed main() every cpulab artifact shares.
+ *
+ * Usage: artifact [--param key=value]... [--samples N] [--warmup SEC]
+ *                 [--min-sample-time SEC] [--timer auto|perf|tsc|clock]
+ *                 [--calibrate-only]
+ *
+ * Prints exactly one JSON object on stdout and exits 0 when it measured, 3 when the
+ * kernel failed setup or its known-answer test, 4 when it was skipped, 2 on bad usage.
+ *
+ * Timers, best first: perf_event_open cycles+instructions (where the kernel allows
+ * counters), RDTSC fenced with LFENCE and converted to core cycles by a calibration
+ * against a chain of dependent register adds, and clock_gettime(CLOCK_MONOTONIC).
+ */
+#define _GNU_SOURCE
+#include "cpulab.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__linux__) && defined(__has_include)
+#if __has_include(<linux/perf_event.h>) && __has_include(<sys/syscall.h>)
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#define HAVE_PERF 1
+#endif
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_TSC 1
+#endif
+
+#define MAX_PARAMS 32
+#define MAX_NOTES 32
+#define MAX_SAMPLES 10000
+
+/* ---- parameters, failures and notes (the k_* services) ---------------------- */
+
+static const char *param_key[MAX_PARAMS], *param_val[MAX_PARAMS];
+static int n_params;
+static char fail_reason[512];
+static int fail_is_skip;
+static const char *note_key[MAX_NOTES];
+static double note_val[MAX_NOTES];
+static int n_notes;
+
+const char *k_param_str(const char *key, const char *dflt)
+{
+    for (int i = 0; i < n_params; i++)
+        if (strcmp(param_key[i], key) == 0)
+            return param_val[i];
+    return dflt;
+}
+
+int64_t k_param_int(const char *key, int64_t dflt)
+{
+    const char *v = k_param_str(key, NULL);
+    return v ? strtoll(v, NULL, 0) : dflt;
+}
+
+double k_param_num(const char *key, double dflt)
+{
+    const char *v = k_param_str(key, NULL);
+    return v ? strtod(v, NULL) : dflt;
+}
+
+void k_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fail_reason, sizeof fail_reason, fmt, ap);
+    va_end(ap);
+}
+
+void k_skip(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fail_reason, sizeof fail_reason, fmt, ap);
+    va_end(ap);
+    fail_is_skip = 1;
+}
+
+void k_note(const char *key, double value)
+{
+    for (int i = 0; i < n_notes; i++)
+        if (strcmp(note_key[i], key) == 0) {
+            note_val[i] = value;
+            return;
+        }
+    if (n_notes < MAX_NOTES) {
+        note_key[n_notes] = key;
+        note_val[n_notes++] = value;
+    }
+}
+
+/* ---- JSON output ----------------------------------------------------------- */
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void json_num(double v)
+{
+    if (isfinite(v))
+        printf("%.17g", v);
+    else
+        printf("null");
+}
+
+static void json_array(const char *key, const double *v, int n)
+{
+    printf(",\"%s\":[", key);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            putchar(',');
+        json_num(v[i]);
+    }
+    putchar(']');
+}
+
+static void json_notes(void)
+{
+    printf(",\"notes\":{");
+    for (int i = 0; i < n_notes; i++) {
+        if (i)
+            putchar(',');
+        json_str(note_key[i]);
+        putchar(':');
+        json_num(note_val[i]);
+    }
+    putchar('}');
+}
+
+/* A result that is not a measurement: setup/verify failure, skip, or usage. */
+static int report_status(const char *status, const char *error, int code)
+{
+    printf("{\"status\":");
+    json_str(status);
+    printf(",\"error\":");
+    json_str(error);
+    json_notes();
+    printf("}\n");
+    return code;
+}
+
+/* ---- clocks ------------------------------------------------------------------ */
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#ifdef HAVE_TSC
+/* LFENCE before RDTSC: earlier instructions have completed before the read. */
+static inline uint64_t tsc_begin(void)
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi)::"memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* RDTSCP waits for earlier instructions; LFENCE keeps later ones from starting. */
+static inline uint64_t tsc_end(void)
+{
+    uint32_t lo, hi, aux;
+    __asm__ __volatile__("rdtscp\n\tlfence" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* 100 dependent register-register adds: 100 core cycles on every x86 core since the
+ * Pentium Pro.  A register operand, not an immediate, so no core can fold them. */
+#define ADD1 "add %1, %0\n\t"
+#define ADD10 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1
+#define ADD100 ADD10 ADD10 ADD10 ADD10 ADD10 ADD10 ADD10 ADD10 ADD10 ADD10
+#define ADDS_PER_BLOCK 100
+
+static uintptr_t add_chain(uint64_t blocks)
+{
+    uintptr_t x = 0, y = (uintptr_t)blocks | 1;
+    for (uint64_t i = 0; i < blocks; i++)
+        __asm__ __volatile__(ADD100 : "+r"(x) : "r"(y));
+    return x;
+}
+
+/* Core cycles per TSC tick.  The clock ramps up under load, so spin first; then
+ * take the fastest of many short chains (interrupts only ever add ticks). */
+static double calibrate_core_per_tsc(double *tsc_hz)
+{
+    const uint64_t blocks = 2000; /* 200k adds: about 0.1 ms at 2 GHz */
+    uint64_t t0 = now_ns(), c0 = tsc_begin();
+    while (now_ns() - t0 < 30000000ull) /* 30 ms warm-up */
+        add_chain(blocks);
+    double best = 1e300;
+    for (int i = 0; i < 41; i++) {
+        uint64_t a = tsc_begin();
+        add_chain(blocks);
+        uint64_t b = tsc_end();
+        if ((double)(b - a) < best)
+            best = (double)(b - a);
+    }
+    uint64_t c1 = tsc_end(), t1 = now_ns();
+    *tsc_hz = (double)(c1 - c0) * 1e9 / (double)(t1 - t0);
+    return (double)(blocks * ADDS_PER_BLOCK) / best;
+}
+#endif
+
+/* ---- perf_event counters ------------------------------------------------------- */
+
+static int perf_fd_cycles = -1, perf_fd_instr = -1;
+static char perf_error[256] = "perf_event_open not available in this build";
+
+#ifdef HAVE_PERF
+static int perf_open(uint64_t config, int group)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_HARDWARE;
+    a.config = config;
+    a.disabled = group < 0;
+    a.exclude_kernel = 1; /* allowed at perf_event_paranoid <= 2 */
+    a.exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, group, 0);
+}
+
+/* Open a group {cycles, instructions}; 0 on success, else why in perf_error. */
+static int perf_setup(void)
+{
+    perf_fd_cycles = perf_open(PERF_COUNT_HW_CPU_CYCLES, -1);
+    if (perf_fd_cycles < 0) {
+        snprintf(perf_error, sizeof perf_error, "perf_event_open(cycles): %s", strerror(errno));
+        return -1;
+    }
+    perf_fd_instr = perf_open(PERF_COUNT_HW_INSTRUCTIONS, perf_fd_cycles);
+    if (perf_fd_instr < 0) {
+        snprintf(perf_error, sizeof perf_error, "perf_event_open(instructions): %s", strerror(errno));
+        close(perf_fd_cycles);
+        perf_fd_cycles = -1;
+        return -1;
+    }
+    ioctl(perf_fd_cycles, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+    /* A counter that opens but never counts (some hypervisors) is no counter. */
+    uint64_t v = 0;
+    add_chain(1000);
+    if (read(perf_fd_cycles, &v, sizeof v) != sizeof v || v == 0) {
+        snprintf(perf_error, sizeof perf_error, "perf cycles counter opened but does not count");
+        close(perf_fd_instr);
+        close(perf_fd_cycles);
+        perf_fd_cycles = perf_fd_instr = -1;
+        return -1;
+    }
+    return 0;
+}
+
+static inline uint64_t perf_read(int fd)
+{
+    uint64_t v = 0;
+    if (read(fd, &v, sizeof v) != sizeof v)
+        return 0;
+    return v;
+}
+#else
+static int perf_setup(void) { return -1; }
+static inline uint64_t perf_read(int fd) { (void)fd; return 0; }
+#endif
+
+/* ---- the sample loop ------------------------------------------------------------ */
+
+enum timer { T_PERF, T_TSC, T_CLOCK };
+static const char *timer_name[] = {"perf", "tsc", "clock"};
+
+struct sample {
+    double ns, ticks, cycles, instructions, user_s, sys_s;
+};
+
+static double cpu_seconds(const struct timeval *tv)
+{
+    return (double)tv->tv_sec + (double)tv->tv_usec * 1e-6;
+}
+
+static volatile uint64_t checksum_sink;
+
+static void take_sample(void *ctx, uint64_t reps, enum timer timer, struct sample *s)
+{
+    struct rusage r0, r1;
+    uint64_t c0 = 0, i0 = 0, c1 = 0, i1 = 0, k0 = 0, k1 = 0;
+    getrusage(RUSAGE_SELF, &r0);
+    uint64_t t0 = now_ns();
+    if (timer == T_PERF) {
+        c0 = perf_read(perf_fd_cycles);
+        i0 = perf_read(perf_fd_instr);
+    }
+#ifdef HAVE_TSC
+    k0 = tsc_begin();
+#endif
+    checksum_sink ^= k_run(ctx, reps);
+#ifdef HAVE_TSC
+    k1 = tsc_end();
+#endif
+    if (timer == T_PERF) {
+        c1 = perf_read(perf_fd_cycles);
+        i1 = perf_read(perf_fd_instr);
+    }
+    uint64_t t1 = now_ns();
+    getrusage(RUSAGE_SELF, &r1);
+    s->ns = (double)(t1 - t0);
+    s->ticks = (double)(k1 - k0);
+    s->cycles = timer == T_PERF ? (double)(c1 - c0) : NAN;
+    s->instructions = timer == T_PERF ? (double)(i1 - i0) : NAN;
+    s->user_s = cpu_seconds(&r1.ru_utime) - cpu_seconds(&r0.ru_utime);
+    s->sys_s = cpu_seconds(&r1.ru_stime) - cpu_seconds(&r0.ru_stime);
+}
+
+/* Double reps until one call lasts min_ns, then scale to land just above it. */
+static uint64_t calibrate_reps(void *ctx, double min_ns)
+{
+    uint64_t reps = 1;
+    for (;;) {
+        uint64_t t0 = now_ns();
+        checksum_sink ^= k_run(ctx, reps);
+        double dt = (double)(now_ns() - t0);
+        if (dt >= min_ns)
+            return reps;
+        if (dt < min_ns / 16 || dt <= 0)
+            reps *= 8;
+        else
+            return (uint64_t)ceil((double)reps * min_ns * 1.1 / dt);
+    }
+}
+
+static int usage(const char *why)
+{
+    fprintf(stderr, "usage: artifact [--param k=v]... [--samples N] [--warmup SEC] "
+                    "[--min-sample-time SEC] [--timer auto|perf|tsc|clock] [--calibrate-only]\n");
+    return report_status("usage", why, 2);
+}
+
+int main(int argc, char **argv)
+{
+    int samples = 5, calibrate_only = 0;
+    double warmup_s = 0.02, min_sample_s = 0.010;
+    const char *timer_arg = "auto";
+    static struct sample s[MAX_SAMPLES];
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--calibrate-only") == 0) {
+            calibrate_only = 1;
+            continue;
+        }
+        if (!v)
+            return usage(a);
+        i++;
+        if (strcmp(a, "--param") == 0) {
+            char *eq = strchr(v, '=');
+            if (!eq || n_params == MAX_PARAMS)
+                return usage("--param wants key=value");
+            param_key[n_params] = strndup(v, (size_t)(eq - v));
+            param_val[n_params++] = eq + 1;
+        } else if (strcmp(a, "--samples") == 0) {
+            samples = atoi(v);
+            if (samples < 1 || samples > MAX_SAMPLES)
+                return usage("--samples out of range");
+        } else if (strcmp(a, "--warmup") == 0) {
+            warmup_s = atof(v);
+        } else if (strcmp(a, "--min-sample-time") == 0) {
+            min_sample_s = atof(v);
+        } else if (strcmp(a, "--timer") == 0) {
+            timer_arg = v;
+        } else {
+            return usage(a);
+        }
+    }
+
+    /* Choose the timer before setup: a forced timer that is missing is a usage error. */
+    enum timer timer;
+    if (strcmp(timer_arg, "perf") == 0) {
+        if (perf_setup() != 0)
+            return report_status("error", perf_error, 2);
+        timer = T_PERF;
+    } else if (strcmp(timer_arg, "tsc") == 0) {
+#ifndef HAVE_TSC
+        return report_status("error", "no TSC on this architecture", 2);
+#endif
+        timer = T_TSC;
+    } else if (strcmp(timer_arg, "clock") == 0) {
+        timer = T_CLOCK;
+    } else if (strcmp(timer_arg, "auto") == 0) {
+#ifdef HAVE_TSC
+        timer = perf_setup() == 0 ? T_PERF : T_TSC;
+#else
+        timer = perf_setup() == 0 ? T_PERF : T_CLOCK;
+#endif
+    } else {
+        return usage("--timer must be auto, perf, tsc or clock");
+    }
+
+    double tsc_hz = NAN, core_per_tsc = NAN;
+#ifdef HAVE_TSC
+    core_per_tsc = calibrate_core_per_tsc(&tsc_hz);
+#endif
+    if (calibrate_only) {
+        printf("{\"status\":\"ok\",\"timer\":\"%s\",\"tsc_hz\":", timer_name[timer]);
+        json_num(tsc_hz);
+        printf(",\"core_per_tsc\":");
+        json_num(core_per_tsc);
+        printf(",\"perf_error\":");
+        json_str(timer == T_PERF ? "" : perf_error);
+        printf("}\n");
+        return 0;
+    }
+
+    void *ctx = k_setup();
+    if (!ctx)
+        return fail_is_skip ? report_status("skipped", fail_reason, 4)
+                            : report_status("setup-failed", fail_reason[0] ? fail_reason : "k_setup failed", 3);
+    int bad = k_verify(ctx);
+    if (bad)
+        return fail_is_skip ? report_status("skipped", fail_reason, 4)
+                            : report_status("verify-failed", fail_reason[0] ? fail_reason : "known-answer test failed", 3);
+
+    uint64_t reps = calibrate_reps(ctx, min_sample_s * 1e9);
+    for (uint64_t t0 = now_ns(); (double)(now_ns() - t0) < warmup_s * 1e9;)
+        checksum_sink ^= k_run(ctx, reps);
+    for (int i = 0; i < samples; i++)
+        take_sample(ctx, reps, timer, &s[i]);
+
+    /* Core cycles: counters if we have them, else TSC ticks x calibrated ratio. */
+    static double ns[MAX_SAMPLES], cyc[MAX_SAMPLES], ins[MAX_SAMPLES], usr[MAX_SAMPLES], sys_[MAX_SAMPLES];
+    for (int i = 0; i < samples; i++) {
+        ns[i] = s[i].ns;
+        cyc[i] = timer == T_PERF ? s[i].cycles : timer == T_TSC ? s[i].ticks * core_per_tsc : NAN;
+        ins[i] = s[i].instructions;
+        usr[i] = s[i].user_s;
+        sys_[i] = s[i].sys_s;
+    }
+    printf("{\"status\":\"ok\",\"error\":\"\",\"unit\":");
+    json_str(k_unit);
+    printf(",\"timer\":\"%s\",\"tsc_hz\":", timer_name[timer]);
+    json_num(tsc_hz);
+    printf(",\"core_per_tsc\":");
+    json_num(core_per_tsc);
+    printf(",\"perf_error\":");
+    json_str(timer == T_PERF ? "" : perf_error);
+    printf(",\"reps\":%llu,\"work\":", (unsigned long long)reps);
+    json_num(k_work(ctx, reps));
+    printf(",\"checksum\":\"%016llx\"", (unsigned long long)checksum_sink);
+    json_array("ns", ns, samples);
+    json_array("cycles", cyc, samples);
+    json_array("instructions", ins, samples);
+    json_array("user_s", usr, samples);
+    json_array("sys_s", sys_, samples);
+    json_notes();
+    printf("}\n");
+    return 0;
+}

@@ -1,0 +1,95 @@
+"""The workload registry: name -> kernel source, parameters and unit of work.
+
+Each module in this package declares its workloads in a module-level list named
+``WORKLOADS``; the registry collects them all.  A workload is one C kernel file under
+``cpulab/kernels/`` (implementing ``native/cpulab.h``) plus what is needed to build and
+sweep it.  Adding a workload means adding a module here and a C file there; nothing else
+changes.
+"""
+from __future__ import annotations
+
+import importlib
+import itertools
+import pkgutil
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+
+# How a unit of work is shown: (rate label, divisor of units/s), per-clock label.
+UNITS = {
+    "bytes": ("MB/s", 1e6, "cycles/byte"),
+    "keys": ("keys/s", 1.0, "cycles/key"),
+    "flop": ("MFLOPS", 1e6, "cycles/flop"),
+    "loads": ("Mloads/s", 1e6, "cycles/load"),
+    "elements": ("Melem/s", 1e6, "cycles/element"),
+    "iterations": ("Miter/s", 1e6, "cycles/iteration"),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One kernel and how to build and sweep it.
+
+    params: every parameter with its default (strings, as the harness receives them).
+    quick / full: parameter grids for the two profiles; each maps a parameter name to the
+        list of values to sweep.  Parameters not named keep their default.
+    libs: extra link flags (e.g. ``("-lcrypto",)``) for peers built on a library.
+    requires: header files the kernel includes from a -dev package, as
+        ``{"openssl/sha.h": "libssl-dev"}``; missing -> skipped, naming the package.
+    cpu_flags: /proc/cpuinfo flags the kernel needs on x86 (missing -> skipped).
+    """
+
+    name: str
+    kernel: str
+    unit: str
+    description: str
+    params: dict[str, str] = field(default_factory=dict)
+    quick: dict[str, list[str]] = field(default_factory=dict)
+    full: dict[str, list[str]] = field(default_factory=dict)
+    libs: tuple[str, ...] = ()
+    requires: dict[str, str] = field(default_factory=dict)
+    cpu_flags: tuple[str, ...] = ()
+    extra_sources: tuple[str, ...] = ()  # headers the kernel includes (for the cache hash)
+
+    @property
+    def source(self) -> Path:
+        return KERNEL_DIR / self.kernel
+
+    def sources(self) -> list[Path]:
+        """Every file whose content goes into the artifact hash."""
+        return [self.source] + [KERNEL_DIR / s for s in self.extra_sources]
+
+    def grid(self, profile: str = "quick", overrides: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
+        """The parameter points to measure: defaults, the profile's sweep, then overrides."""
+        axes: dict[str, list[str]] = {k: [v] for k, v in self.params.items()}
+        axes.update(self.full if profile == "full" else self.quick)
+        for key, values in (overrides or {}).items():
+            if key not in self.params:
+                raise KeyError(f"workload {self.name!r} has no parameter {key!r} "
+                               f"(it has: {', '.join(sorted(self.params)) or 'none'})")
+            axes[key] = values
+        keys = list(axes)
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+@cache
+def registry() -> dict[str, Workload]:
+    found: dict[str, Workload] = {}
+    for mod in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{mod.name}")
+        for w in getattr(module, "WORKLOADS", []):
+            if w.name in found:
+                raise ValueError(f"workload {w.name!r} declared twice")
+            if w.unit not in UNITS:
+                raise ValueError(f"workload {w.name!r} has unknown unit {w.unit!r}")
+            found[w.name] = w
+    return dict(sorted(found.items()))
+
+
+def get(name: str) -> Workload:
+    try:
+        return registry()[name]
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r} (known: {', '.join(registry())})") from None

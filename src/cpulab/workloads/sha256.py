@@ -1,0 +1,14 @@
+"""SHA-256 of an in-memory buffer: the first workload, portable C (FIPS 180-4)."""
+from . import Workload
+
+WORKLOADS = [
+    Workload(
+        name="sha256",
+        kernel="sha256.c",
+        extra_sources=("sha256_core.h",),
+        unit="bytes",
+        description="SHA-256 of an in-memory buffer, portable C (FIPS 180-4)",
+        params={"size": "16384"},
+        full={"size": ["64", "1024", "16384", "1048576"]},
+    ),
+]
