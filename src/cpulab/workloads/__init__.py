@@ -13,6 +13,7 @@ import itertools
 import pkgutil
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Callable
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
@@ -39,6 +40,7 @@ class Workload:
     requires: header files the kernel includes from a -dev package, as
         ``{"openssl/sha.h": "libssl-dev"}``; missing -> skipped, naming the package.
     cpu_flags: /proc/cpuinfo flags the kernel needs on x86 (missing -> skipped).
+        Prefer checking CPUID in the kernel and calling k_skip: it also covers other hosts.
     """
 
     name: str
@@ -52,6 +54,9 @@ class Workload:
     requires: dict[str, str] = field(default_factory=dict)
     cpu_flags: tuple[str, ...] = ()
     extra_sources: tuple[str, ...] = ()  # headers the kernel includes (for the cache hash)
+    # Called with one parameter point before it runs; returns parameters to add (e.g. the
+    # path of a data file it made and the digest Python's hashlib expects of it).
+    prepare: Callable[[dict[str, str]], dict[str, str]] | None = None
 
     @property
     def source(self) -> Path:
