@@ -1,0 +1,115 @@
+"""Building artifacts: variant + kernel source -> an executable, cached by content hash.
+
+The harness is compiled with fixed flags (plus the variant's ABI flags); only the kernel
+gets the variant's flags.  The cache key covers every source byte, every flag and the
+compiler's version, so an artifact is rebuilt exactly when one of those changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import paths
+from .toolchain import Variant, compiler_version
+from .workloads import KERNEL_DIR, Workload
+
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
+HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h"]
+HARNESS_CFLAGS = ("-O2", "-std=gnu11")
+BUILD_TIMEOUT_S = 300
+
+
+class BuildError(Exception):
+    """A compile or link failed; the message is the compiler's own first lines."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: str
+    hash: str  # of the inputs: sources, flags, compiler version
+    code_hash: str  # of the executable's bytes: equal hashes mean identical code
+    size_bytes: int
+    compiler_version: str
+    commands: tuple[tuple[str, ...], ...]  # the exact command lines, in order
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for f in HARNESS_SOURCES + sorted(sources):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(json.dumps([variant.compiler, compiler_version(variant.compiler), list(HARNESS_CFLAGS),
+                         list(variant.cflags), list(variant.ldflags), list(variant.abi_flags),
+                         list(libs)]).encode())
+    return h.hexdigest()
+
+
+def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path) -> list[list[str]]:
+    cc, abi = variant.compiler, list(variant.abi_flags)
+    inc = ["-I", str(NATIVE_DIR), "-I", str(kernel.parent)]
+    harness_o, kernel_o = out.parent / "harness.o", out.parent / "kernel.o"
+    return [
+        [cc, *HARNESS_CFLAGS, *abi, *inc, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
+        [cc, *variant.cflags, *abi, *inc, "-c", str(kernel), "-o", str(kernel_o)],
+        [cc, *abi, str(harness_o), str(kernel_o), "-o", str(out), *variant.ldflags, *libs, "-lm"],
+    ]
+
+
+def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = (),
+                     extra_sources: tuple[Path, ...] = (), cache_dir: Path | None = None) -> Artifact:
+    """Build harness + one kernel file under a variant, or return the cached artifact.
+
+    extra_sources are files the kernel includes: they only enter the hash.
+    """
+    kernel = Path(kernel)
+    key = _input_hash([kernel, *extra_sources], variant, tuple(libs))
+    root = Path(cache_dir or paths.artifact_dir())
+    final = root / key[:24]
+    meta = final / "artifact.json"
+    if meta.exists():
+        return Artifact(**{k: (tuple(tuple(c) for c in v) if k == "commands" else v)
+                           for k, v in json.loads(meta.read_text()).items()})
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    try:
+        exe = work / kernel.stem
+        cmds = _commands(kernel, variant, tuple(libs), exe)
+        for cmd in cmds:
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise BuildError(f"build timed out after {BUILD_TIMEOUT_S}s: {' '.join(cmd)}") from None
+            except FileNotFoundError:
+                raise BuildError(f"compiler {cmd[0]!r} not found") from None
+            if p.returncode != 0:
+                lines = [ln for ln in p.stderr.splitlines() if ln.strip()][:6]
+                raise BuildError("; ".join(lines) or f"{cmd[0]} exited with {p.returncode}")
+        data = exe.read_bytes()
+        # Paths inside the commands name the final place, not the temporary one.
+        final_cmds = tuple(tuple(a.replace(str(work), str(final)) for a in c) for c in cmds)
+        art = Artifact(path=str(final / kernel.stem), hash=key, code_hash=hashlib.sha256(data).hexdigest(),
+                       size_bytes=len(data), compiler_version=compiler_version(variant.compiler),
+                       commands=final_cmds)
+        (work / "artifact.json").write_text(json.dumps(art.as_dict(), indent=1))
+        try:
+            os.rename(work, final)  # atomic: a concurrent builder either wins or loses whole
+        except OSError:
+            if not meta.exists():
+                raise
+        return build_executable(kernel, variant, libs=libs, extra_sources=extra_sources, cache_dir=cache_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build_artifact(workload: Workload, variant: Variant, cache_dir: Path | None = None) -> Artifact:
+    return build_executable(workload.source, variant, libs=workload.libs,
+                            extra_sources=tuple(KERNEL_DIR / s for s in workload.extra_sources),
+                            cache_dir=cache_dir)

@@ -1,0 +1,108 @@
+"""Variants -> compiler and linker command lines; discovery of the toolchains here.
+
+A variant is a compiler, the flags its kernel is compiled with, link flags, ABI flags
+(which apply to the harness too, e.g. -m32) and an optional environment.  Whether a
+variant can be built on this machine is found by building a tiny program with it once.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    compiler: str = "gcc"
+    cflags: tuple[str, ...] = ("-O2",)  # the kernel only
+    ldflags: tuple[str, ...] = ()  # the link
+    abi_flags: tuple[str, ...] = ()  # harness, kernel and link alike (-m32 ...)
+    env: tuple[tuple[str, str], ...] = ()  # extra environment when it runs
+    package: str = ""  # the Debian package that provides what it needs
+    description: str = ""
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "compiler": self.compiler, "cflags": list(self.cflags),
+                "ldflags": list(self.ldflags), "abi_flags": list(self.abi_flags),
+                "env": dict(self.env), "package": self.package, "description": self.description}
+
+
+def _v(name, compiler="gcc", cflags=("-O2",), ldflags=(), abi=(), package="", description=""):
+    return Variant(name, compiler, tuple(cflags), tuple(ldflags), tuple(abi), (), package, description)
+
+
+BUILTIN: dict[str, Variant] = {v.name: v for v in [
+    _v("O0", cflags=["-O0"], description="gcc, no optimisation"),
+    _v("O1", cflags=["-O1"], description="gcc -O1"),
+    _v("O2", cflags=["-O2"], description="gcc -O2 (the usual release build)"),
+    _v("O3", cflags=["-O3"], description="gcc -O3"),
+    _v("Os", cflags=["-Os"], description="gcc, optimised for size"),
+    _v("O3-native", cflags=["-O3", "-march=native"], description="gcc -O3 for this CPU's instruction sets"),
+    _v("static", ldflags=["-static"], description="gcc -O2, statically linked"),
+    _v("pie", cflags=["-O2", "-fPIE"], ldflags=["-pie"], description="gcc -O2, position-independent executable"),
+    _v("nopie", cflags=["-O2", "-fno-pie"], ldflags=["-no-pie"], description="gcc -O2, fixed-address executable"),
+    _v("lto", cflags=["-O2", "-flto"], ldflags=["-O2", "-flto"], description="gcc -O2 with link-time optimisation"),
+    _v("clang-O2", "clang", ["-O2"], package="clang", description="clang -O2"),
+    _v("clang-O3", "clang", ["-O3"], package="clang", description="clang -O3"),
+    _v("musl-static", "musl-gcc", ["-O2"], ["-static"], package="musl-tools",
+       description="gcc -O2 against musl libc, statically linked"),
+    _v("i386-x87", cflags=["-O2", "-mfpmath=387"], abi=["-m32"], package="gcc-multilib",
+       description="32-bit x86, scalar x87 floating point (the old ABI)"),
+    _v("i386-sse2", cflags=["-O2", "-msse2", "-mfpmath=sse"], abi=["-m32"], package="gcc-multilib",
+       description="32-bit x86, SSE2 floating point"),
+]}
+
+# The variants `cpulab run` measures when a plan names none.
+DEFAULT_VARIANTS = ["O0", "O1", "O2", "O3", "Os", "O3-native", "static", "pie", "nopie", "lto",
+                    "clang-O2", "clang-O3", "musl-static"]
+
+
+def get(name: str, custom: dict[str, Variant] | None = None) -> Variant:
+    table = {**BUILTIN, **(custom or {})}
+    try:
+        return table[name]
+    except KeyError:
+        raise KeyError(f"unknown variant {name!r} (known: {', '.join(table)})") from None
+
+
+@cache
+def compiler_version(compiler: str) -> str:
+    """The first line of `compiler --version`, e.g. 'gcc (Debian 12.2.0-14) 12.2.0'."""
+    try:
+        out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.splitlines()[0].strip() if out.stdout else ""
+
+
+@cache
+def _try_build(compiler: str, flags: tuple[str, ...]) -> str:
+    """'' if `compiler flags hello.c` links, else the first line of its complaint."""
+    if not shutil.which(compiler):
+        return f"{compiler} not found"
+    with tempfile.TemporaryDirectory(prefix="cpulab-probe-") as d:
+        src = Path(d) / "t.c"
+        src.write_text("#include <stdio.h>\n#include <math.h>\n"
+                       "int main(int c, char **v) { printf(\"%f\", sqrt((double)c)); return v[0][0] == 0; }\n")
+        try:
+            p = subprocess.run([compiler, *flags, str(src), "-o", str(Path(d) / "t"), "-lm"],
+                               capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return f"{compiler} timed out building a test program"
+        if p.returncode != 0:
+            lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+            return lines[0] if lines else f"{compiler} failed"
+    return ""
+
+
+def unavailable_reason(v: Variant) -> str:
+    """Why this variant cannot be built here ('' if it can), naming the package to install."""
+    why = _try_build(v.compiler, tuple(v.abi_flags) + tuple(v.ldflags))
+    if not why:
+        return ""
+    hint = f"install {v.package}" if v.package else "toolchain missing"
+    return f"{hint} ({why})"
