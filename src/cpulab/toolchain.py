@@ -106,3 +106,20 @@ def unavailable_reason(v: Variant) -> str:
         return ""
     hint = f"install {v.package}" if v.package else "toolchain missing"
     return f"{hint} ({why})"
+
+
+@cache
+def _compiles(compiler: str, flags: tuple[str, ...], source: str) -> bool:
+    with tempfile.TemporaryDirectory(prefix="cpulab-probe-") as d:
+        src = Path(d) / "t.c"
+        src.write_text(source)
+        try:
+            p = subprocess.run([compiler, *flags, "-fsyntax-only", str(src)], capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return p.returncode == 0
+
+
+def has_header(v: Variant, header: str) -> bool:
+    """Does `#include <header>` compile with this variant's compiler and ABI?"""
+    return _compiles(v.compiler, tuple(v.abi_flags), f"#include <{header}>\nint main(void) {{ return 0; }}\n")

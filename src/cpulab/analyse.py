@@ -1,0 +1,132 @@
+"""From stored samples to estimates and comparisons: the document every view shows.
+
+summarise(store, run_id) returns one plain dict (the `--json` document): the machine,
+the conditions, the variants, one entry per result (median rate with its interval,
+cycles per unit, real/user/sys per repetition, the raw samples) and the comparisons
+of every variant against its experiment's baseline at each parameter point.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from . import stats
+from .store import Store
+from .workloads import UNITS
+
+
+def _per_invocation(samples: list[dict], fn) -> list[float]:
+    """Median of fn(sample) within each invocation: one observation per process."""
+    groups: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        v = fn(s)
+        if v is not None and math.isfinite(v):
+            groups[s["invocation"]].append(v)
+    return [float(np.median(g)) for _, g in sorted(groups.items())]
+
+
+def _fmt_ci(ci: tuple[float, float]) -> list[float]:
+    return [ci[0], ci[1]]
+
+
+def result_summary(r: dict, samples: list[dict]) -> dict:
+    label, divisor, per_clock = UNITS.get(r["unit"], (r["unit"] + "/s", 1.0, "cycles/unit"))
+    rates = _per_invocation(samples, lambda s: s["work"] / s["ns"] * 1e9 / divisor)
+    cpu = _per_invocation(samples, lambda s: s["cycles"] / s["work"] if s["cycles"] is not None else None)
+    ipc = _per_invocation(samples, lambda s: s["instructions"] / s["cycles"]
+                          if s["instructions"] is not None and s["cycles"] else None)
+    est = stats.estimate(rates)
+    out = {
+        "id": r["id"], "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
+        "params": r["params"], "unit": r["unit"], "rate_unit": label, "per_clock_unit": per_clock,
+        "status": r["status"], "error": r["error"], "same_as": r["same_as"], "notes": r["notes"],
+        "median": est.median if rates else None, "ci": _fmt_ci(est.ci) if rates else None,
+        "cv": est.cv if rates else None, "invocations": len(rates),
+        "cycles_per_unit": float(np.median(cpu)) if cpu else None,
+        "cycles_per_unit_ci": _fmt_ci(stats.median_ci(cpu)) if cpu else None,
+        "ns_per_unit": (1e9 / (est.median * divisor)) if rates and est.median else None,
+        "ipc": float(np.median(ipc)) if ipc else None,
+        "timer": samples[0]["timer"] if samples else None,
+        "core_per_tsc": float(np.median([s["core_per_tsc"] for s in samples if s["core_per_tsc"]]))
+        if any(s["core_per_tsc"] for s in samples) else None,
+        "samples": [s["work"] / s["ns"] * 1e9 / divisor for s in samples],
+        "_observations": rates,
+    }
+    # real/user/sys of one repetition (one pass over a file, one block of keys ...)
+    for key, fn in (("real_s", lambda s: s["ns"] * 1e-9 / s["reps"]), ("user_s", lambda s: s["user_s"] / s["reps"]),
+                    ("sys_s", lambda s: s["sys_s"] / s["reps"])):
+        obs = _per_invocation(samples, fn)
+        out[key] = float(np.median(obs)) if obs else None
+    return out
+
+
+def compare_results(results: list[dict], baselines: dict[str, str]) -> list[dict]:
+    """Every variant against its experiment's baseline at the same workload and params,
+    Holm-corrected within each (experiment, workload) family."""
+    by_point: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in results:
+        by_point[(r["experiment"], r["workload"], _key(r["params"]))][r["variant"]] = r
+    families: dict[tuple, list[tuple]] = defaultdict(list)
+    rows: list[dict] = []
+    for (exp, wl, pk), variants in by_point.items():
+        base_name = baselines.get(exp)
+        base = variants.get(base_name)
+        for name, r in variants.items():
+            if name == base_name:
+                continue
+            row = {"experiment": exp, "workload": wl, "params": r["params"], "baseline": base_name,
+                   "variant": name, "ratio": None, "ci": None, "p": None, "p_raw": None, "verdict": None}
+            measured = _measured_as(r, variants)
+            if base is None or base["status"] not in ("ok", "identical"):
+                row["verdict"] = "no baseline"
+            elif r["status"] == "identical" and r["same_as"] == base_name or measured is _measured_as(base, variants):
+                row.update(ratio=1.0, ci=[1.0, 1.0], p=1.0, p_raw=1.0, verdict="identical code")
+            elif measured is None or not measured["_observations"]:
+                row["verdict"] = r["status"]
+            else:
+                families[(exp, wl)].append((row, _measured_as(base, variants), measured))
+            rows.append(row)
+    for fam in families.values():
+        raw = [stats.compare(b["_observations"], m["_observations"]) for _, b, m in fam]
+        for (row, _, _), c in zip(fam, stats.adjust_family(raw)):
+            row.update(ratio=c.ratio, ci=list(c.ci), p=c.p_adjusted, p_raw=c.p, verdict=c.verdict)
+    return rows
+
+
+def _key(params: dict) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+def _measured_as(r: dict, variants: dict[str, dict]) -> dict | None:
+    """The result whose samples stand for r: itself, or the variant with identical code."""
+    if r["status"] == "identical":
+        return variants.get(r["same_as"])
+    return r if r["status"] == "ok" else None
+
+
+def geomeans(comparisons: list[dict]) -> list[dict]:
+    """Geometric mean of the ratios of each (experiment, workload, variant) over params."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for c in comparisons:
+        if c["ratio"]:
+            groups[(c["experiment"], c["workload"], c["variant"], c["baseline"])].append(c["ratio"])
+    return [{"experiment": e, "workload": w, "variant": v, "baseline": b, "ratio": stats.geomean(rs), "points": len(rs)}
+            for (e, w, v, b), rs in groups.items()]
+
+
+def summarise(store: Store, run_id: int, baseline: str | None = None) -> dict:
+    run = store.run(run_id)
+    results = [result_summary(r, store.samples(r["id"])) for r in store.results(run_id)]
+    baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
+    comparisons = compare_results(results, baselines)
+    for r in results:
+        del r["_observations"]
+    return {
+        "run_id": run_id, "status": run["status"], "started": run["started"], "finished": run["finished"],
+        "plan": run["plan"], "machine": run["fingerprint"], "conditions": run["conditions"],
+        "timing": run["timing"], "variants": store.variants(run_id), "results": results,
+        "comparisons": comparisons, "geomeans": geomeans(comparisons),
+        "analyses": store.analyses(run_id),
+    }

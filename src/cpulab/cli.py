@@ -1,0 +1,237 @@
+"""The command line: parse, call, print.  No measurement logic lives here."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import analyse, machine, paths, plan as plans, run as runner, toolchain, workloads
+from .store import Store, StoreError
+
+console = Console(stderr=True)
+out = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def fail(msg: str) -> None:
+    """One line naming the problem, exit status 2."""
+    click.echo(f"cpulab: error: {msg}", err=True)
+    sys.exit(2)
+
+
+def open_store(db: str | None) -> Store:
+    try:
+        return Store(db or paths.default_db())
+    except StoreError as e:
+        fail(str(e))
+
+
+def emit_json(doc) -> None:
+    click.echo(json.dumps(doc, indent=1, default=str))
+
+
+class RichProgress:
+    """Adapter from run.Progress to a rich progress bar."""
+
+    def __init__(self, progress: Progress):
+        self.p, self.task = progress, None
+
+    def phase(self, name, total):
+        if self.task is not None:
+            self.p.update(self.task, visible=False)
+        self.task = self.p.add_task(name, total=total, status="")
+
+    def advance(self, label):
+        self.p.update(self.task, advance=1, status=label)
+
+    def note(self, text):
+        self.p.console.print(text)
+
+
+db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
+                         help="SQLite store (default: $XDG_DATA_HOME/cpulab/cpulab.sqlite, or $CPULAB_DB).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="cpulab")
+def main():
+    """cpulab: is X faster than Y on this work, by how much, and why?"""
+
+
+@main.command()
+@click.argument("plan_file", required=False)
+@click.option("-w", "--workload", "workload_names", multiple=True, help="Workload to run (repeatable).")
+@click.option("-v", "--variant", "variant_names", multiple=True, help="Build variant (repeatable).")
+@click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
+@click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
+@click.option("--runs", type=click.IntRange(1, 10000), default=None, help="Processes per result, in interleaved rounds.")
+@click.option("--samples", type=click.IntRange(1, 10000), default=None, help="Samples per process.")
+@click.option("--min-sample-time", type=click.FloatRange(min=0.0001), default=None, help="Seconds one sample lasts at least.")
+@click.option("--profile", type=click.Choice(["quick", "full"]), default=None, help="Parameter grids: quick or full.")
+@click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
+@click.option("--seed", type=int, default=None, help="Seed for the round order and layout padding.")
+@db_option
+@json_option
+def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, samples, min_sample_time,
+        profile, timer, seed, db, as_json):
+    """Build and measure a plan (default: the built-in plan), then compare."""
+    try:
+        if workload_names or variant_names or param_flags:
+            if plan_file:
+                fail("give a plan file or --workload/--variant/--param, not both")
+            p = plans.from_flags(list(workload_names), list(variant_names),
+                                 plans.parse_param_flags(list(param_flags)), baseline)
+        else:
+            p = plans.load(plan_file or plans.DEFAULT_PLAN)
+        for attr, value in (("runs", runs), ("samples", samples), ("min_sample_time", min_sample_time),
+                            ("profile", profile), ("timer", timer)):
+            if value is not None:
+                setattr(p, attr, value)
+        if baseline and not (workload_names or variant_names or param_flags):
+            for e in p.experiments:
+                e.baseline = baseline
+        plans.validate(p, plan_file or "plan")
+    except plans.PlanError as e:
+        fail(str(e))
+    store = open_store(db)
+    started = time.time()
+    with Progress(TextColumn("{task.description:8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}"), console=console, transient=True) as bar:
+        try:
+            run_id = runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed)
+        except KeyboardInterrupt:
+            rid = store.latest_run()
+            console.print(f"[yellow]interrupted: run {rid} keeps what was measured "
+                          f"(cpulab compare {rid})[/]")
+            sys.exit(130)
+    summary = analyse.summarise(store, run_id)
+    summary["wall_s"] = time.time() - started
+    if as_json:
+        emit_json(summary)
+    else:
+        analyse_print(summary)
+        console.print(f"[dim]run {run_id} stored in {store.path} ({summary['wall_s']:.0f} s)[/]")
+
+
+def analyse_print(summary: dict) -> None:
+    from .report.terminal import print_summary
+    print_summary(summary, out)
+
+
+@main.command()
+@click.argument("run_id", type=int, required=False)
+@click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
+@db_option
+@json_option
+def compare(run_id, baseline, db, as_json):
+    """Compare the variants of a run (default: the latest) against a baseline."""
+    store = open_store(db)
+    run_id = run_id or store.latest_run()
+    if run_id is None:
+        fail(f"no runs in {store.path}; start with 'cpulab run'")
+    try:
+        summary = analyse.summarise(store, run_id, baseline)
+    except StoreError as e:
+        fail(str(e))
+    if baseline and not any(r["variant"] == baseline for r in summary["results"]):
+        fail(f"--baseline {baseline}: run {run_id} has no such variant")
+    if as_json:
+        emit_json(summary)
+    else:
+        analyse_print(summary)
+
+
+@main.command("list")
+@json_option
+def list_(as_json):
+    """Workloads, variants, and which variants can be built here."""
+    wl = [{"name": w.name, "unit": w.unit, "description": w.description, "params": w.params,
+           "quick": w.quick, "full": w.full, "requires": w.requires} for w in workloads.registry().values()]
+    vs = []
+    for v in toolchain.BUILTIN.values():
+        why = toolchain.unavailable_reason(v)
+        vs.append({**v.as_dict(), "available": not why, "reason": why,
+                   "compiler_version": toolchain.compiler_version(v.compiler) if not why else ""})
+    plan_names = sorted(f.stem for f in plans.PLAN_DIR.glob("*.toml"))
+    if as_json:
+        emit_json({"workloads": wl, "variants": vs, "plans": plan_names})
+        return
+    t = Table(title="workloads", title_justify="left")
+    for c in ("name", "unit", "parameters (default)", "description"):
+        t.add_column(c)
+    for w in wl:
+        t.add_row(w["name"], w["unit"], " ".join(f"{k}={v}" for k, v in w["params"].items()), w["description"])
+    out.print(t)
+    t = Table(title="variants", title_justify="left")
+    for c in ("name", "here", "compiler", "flags", "description"):
+        t.add_column(c)
+    for v in vs:
+        flags = " ".join(v["abi_flags"] + v["cflags"] + (["| link:"] + v["ldflags"] if v["ldflags"] else []))
+        t.add_row(v["name"], "[green]yes[/]" if v["available"] else f"[yellow]skipped: {v['reason']}[/]",
+                  v["compiler"], flags, v["description"])
+    out.print(t)
+    out.print(f"built-in plans: {', '.join(plan_names)}")
+
+
+@main.command()
+@json_option
+def doctor(as_json):
+    """Timers, counters, toolchains, governor and load: what would make results noisy."""
+    from . import build
+    art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
+    timing = runner.calibrate_timing(art.path)
+    fp, cond = machine.fingerprint(timing), machine.conditions()
+    tools = {}
+    for name in ("gcc", "clang", "musl-gcc", "llvm-mca", "llvm-objdump", "objdump", "perf"):
+        tools[name] = toolchain.compiler_version(name) or None
+    doc = {"machine": fp, "conditions": cond, "timing": timing, "tools": tools,
+           "warnings": machine.warnings(cond, fp)}
+    if as_json:
+        emit_json(doc)
+        return
+    t = Table(title="cpulab doctor", title_justify="left", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("cpu", f"{fp['cpu_model']} ({fp['cpus']} CPUs, {fp['arch']})")
+    t.add_row("caches", ", ".join(machine.cache_label(c) for c in fp["caches"]) or "unknown")
+    t.add_row("timer", f"{timing.get('timer')}" + (f" (counters: {timing.get('perf_error')})"
+                                                     if timing.get("perf_error") else " (hardware counters)"))
+    if timing.get("tsc_hz"):
+        t.add_row("TSC", f"{timing['tsc_hz'] / 1e9:.3f} GHz; core/TSC {timing['core_per_tsc']:.3f} "
+                         f"(core about {timing['tsc_hz'] * timing['core_per_tsc'] / 1e9:.2f} GHz under load)")
+    for k, v in cond.items():
+        t.add_row(k, str(v))
+    for k, v in tools.items():
+        t.add_row(k, v or "[yellow]not found[/]")
+    out.print(t)
+    for w in doc["warnings"]:
+        out.print(f"[yellow]warning:[/] {w}")
+
+
+@main.command("runs")
+@db_option
+@json_option
+def runs_(db, as_json):
+    """The runs in the store."""
+    store = open_store(db)
+    rows = store.runs()
+    if as_json:
+        emit_json(rows)
+        return
+    t = Table(title=str(store.path), title_justify="left")
+    for c in ("run", "started", "status", "results", "machine"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(str(r["id"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["status"],
+                  str(r["results"]), r["machine_id"])
+    out.print(t)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The machine: a fingerprint of what it is, and the conditions it runs under now.
+
+The fingerprint (CPU, caches, kernel, TSC frequency, core/TSC ratio) identifies a
+machine across runs; the conditions (governor, turbo, ASLR, load, isolated CPUs) are
+recorded with every run because they change from one run to the next.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+from pathlib import Path
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+
+
+def _read(path: Path | str, default: str = "") -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return default
+
+
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields from /proc/cpuinfo."""
+    info: dict[str, str] = {}
+    for line in _read("/proc/cpuinfo").splitlines():
+        if not line.strip():
+            if info:
+                break
+            continue
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def cpu_flags() -> set[str]:
+    info = cpuinfo()
+    return set((info.get("flags") or info.get("Features") or "").split())
+
+
+def _size_bytes(text: str) -> int:
+    text = text.strip().upper()
+    mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+    if text and text[-1] in mult:
+        return int(float(text[:-1]) * mult[text[-1]])
+    return int(text) if text.isdigit() else 0
+
+
+def caches() -> list[dict]:
+    """Caches of CPU 0 as sysfs reports them: level, type, size, line, ways."""
+    out = []
+    for d in sorted((SYS_CPU / "cpu0" / "cache").glob("index*")):
+        out.append({
+            "level": int(_read(d / "level", "0") or 0),
+            "type": _read(d / "type"),
+            "size_bytes": _size_bytes(_read(d / "size", "0")),
+            "line_bytes": int(_read(d / "coherency_line_size", "0") or 0),
+            "ways": int(_read(d / "ways_of_associativity", "0") or 0),
+            "shared_cpus": _read(d / "shared_cpu_list"),
+        })
+    return out
+
+
+def cache_label(c: dict) -> str:
+    kind = {"Data": "d", "Instruction": "i"}.get(c["type"], "")
+    size = c["size_bytes"]
+    human = f"{size // 1024 ** 2} MiB" if size >= 1024 ** 2 else f"{size // 1024} KiB"
+    return f"L{c['level']}{kind} {human}"
+
+
+def fingerprint(timing: dict | None = None) -> dict:
+    """What this machine is.  `timing` is a harness --calibrate-only result."""
+    info = cpuinfo()
+    timing = timing or {}
+    fp = {
+        "hostname": socket.gethostname(),
+        "arch": platform.machine(),
+        "cpu_model": info.get("model name") or info.get("Model") or info.get("CPU part", "unknown"),
+        "cpu_family": info.get("cpu family", ""),
+        "cpu_model_id": info.get("model", ""),
+        "cpus": os.cpu_count(),
+        "flags_hash": hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:16],
+        "caches": caches(),
+        "kernel": platform.release(),
+        "os": _read("/etc/os-release").partition('PRETTY_NAME="')[2].partition('"')[0],
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        "hypervisor": "hypervisor" in cpu_flags(),
+        "tsc_hz": timing.get("tsc_hz"),
+        "core_per_tsc": timing.get("core_per_tsc"),
+        "timer": timing.get("timer"),
+        "perf_error": timing.get("perf_error", ""),
+    }
+    return fp
+
+
+def fingerprint_id(fp: dict) -> str:
+    """A stable id of the machine: what it is, not how it measured today."""
+    stable = {k: fp.get(k) for k in ("hostname", "arch", "cpu_model", "cpus", "flags_hash", "caches",
+                                      "kernel", "memory_bytes")}
+    return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def conditions() -> dict:
+    """The state that can make this run noisy, read now."""
+    gov = _read(SYS_CPU / "cpu0" / "cpufreq" / "scaling_governor", "unknown")
+    boost = _read(SYS_CPU / "cpufreq" / "boost", "")
+    no_turbo = _read(SYS_CPU / "intel_pstate" / "no_turbo", "")
+    turbo = "on" if boost == "1" or no_turbo == "0" else "off" if boost == "0" or no_turbo == "1" else "unknown"
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = []
+    return {
+        "governor": gov,
+        "turbo": turbo,
+        "aslr": _read("/proc/sys/kernel/randomize_va_space", "unknown"),
+        "loadavg": load,
+        "isolated_cpus": _read(SYS_CPU / "isolated"),
+        "thp": _read("/sys/kernel/mm/transparent_hugepage/enabled", "unknown"),
+        "nr_hugepages": _read("/proc/sys/vm/nr_hugepages", "0"),
+        "perf_event_paranoid": _read("/proc/sys/kernel/perf_event_paranoid", "unknown"),
+    }
+
+
+def warnings(cond: dict, fp: dict) -> list[str]:
+    """Plain-language reasons the results may be noisy or not comparable."""
+    out = []
+    if cond["governor"] not in ("performance", "unknown"):
+        out.append(f"CPU frequency governor is {cond['governor']!r}: set 'performance' for stable clocks")
+    if cond["turbo"] == "on":
+        out.append("turbo/boost is on: clocks vary with temperature and load")
+    if cond["loadavg"] and cond["loadavg"][0] > 0.5 * (fp.get("cpus") or 1):
+        out.append(f"load average {cond['loadavg'][0]:.2f} on {fp.get('cpus')} CPUs: other work competes")
+    if cond["aslr"] not in ("0", "unknown"):
+        out.append("ASLR is on: layout varies between runs (cpulab randomises layout anyway and reports the spread)")
+    if not cond["isolated_cpus"]:
+        out.append("no isolated CPUs: the measured CPU also runs other tasks")
+    if fp.get("hypervisor"):
+        out.append("running under a hypervisor: steal time and virtual timers add noise")
+    if fp.get("timer") and fp["timer"] != "perf":
+        out.append(f"no hardware counters ({fp.get('perf_error')}): core cycles come from the calibrated TSC")
+    return out

@@ -1,0 +1,97 @@
+"""Terminal views: rich tables of a summary, of what is available, of the doctor's checks."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "dim", "identical code": "cyan"}
+
+
+def fmt_num(v: float | None, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 10 ** digits:
+        return f"{v:,.0f}"
+    return f"{v:.{max(0, digits - 1 - int(f'{a:e}'.split('e')[1]))}f}" if a >= 1 else f"{v:.{digits}g}"
+
+
+def fmt_params(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items() if k not in ("path", "expect")) or "-"
+
+
+def fmt_delta(ratio: float | None, ci: list[float] | None) -> str:
+    if ratio is None:
+        return "-"
+    s = f"{(ratio - 1) * 100:+.1f}%"
+    if ci:
+        s += f" [{(ci[0] - 1) * 100:+.1f}, {(ci[1] - 1) * 100:+.1f}]"
+    return s
+
+
+def results_tables(summary: dict) -> list[Table]:
+    """One table per (experiment, workload): rows are parameter points x variants."""
+    comps = {(c["experiment"], c["workload"], fmt_params(c["params"]), c["variant"]): c
+             for c in summary["comparisons"]}
+    tables: dict[tuple, Table] = {}
+    last_params: dict[tuple, str] = {}
+    for r in summary["results"]:
+        key = (r["experiment"], r["workload"])
+        if key not in tables:
+            base = next((c["baseline"] for c in summary["comparisons"] if (c["experiment"], c["workload"]) == key), "")
+            t = tables[key] = Table(title=f"{r['workload']} ({r['experiment']}): median [95% CI], "
+                                          f"delta vs {base} [95% CI]", title_justify="left")
+            for col, just in (("params", "left"), ("variant", "left"), (r["rate_unit"], "right"), ("cv", "right"),
+                              (r["per_clock_unit"], "right"), ("vs " + base, "right"), ("p", "right"),
+                              ("verdict", "left")):
+                t.add_column(col, justify=just)
+        params = fmt_params(r["params"])
+        shown = params if last_params.get(key) != params else ""
+        last_params[key] = params
+        c = comps.get((r["experiment"], r["workload"], params, r["variant"]))
+        median = cv = per_clock = delta = p = ""
+        if r["median"] is not None:
+            median = f"{fmt_num(r['median'])} [{fmt_num(r['ci'][0])}, {fmt_num(r['ci'][1])}]"
+            cv = f"{r['cv'] * 100:.1f}%"
+            per_clock = fmt_num(r["cycles_per_unit"])
+        if r["status"] == "identical":
+            verdict, median = "identical code", f"= {r['same_as']}"
+        elif r["status"] != "ok":
+            verdict = f"{r['status']}: {r['error']}"[:100]
+        elif c is None:
+            verdict = "baseline"
+        else:
+            verdict = c["verdict"]
+            if c["ratio"] is not None and verdict != "identical code":
+                delta, p = fmt_delta(c["ratio"], c["ci"]), f"{c['p']:.3f}"
+        tables[key].add_row(shown, r["variant"], median, cv, per_clock, delta, p,
+                            f"[{VERDICT_STYLE.get(verdict, 'yellow')}]{verdict}[/]")
+    return list(tables.values())
+
+
+def geomean_table(summary: dict) -> Table | None:
+    rows = [g for g in summary["geomeans"] if g["points"] > 1]
+    if not rows:
+        return None
+    t = Table(title="geometric mean of the ratio over parameter points", title_justify="left")
+    for col in ("experiment", "workload", "variant", "vs", "geomean", "points"):
+        t.add_column(col)
+    for g in rows:
+        t.add_row(g["experiment"], g["workload"], g["variant"], g["baseline"], fmt_delta(g["ratio"], None),
+                  str(g["points"]))
+    return t
+
+
+def print_summary(summary: dict, console: Console) -> None:
+    m, timing = summary["machine"], summary["timing"]
+    console.print(f"[bold]{m['cpu_model']}[/] ({m['cpus']} CPUs, {m['kernel']}); timer [bold]{timing.get('timer')}[/], "
+                  f"TSC {fmt_num((timing.get('tsc_hz') or 0) / 1e9)} GHz, core/TSC {fmt_num(timing.get('core_per_tsc'))}")
+    for t in results_tables(summary):
+        console.print(t)
+    if (g := geomean_table(summary)) is not None:
+        console.print(g)
+    console.print("[dim]verdict: faster/slower only when p < 0.05 after Holm, the interval excludes 0 and "
+                  "|delta| >= 1% (layout noise); otherwise same. Each observation is one process "
+                  "(the median of its samples).[/]")
