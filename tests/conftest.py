@@ -36,3 +36,30 @@ def run_artifact(exe: Path, *args: str, timeout: float = 120) -> dict:
     """Run an artifact and parse its single JSON line."""
     p = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
     return json.loads(p.stdout)
+
+
+TEST_KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Artifacts and data files of a test session go to a fresh cache directory."""
+    import os
+    old = os.environ.get("CPULAB_CACHE_DIR")
+    os.environ["CPULAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("CPULAB_CACHE_DIR", None)
+    else:
+        os.environ["CPULAB_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def misbehave(monkeypatch):
+    """Register the test-only 'misbehave' workload (tests/kernels/misbehave.c)."""
+    from cpulab import workloads
+    w = workloads.Workload(name="misbehave", kernel=str(TEST_KERNELS / "misbehave.c"), unit="iterations",
+                           description="fails on purpose", params={"mode": "ok"})
+    table = {**workloads.registry(), "misbehave": w}
+    monkeypatch.setattr(workloads, "registry", lambda: table)
+    return w

@@ -60,11 +60,24 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cpulab")
-def main():
+def cli():
     """cpulab: is X faster than Y on this work, by how much, and why?"""
 
 
-@main.command()
+def main() -> None:
+    """Entry point: click's usage errors become one line and exit status 2."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.UsageError as e:
+        where = f"{e.ctx.command_path}: " if e.ctx else ""
+        fail(f"{where}{e.format_message()}")
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as e:
+        fail(e.format_message())
+
+
+@cli.command()
 @click.argument("plan_file", required=False)
 @click.option("-w", "--workload", "workload_names", multiple=True, help="Workload to run (repeatable).")
 @click.option("-v", "--variant", "variant_names", multiple=True, help="Build variant (repeatable).")
@@ -124,7 +137,7 @@ def analyse_print(summary: dict) -> None:
     print_summary(summary, out)
 
 
-@main.command()
+@cli.command()
 @click.argument("run_id", type=int, required=False)
 @click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
 @db_option
@@ -147,7 +160,7 @@ def compare(run_id, baseline, db, as_json):
         analyse_print(summary)
 
 
-@main.command("list")
+@cli.command("list")
 @json_option
 def list_(as_json):
     """Workloads, variants, and which variants can be built here."""
@@ -179,7 +192,7 @@ def list_(as_json):
     out.print(f"built-in plans: {', '.join(plan_names)}")
 
 
-@main.command()
+@cli.command()
 @json_option
 def doctor(as_json):
     """Timers, counters, toolchains, governor and load: what would make results noisy."""
@@ -214,7 +227,7 @@ def doctor(as_json):
         out.print(f"[yellow]warning:[/] {w}")
 
 
-@main.command("runs")
+@cli.command("runs")
 @db_option
 @json_option
 def runs_(db, as_json):

@@ -42,6 +42,8 @@ class Plan:
     timeout: float = 300.0  # seconds per invocation
     profile: str = "quick"
     timer: str = "auto"
+    # Measure variants even when their code is byte-identical (an A/A test of the method).
+    measure_identical: bool = False
     custom_variants: dict[str, Variant] = field(default_factory=dict)
 
     def variant(self, name: str) -> Variant:
@@ -140,7 +142,7 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
 
 
 _PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer",
-              "variants", "experiment"}
+              "measure_identical", "variants", "experiment"}
 _EXP_KEYS = {"name", "title", "workloads", "variants", "baseline", "params"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
@@ -174,8 +176,12 @@ def from_dict(d: dict, where: str) -> Plan:
         params = {}
         for w, pd in (ed.get("params") or {}).items():
             _check(isinstance(pd, dict), f"{at}.params.{w}", "expected a table of parameter = values")
-            params[w] = {k: (parse_param_values(v) if isinstance(v, str) else _str_list(v, f"{at}.params.{w}.{k}"))
-                         for k, v in pd.items()}
+            params[w] = {}
+            for k, v in pd.items():
+                try:
+                    params[w][k] = parse_param_values(v) if isinstance(v, str) else _str_list(v, k)
+                except PlanError as e:
+                    raise PlanError(f"{at}.params.{w}.{k}: {e}") from None
         exps.append(Experiment(name=str(ed.get("name", f"experiment-{i}")), title=str(ed.get("title", "")),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
                                variants=variants, baseline=str(ed.get("baseline", variants[0] if variants else "")),
@@ -183,7 +189,7 @@ def from_dict(d: dict, where: str) -> Plan:
     try:
         plan = Plan(name=str(d.get("name", Path(where).stem)), experiments=exps, custom_variants=custom,
                     **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",
-                                         "profile", "timer") if k in d})
+                                         "profile", "timer", "measure_identical") if k in d})
     except TypeError as e:
         raise PlanError(f"{where}: {e}") from None
     for k, typ in (("runs", int), ("samples", int), ("min_sample_time", (int, float)),

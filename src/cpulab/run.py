@@ -213,7 +213,7 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
         if not t.live:
             continue
         key = (t.experiment, t.workload, json.dumps(t.params, sort_keys=True), t.artifact.code_hash)
-        if key in first_with and first_with[key] != t.variant:
+        if key in first_with and first_with[key] != t.variant and not plan.measure_identical:
             t.live = False
             store.mark_identical(t.result_id, first_with[key])
         else:

@@ -1,0 +1,72 @@
+"""The command line as a user meets it: JSON documents, one-line errors, exit 2."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def cpulab(*args, db=None):
+    env = dict(os.environ)
+    if db:
+        env["CPULAB_DB"] = str(db)
+    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_run_json_document(tmp_path):
+    db = tmp_path / "db.sqlite"
+    p = cpulab("run", "-w", "sha256", "-v", "O0", "-v", "O2", "-p", "size=1024,4096", "--runs", "3",
+               "--samples", "2", "--min-sample-time", "0.002", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["run_id"] == 1 and doc["machine"]["cpu_model"]
+    assert len(doc["results"]) == 4
+    for r in doc["results"]:
+        assert {"workload", "variant", "params", "unit", "median", "ci", "cycles_per_unit", "samples", "status",
+                "error"} <= set(r)
+        assert r["status"] == "ok" and r["ci"][0] <= r["median"] <= r["ci"][1]
+        assert len(r["samples"]) == 3 * 2
+    assert len(doc["comparisons"]) == 2
+    for c in doc["comparisons"]:
+        assert {"workload", "params", "baseline", "variant", "ratio", "ci", "p", "verdict"} <= set(c)
+        assert c["baseline"] == "O2" and c["verdict"] in ("faster", "slower", "same")
+    # The compare command reads the same run back, against another baseline.
+    again = json.loads(cpulab("compare", "--baseline", "O0", "--json", db=db).stdout)
+    assert {c["variant"] for c in again["comparisons"]} == {"O2"}
+    table = cpulab("compare", db=db)
+    assert table.returncode == 0 and "sha256" in table.stdout and "baseline" in table.stdout
+
+
+def test_list_and_doctor_json():
+    doc = json.loads(cpulab("list", "--json").stdout)
+    assert "sha256" in {w["name"] for w in doc["workloads"]}
+    variants = {v["name"]: v for v in doc["variants"]}
+    assert variants["O2"]["available"]
+    for v in variants.values():
+        assert v["available"] or "install" in v["reason"]
+    doc = json.loads(cpulab("doctor", "--json").stdout)
+    assert doc["timing"]["timer"] in ("perf", "tsc", "clock")
+    assert {"governor", "turbo", "aslr", "loadavg", "isolated_cpus"} <= set(doc["conditions"])
+    assert isinstance(doc["warnings"], list)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "-v", "O9"], "unknown variant 'O9'"),
+    (["run", "-w", "nope"], "unknown workload 'nope'"),
+    (["run", "--runs", "0"], "--runs"),
+    (["run", "-w", "sha256", "-p", "size"], "key=value"),
+    (["run", "/no/such/plan.toml"], "/no/such/plan.toml"),
+    (["compare", "99"], "no run 99"),
+    (["frobnicate"], "frobnicate"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    db = tmp_path / "db.sqlite"
+    if args[0] == "compare":
+        cpulab("run", "-w", "sha256", "-v", "O2", "-p", "size=64", "--runs", "1", "--samples", "1",
+               "--min-sample-time", "0.001", db=db)
+    p = cpulab(*args, db=db)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], p.stderr

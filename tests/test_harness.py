@@ -1,0 +1,77 @@
+"""The native harness: timers, calibration, the known-answer gate, the JSON protocol."""
+import math
+import subprocess
+
+from conftest import TEST_KERNELS, run_artifact
+
+
+def test_tsc_timer_reports_core_cycles(build_kernel):
+    exe = build_kernel("sha256.c")
+    r = run_artifact(exe, "--timer", "tsc", "--samples", "3", "--min-sample-time", "0.002")
+    assert r["status"] == "ok" and r["timer"] == "tsc"
+    # Physical sanity: a core clock between 0.3 and 8 GHz, TSC between 0.3 and 8 GHz.
+    assert 0.3e9 < r["tsc_hz"] < 8e9
+    core_hz = r["tsc_hz"] * r["core_per_tsc"]
+    assert 0.3e9 < core_hz < 8e9
+    # cycles = ticks x ratio, and ticks ~ ns x tsc_hz: cycles/ns is the core clock.
+    for ns, cyc in zip(r["ns"], r["cycles"]):
+        assert 0.5 * core_hz < cyc / ns * 1e9 < 1.5 * core_hz
+    assert all(v is None for v in r["instructions"])
+
+
+def test_clock_timer_has_no_cycles(build_kernel):
+    r = run_artifact(build_kernel("sha256.c"), "--timer", "clock", "--samples", "2", "--min-sample-time", "0.001")
+    assert r["status"] == "ok" and r["timer"] == "clock"
+    assert all(c is None for c in r["cycles"])
+
+
+def test_perf_timer_works_or_says_why(build_kernel):
+    exe = build_kernel("sha256.c")
+    p = subprocess.run([str(exe), "--timer", "perf", "--samples", "1", "--min-sample-time", "0.001"],
+                       capture_output=True, text=True)
+    import json
+    r = json.loads(p.stdout)
+    if r["status"] == "ok":  # a machine with counters: cycles and instructions both counted
+        assert r["timer"] == "perf" and all(c > 0 for c in r["cycles"]) and all(i > 0 for i in r["instructions"])
+    else:  # no counters: a forced perf timer is an error naming the cause
+        assert p.returncode == 2 and r["status"] == "error" and "perf" in r["error"]
+        auto = run_artifact(exe, "--samples", "1", "--min-sample-time", "0.001")
+        assert auto["timer"] in ("tsc", "clock") and auto["perf_error"]
+
+
+def test_sample_lasts_at_least_min_sample_time(build_kernel):
+    r = run_artifact(build_kernel("sha256.c"), "--samples", "4", "--min-sample-time", "0.02")
+    assert r["reps"] >= 1
+    assert min(r["ns"]) > 0.5 * 0.02e9  # wide margin: the clock may speed up after calibration
+    assert r["work"] == r["reps"] * 16384
+
+
+def test_failed_known_answer_is_never_timed(build_kernel):
+    exe = build_kernel(str(TEST_KERNELS / "misbehave.c"))
+    p = subprocess.run([str(exe), "--param", "mode=wrong"], capture_output=True, text=True)
+    import json
+    r = json.loads(p.stdout)
+    assert p.returncode == 3 and r["status"] == "verify-failed" and "42" in r["error"]
+    assert "ns" not in r
+
+
+def test_skip_and_setup_failure_statuses(build_kernel):
+    exe = build_kernel(str(TEST_KERNELS / "misbehave.c"))
+    assert run_artifact(exe, "--param", "mode=skip")["status"] == "skipped"
+    assert run_artifact(exe, "--param", "mode=nosetup")["status"] == "setup-failed"
+
+
+def test_bad_usage_is_exit_2(build_kernel):
+    exe = build_kernel("sha256.c")
+    p = subprocess.run([str(exe), "--samples", "0"], capture_output=True, text=True)
+    assert p.returncode == 2 and '"usage"' in p.stdout
+    p = subprocess.run([str(exe), "--timer", "sundial"], capture_output=True, text=True)
+    assert p.returncode == 2
+
+
+def test_add_chain_calibration_is_stable(build_kernel):
+    """Two calibrations agree: the add chain is a clock, not noise."""
+    exe = build_kernel("sha256.c")
+    a = [run_artifact(exe, "--calibrate-only")["core_per_tsc"] for _ in range(3)]
+    assert all(math.isfinite(x) for x in a)
+    assert max(a) / min(a) < 1.3

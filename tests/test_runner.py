@@ -1,0 +1,117 @@
+"""The runner: failures are kept per variant, identical code is found, Ctrl-C keeps data."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from cpulab import analyse, plan as plans, run as runner
+from cpulab.store import Store
+
+FAST = dict(runs=2, samples=2, min_sample_time=0.001, warmup=0.0)
+
+
+def make_plan(workloads, variants, params=None, custom=None, **kw):
+    exp = plans.Experiment("t", workloads, variants, variants[0], params=params or {})
+    p = plans.Plan("test", [exp], custom_variants=custom or {}, **{**FAST, **kw})
+    return plans.validate(p)
+
+
+def test_every_failure_is_recorded_and_the_rest_goes_on(tmp_path, misbehave):
+    modes = ["ok", "crash", "hang", "wrong", "nosetup", "skip", "garbage"]
+    p = make_plan(["misbehave"], ["O2"], {"misbehave": {"mode": modes}}, timeout=2.0)
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store, seed=1)
+    status = {r["params"]["mode"]: (r["status"], r["error"]) for r in store.results(run_id)}
+    assert status["ok"][0] == "ok"
+    assert status["crash"] == ("crash", "killed by SIGSEGV")
+    assert status["hang"][0] == "timeout"
+    assert status["wrong"][0] == "verify-failed" and "42" in status["wrong"][1]
+    assert status["nosetup"][0] == "setup-failed"
+    assert status["skip"][0] == "skipped"
+    assert status["garbage"][0] == "error"
+    ok_id = next(r["id"] for r in store.results(run_id) if r["params"]["mode"] == "ok")
+    assert len(store.samples(ok_id)) == FAST["runs"] * FAST["samples"]
+    assert store.run(run_id)["status"] == "done"
+
+
+def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
+    from cpulab.toolchain import Variant
+    custom = {"broken": Variant("broken", cflags=("-O2", "-fno-such-option")),
+              "nocc": Variant("nocc", compiler="no-such-cc", package="no-such-package")}
+    p = make_plan(["sha256"], ["O2", "broken", "nocc"], {"sha256": {"size": ["256"]}}, custom)
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store, seed=2)
+    res = {r["variant"]: r for r in store.results(run_id)}
+    assert res["O2"]["status"] == "ok"
+    assert res["broken"]["status"] == "build-failed" and "no-such-option" in res["broken"]["error"]
+    assert res["nocc"]["status"] == "skipped" and "install no-such-package" in res["nocc"]["error"]
+
+
+def test_identical_code_is_reported_not_measured(tmp_path):
+    from cpulab.toolchain import Variant
+    custom = {"O2-twin": Variant("O2-twin", cflags=("-O2", "-DUNUSED_MACRO=1"))}
+    p = make_plan(["sha256"], ["O2", "O2-twin", "O0"], {"sha256": {"size": ["256"]}}, custom)
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store, seed=3)
+    res = {r["variant"]: r for r in store.results(run_id)}
+    assert res["O2-twin"]["status"] == "identical" and res["O2-twin"]["same_as"] == "O2"
+    assert store.samples(res["O2-twin"]["id"]) == []
+    summary = analyse.summarise(store, run_id)
+    verdicts = {c["variant"]: c["verdict"] for c in summary["comparisons"]}
+    assert verdicts["O2-twin"] == "identical code"
+    assert verdicts["O0"] in ("slower", "same")  # never 'identical code': O0 emits other code
+
+
+def test_artifacts_are_cached_by_content(tmp_path):
+    from cpulab import build, toolchain, workloads
+    w = workloads.get("sha256")
+    a = build.build_artifact(w, toolchain.BUILTIN["O2"], cache_dir=tmp_path)
+    mtime = os.path.getmtime(a.path)
+    b = build.build_artifact(w, toolchain.BUILTIN["O2"], cache_dir=tmp_path)
+    assert a == b and os.path.getmtime(b.path) == mtime
+    c = build.build_artifact(w, toolchain.BUILTIN["O1"], cache_dir=tmp_path)
+    assert c.hash != a.hash and c.path != a.path
+    assert any("-O1" in cmd for cmd in c.commands) and "gcc" in c.compiler_version.lower()
+
+
+def test_identical_builds_are_same(tmp_path):
+    """An A/A test of the whole method: one artifact measured as 20 pairs of 'variants'
+    must come out 'same' in at least 95% of the comparisons."""
+    from cpulab.toolchain import Variant
+    custom = {"twin": Variant("twin", cflags=("-O2",))}
+    exps = [plans.Experiment(f"aa{i}", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["1024"]}})
+            for i in range(20)]
+    p = plans.validate(plans.Plan("aa", exps, runs=8, samples=3, min_sample_time=0.002, warmup=0.0,
+                                  measure_identical=True, custom_variants=custom))
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store, seed=4)
+    comps = analyse.summarise(store, run_id)["comparisons"]
+    assert len(comps) == 20
+    same = sum(c["verdict"] == "same" for c in comps)
+    assert same >= 19, [(round(c["ratio"], 4), c["p"]) for c in comps]
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
+    db = tmp_path / "db.sqlite"
+    env = {**os.environ, "CPULAB_DB": str(db)}
+    proc = subprocess.Popen([sys.executable, "-m", "cpulab.cli", "run", "-w", "sha256", "-v", "O2", "-v", "O1",
+                             "-p", "size=1024", "--runs", "1000", "--min-sample-time", "0.001"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    n = 0
+    while time.time() < deadline and n < 6:
+        time.sleep(0.5)
+        try:
+            n = sqlite3.connect(db).execute("SELECT count(DISTINCT invocation) FROM samples").fetchone()[0]
+        except sqlite3.Error:
+            n = 0
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= 6
+    assert "keeps what was measured" in err

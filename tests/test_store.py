@@ -1,0 +1,62 @@
+"""The SQLite store: schema version, round trips, and concurrent writers."""
+import multiprocessing as mp
+import sqlite3
+
+import pytest
+
+from cpulab.store import MIGRATIONS, Store, StoreError
+
+HARNESS_OUT = {"ns": [1.0, 2.0], "cycles": [3.0, None], "instructions": [None, None], "work": 10.0, "reps": 2,
+               "user_s": [0.0, 0.0], "sys_s": [0.0, 0.0], "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.2,
+               "notes": {"working_set_bytes": 64}}
+
+
+def new_run(store):
+    return store.start_run({"cpu_model": "x"}, "m1", {"experiments": []}, {}, {"timer": "tsc"}, ["cpulab"])
+
+
+def test_schema_version_and_round_trip(tmp_path):
+    s = Store(tmp_path / "db.sqlite")
+    assert s.schema_version() == len(MIGRATIONS)
+    run = new_run(s)
+    rid = s.add_result(run, "sha256", "O2", {"size": "64"}, "bytes", "pending")
+    s.add_invocation(rid, 0, HARNESS_OUT, layout_pad=17)
+    [r] = s.results(run)
+    assert r["status"] == "ok" and r["params"] == {"size": "64"} and r["notes"]["working_set_bytes"] == 64
+    samples = s.samples(rid)
+    assert [x["ns"] for x in samples] == [1.0, 2.0] and samples[1]["cycles"] is None
+    assert samples[0]["layout_pad"] == 17 and samples[0]["reps"] == 2
+    # Reopening keeps everything and does not migrate again.
+    assert Store(tmp_path / "db.sqlite").results(run)[0]["id"] == rid
+
+
+def test_not_a_database(tmp_path):
+    bad = tmp_path / "junk.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="junk.sqlite"):
+        Store(bad)
+
+
+def _writer(path, n):
+    s = Store(path)
+    run = new_run(s)
+    for i in range(n):
+        rid = s.add_result(run, "w", f"v{i}", {"i": str(i)}, "bytes", "pending")
+        s.add_invocation(rid, 0, HARNESS_OUT, 0)
+
+
+def test_two_processes_write_at_once(tmp_path):
+    path = tmp_path / "db.sqlite"
+    Store(path)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, 150)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 300
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 600
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
