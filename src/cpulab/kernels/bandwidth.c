@@ -50,12 +50,19 @@ static inline void barrier(void *p) { __asm__ __volatile__("" : : "r"(p) : "memo
  * add latency even when it does not vectorise).  n is a multiple of 8. */
 static double op_read(const double *restrict a, size_t n)
 {
-    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     n &= ~(size_t)7;
-    for (size_t i = 0; i < n; i += 8)
-        for (int j = 0; j < 8; j++)
-            s[j] += a[i + j];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (size_t i = 0; i < n; i += 8) { /* 8 loads, 8 independent adds */
+        s0 += a[i + 0];
+        s1 += a[i + 1];
+        s2 += a[i + 2];
+        s3 += a[i + 3];
+        s4 += a[i + 4];
+        s5 += a[i + 5];
+        s6 += a[i + 6];
+        s7 += a[i + 7];
+    }
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
 }
 
 static void op_write(double *restrict a, double v, size_t n)
