@@ -1,0 +1,62 @@
+"""The memory hierarchy: load-to-use latency (memlat) and STREAM bandwidth (bandwidth).
+
+Each grid point is one artifact run (process start, timer calibration, rep calibration,
+samples): about 0.1-0.2 s, more for the largest working sets (setting up and verifying a
+256 MiB chain takes about 1 s).  Point counts, for planning:
+
+  memlat quick     65 sizes (1 KiB..64 MiB, 4 per octave) x pages {4k, thp}          = 130
+  memlat full      73 sizes (1 KiB..256 MiB) x pages {4k, thp, huge} x mode {random,
+                   sequential}                                                      = 438
+  bandwidth quick  15 sizes (4 KiB..64 MiB, 1 per octave) x 4 ops                     =  60
+  bandwidth full   33 sizes (4 KiB..256 MiB, 2 per octave) x 4 ops                    = 132
+"""
+from __future__ import annotations
+
+import math
+
+from . import Workload
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+def memlat_sizes(lo: int, hi: int, per_octave: int, line: int = 64) -> list[int]:
+    """Working-set sizes from lo to hi bytes, per_octave points per doubling.
+
+    The points are lo * 2**(k / per_octave), rounded to a whole number of lines (at
+    least one line); hi itself is always the last point.  Sorted, no duplicates.
+    """
+    if lo < 1 or hi < lo or per_octave < 1 or line < 1:
+        raise ValueError(f"need 1 <= lo <= hi, per_octave >= 1, line >= 1; got {lo}, {hi}, {per_octave}, {line}")
+    steps = math.floor(per_octave * math.log2(hi / lo) + 1e-9)
+    raw = [lo * 2 ** (k / per_octave) for k in range(steps + 1)] + [hi]
+    return sorted({max(line, round(s / line) * line) for s in raw})
+
+
+def _strs(values: list[int]) -> list[str]:
+    return [str(v) for v in values]
+
+
+WORKLOADS = [
+    Workload(
+        name="memlat",
+        kernel="memlat.c",
+        unit="loads",
+        description="load-to-use latency vs working-set size: dependent pointer chase "
+                    "through a random single-cycle permutation of cache lines (lat_mem_rd)",
+        params={"size": str(64 * KIB), "pages": "4k", "mode": "random", "line": "64", "seed": "1"},
+        quick={"size": _strs(memlat_sizes(1 * KIB, 64 * MIB, 4)), "pages": ["4k", "thp"]},
+        full={"size": _strs(memlat_sizes(1 * KIB, 256 * MIB, 4)), "pages": ["4k", "thp", "huge"],
+              "mode": ["random", "sequential"]},
+    ),
+    Workload(
+        name="bandwidth",
+        kernel="bandwidth.c",
+        unit="bytes",
+        description="STREAM-style read/write/copy/triad bandwidth vs working-set size, "
+                    "plain C loops (bytes counted as STREAM does)",
+        params={"op": "read", "size": str(64 * KIB)},
+        quick={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 64 * MIB, 1))},
+        full={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 256 * MIB, 2))},
+    ),
+]
