@@ -125,11 +125,14 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
             sys.exit(130)
     summary = analyse.summarise(store, run_id)
     summary["wall_s"] = time.time() - started
+    from .report import html
+    summary["report"] = str(html.write(summary, default_report_path(run_id), store))
     if as_json:
         emit_json(summary)
     else:
         analyse_print(summary)
         console.print(f"[dim]run {run_id} stored in {store.path} ({summary['wall_s']:.0f} s)[/]")
+        out.print(f"report: {summary['report']}")
 
 
 def analyse_print(summary: dict) -> None:
@@ -225,6 +228,83 @@ def doctor(as_json):
     out.print(t)
     for w in doc["warnings"]:
         out.print(f"[yellow]warning:[/] {w}")
+
+
+def _run_id(store: Store, run_id: int | None) -> int:
+    run_id = run_id or store.latest_run()
+    if run_id is None:
+        fail(f"no runs in {store.path}; start with 'cpulab run'")
+    try:
+        store.run(run_id)
+    except StoreError as e:
+        fail(str(e))
+    return run_id
+
+
+def default_report_path(run_id: int) -> Path:
+    return paths.data_dir() / "reports" / f"run-{run_id}.html"
+
+
+@cli.command()
+@click.argument("run_id", type=int, required=False)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the HTML file (default: $XDG_DATA_HOME/cpulab/reports/run-N.html).")
+@db_option
+def report(run_id, output, db):
+    """Write a self-contained HTML report of a run (default: the latest)."""
+    from .report import html
+    store = open_store(db)
+    run_id = _run_id(store, run_id)
+    path = html.write(analyse.summarise(store, run_id), Path(output) if output else default_report_path(run_id), store)
+    click.echo(str(path))
+
+
+@cli.command()
+@click.argument("run_id", type=int, required=False)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "markdown"]), default="json")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File to write (default: stdout).")
+@db_option
+def export(run_id, fmt, output, db):
+    """Export a run's results and comparisons as JSON, CSV or Markdown."""
+    from .report import exports
+    store = open_store(db)
+    summary = analyse.summarise(store, _run_id(store, run_id))
+    text = exports.render(summary, fmt)
+    if output:
+        Path(output).write_text(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command("explain")
+@click.argument("variant_a")
+@click.argument("variant_b")
+@click.option("-w", "--workload", "workload_name", default="sha256", show_default=True)
+@click.option("--rows", type=int, default=60, show_default=True, help="Rows of the side-by-side listing to print.")
+@json_option
+def explain_(variant_a, variant_b, workload_name, rows, as_json):
+    """The kernel's hot loop under two variants, side by side, with counts and alignment."""
+    from . import build, explain
+    try:
+        w = workloads.get(workload_name)
+        va, vb = toolchain.get(variant_a), toolchain.get(variant_b)
+    except KeyError as e:
+        fail(e.args[0])
+    arts = []
+    for v in (va, vb):
+        if why := toolchain.unavailable_reason(v):
+            fail(f"variant {v.name}: skipped: {why}")
+        try:
+            arts.append(build.build_artifact(w, v))
+        except build.BuildError as e:
+            fail(f"variant {v.name}: build failed: {e}")
+    doc = explain.explain(arts[0].path, arts[1].path)
+    if as_json:
+        emit_json({"workload": workload_name, "a": variant_a, "b": variant_b, **doc})
+        return
+    from .report.terminal import explain_tables
+    for t in explain_tables(doc, variant_a, variant_b, rows):
+        out.print(t)
 
 
 @cli.command("runs")

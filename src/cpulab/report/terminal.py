@@ -95,3 +95,30 @@ def print_summary(summary: dict, console: Console) -> None:
     console.print("[dim]verdict: faster/slower only when p < 0.05 after Holm, the interval excludes 0 and "
                   "|delta| >= 1% (layout noise); otherwise same. Each observation is one process "
                   "(the median of its samples).[/]")
+
+
+def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list[Table]:
+    """Counts of the two kernels, then the hot loops aligned (changed rows marked)."""
+    t = Table(title="generated code" + ("  (identical executables)" if doc["identical"] else ""),
+              title_justify="left")
+    for col in ("", a, b):
+        t.add_column(col, justify="right")
+    t.add_row("kernel instructions", str(doc["a"]["kernel_instructions"]), str(doc["b"]["kernel_instructions"]))
+    t.add_row("kernel bytes", str(doc["a"]["kernel_bytes"]), str(doc["b"]["kernel_bytes"]))
+    ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
+    if ha and hb:
+        t.add_row("hot loop", f"{ha['function']} @ {ha['start']}", f"{hb['function']} @ {hb['start']}")
+        for key in ("instructions", "bytes", "alignment"):
+            t.add_row(f"hot loop {key}", str(ha[key]), str(hb[key]))
+    tables = [t]
+    if doc["rows"]:
+        lt = Table(title=f"hot loops side by side (first {min(max_rows, len(doc['rows']))} of {len(doc['rows'])} rows)",
+                   title_justify="left")
+        lt.add_column(a)
+        lt.add_column("", width=1)
+        lt.add_column(b)
+        style = {"=": "", "~": "yellow", "<": "red", ">": "red"}
+        for left, right, tag in doc["rows"][:max_rows]:
+            lt.add_row(left, tag if tag != "=" else "", right, style=style[tag])
+        tables.append(lt)
+    return tables

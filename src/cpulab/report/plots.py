@@ -1,0 +1,79 @@
+"""Plots as inline SVG strings (matplotlib, no network, no files)."""
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+plt.rcParams.update({"figure.dpi": 96, "font.size": 9, "svg.fonttype": "none", "axes.grid": True,
+                     "grid.alpha": 0.3})
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
+
+
+def _human_bytes(v: float) -> str:
+    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if v >= size:
+            return f"{v / size:g} {unit}"
+    return f"{v:g} B"
+
+
+def _mark_caches(ax, caches: list[dict]) -> None:
+    """Dotted lines at the data cache sizes that fall inside the plotted range."""
+    lo, hi = ax.get_xlim()
+    for c in caches:
+        if c.get("type") == "Instruction" or not lo <= c.get("size_bytes", 0) <= hi:
+            continue
+        ax.axvline(c["size_bytes"], color="grey", linestyle=":", linewidth=1)
+        ax.annotate(f"L{c['level']} {_human_bytes(c['size_bytes'])}", (c["size_bytes"], 1),
+                    xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right", fontsize=7, color="grey")
+    ax.set_xlim(lo, hi)
+
+
+def bars(labels: list[str], values: list[float], ci: list[tuple[float, float]], ylabel: str, title: str) -> str:
+    """A bar per variant with its 95% interval as an error bar."""
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    lo = [max(0.0, v - c[0]) for v, c in zip(values, ci)]
+    hi = [max(0.0, c[1] - v) for v, c in zip(values, ci)]
+    ax.bar(range(len(values)), values, yerr=[lo, hi], capsize=3, color="#4c78a8")
+    ax.set_xticks(range(len(values)), labels, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return _svg(fig)
+
+
+def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str, title: str,
+           caches: list[dict] | None = None, logy: bool = False, xbytes: bool = True,
+           levels: list[dict] | None = None) -> str:
+    """One line per variant: y against x (log2 x axis), cache sizes marked."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for name, pts in series.items():
+        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name)
+    ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    if xbytes:
+        ticks = [t for t in ax.get_xticks() if t > 0]
+        ax.set_xticks(ticks, [_human_bytes(t) for t in ticks], rotation=30, ha="right")
+    if caches:
+        _mark_caches(ax, caches)
+    for lv in levels or []:
+        ax.axhline(lv["ns"], color="#e45756", linewidth=0.8, linestyle="--")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if len(series) > 1:
+        ax.legend(fontsize=7)
+    return _svg(fig)

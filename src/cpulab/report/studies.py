@@ -1,0 +1,107 @@
+"""The words around the numbers: what each seed experiment asks, and what the data says
+about why (the knee of a sweep against the cache sizes, the widest gap between
+variants).  Derived from the results each time; nothing here is measured."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .. import machine
+
+INTROS = {
+    "seed000": "Seed 000: the same RC5 key-cracking source built as a.out vs ELF and static vs dynamic gave "
+               "16-66% different keys/s on 386/486 machines. Here: RC5-72 keys/s and cycles/key under today's "
+               "link formats (static, dynamic, PIE, fixed-address), with percent faster than the slowest, and the "
+               "generated code of the widest pair side by side.",
+    "seed001": "Seed 001: dot product, euclidean distance and a radix-2 FFT on an ARM board, old ABI (FPA "
+               "instructions trapped and emulated) vs EABI soft-float, MFLOPS against vector size, with a knee "
+               "where the data outgrew the 16 KB D-cache. Here: a scalar x87 build (-m32 -mfpmath=387), the "
+               "default SSE2 build and -O3 -march=native, MFLOPS against working set with the caches marked.",
+    "seed002": "Seed 002: hashdeep SHA-256 over 10 MB to 1 GB files, -O2 vs -O3, real/user/sys on four servers. "
+               "Here: the same over files in the page cache, with the SHA extensions kernel beside the portable "
+               "one for the instruction-set effect.",
+    "seed003": "Seed 003: lmbench memory latency against array size on an Alpha, with a sharp or a gradual L2 "
+               "step depending on page colouring. Here: a dependent random chase, 4 KiB pages vs transparent "
+               "huge pages, with the steps found in the curve and set against the cache sizes the OS reports.",
+    "seed004": "Seed 004: DES and RC5 keys/s on Pentium, Pentium Pro, Pentium II and K6 at equal clock (% of "
+               "max), RDTSC cycle counts of tiny loops (table 2) and load latency by alignment (table 3). Here: "
+               "the same figures per clock on this core, across build variants.",
+}
+
+
+def intro(experiment: str) -> str:
+    return INTROS.get(experiment, "")
+
+
+def _label(size: float, caches: list[dict]) -> str:
+    data = sorted((c for c in caches if c.get("type") != "Instruction" and c.get("size_bytes")),
+                  key=lambda c: c["size_bytes"])
+    for c in data:
+        if size <= c["size_bytes"]:
+            return f"fits in {machine.cache_label(c)}"
+    return "larger than every cache" if data else "cache sizes unknown"
+
+
+def knees(ok: list[dict], caches: list[dict]) -> list[str]:
+    """For each series of a working-set sweep: where the rate first falls below 75% of
+    its peak (after the peak), and which cache the working set outgrew there."""
+    series: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for r in ok:
+        ws = r["notes"].get("working_set_bytes")
+        if ws:
+            others = tuple(sorted((k, v) for k, v in r["params"].items() if k not in ("n", "size")))
+            series[(r["variant"], others)].append((float(ws), r["median"]))
+    out = []
+    for (variant, others), pts in sorted(series.items()):
+        pts.sort()
+        if len(pts) < 4:
+            continue
+        peak_i = max(range(len(pts)), key=lambda i: pts[i][1])
+        for i in range(peak_i + 1, len(pts)):
+            if pts[i][1] < 0.75 * pts[peak_i][1]:
+                before, after = pts[i - 1][0], pts[i][0]
+                extra = " ".join(f"{k}={v}" for k, v in others)
+                out.append(f"{variant} {extra}: the rate falls from {pts[peak_i][1]:.4g} at its peak to "
+                           f"{pts[i][1]:.4g} between {before / 1024:g} KiB ({_label(before, caches)}) and "
+                           f"{after / 1024:g} KiB ({_label(after, caches)}): the knee is where the data leaves that "
+                           f"cache and each element waits on the next level.")
+                break
+    return out
+
+
+def spread(ok: list[dict]) -> list[str]:
+    """The widest gap between variants at one parameter point, per clock."""
+    by_point: dict[tuple, list[dict]] = defaultdict(list)
+    for r in ok:
+        by_point[tuple(sorted(r["params"].items()))].append(r)
+    best = None
+    for rs in by_point.values():
+        if len(rs) >= 2:
+            lo, hi = min(rs, key=lambda r: r["median"]), max(rs, key=lambda r: r["median"])
+            gap = hi["median"] / lo["median"]
+            if best is None or gap > best[0]:
+                best = (gap, lo, hi)
+    if not best or best[0] < 1.01:
+        return []
+    gap, lo, hi = best
+    per = lambda r: f"{r['cycles_per_unit']:.4g} {r['per_clock_unit']}" if r["cycles_per_unit"] else "?"
+    return [f"Widest gap: {hi['variant']} is {100 * (gap - 1):.0f}% faster than {lo['variant']} "
+            f"({per(hi)} against {per(lo)}). The generated code below shows where the cycles go."]
+
+
+def notes_for(workload: str, ok: list[dict], s: dict) -> list[str]:
+    return knees(ok, s["machine"].get("caches", [])) + spread(ok)
+
+
+def analysis_sections(s: dict) -> list[dict]:
+    """Stored analyses that carry a table ({title, columns, rows, notes}) as sections."""
+    out = []
+    for a in s.get("analyses", []):
+        d = a["data"]
+        if not isinstance(d, dict) or "rows" not in d or "columns" not in d:
+            continue
+        out.append({"id": f"{a['kind']}-{a['key']}", "title": d.get("title") or a["kind"], "intro": d.get("intro", ""),
+                    "parts": [{"title": d.get("subtitle", ""), "plots": d.get("plots", []), "why": d.get("notes", []),
+                               "tables": [{"columns": d["columns"], "rows": d["rows"], "left": d.get("left", 1),
+                                           "classes": {}, "caption": ""}],
+                               "explain": None}]})
+    return out
