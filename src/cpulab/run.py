@@ -224,10 +224,10 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
 def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor, progress: Progress,
              rng: random.Random) -> None:
     live = [t for t in targets if t.live]
-    progress.phase("measure", len(live) * plan.runs)
+    progress.phase("measure", sum(plan.runs_of(t.experiment) for t in live))
     prepared: dict[int, dict[str, str]] = {}
-    for rnd in range(plan.runs):
-        order = [t for t in live if t.live]
+    for rnd in range(max((plan.runs_of(t.experiment) for t in live), default=0)):
+        order = [t for t in live if t.live and rnd < plan.runs_of(t.experiment)]
         rng.shuffle(order)
         for t in order:
             w = workloads.get(t.workload)
@@ -248,5 +248,5 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
             else:
                 t.live = False
                 store.set_status(t.result_id, out.status, out.error)
-            progress.advance(f"round {rnd + 1}/{plan.runs}  {t.workload} {t.variant}"
+            progress.advance(f"round {rnd + 1}/{plan.runs_of(t.experiment)}  {t.workload} {t.variant}"
                              + (f"  {out.status}: {out.error[:60]}" if out.status != "ok" else ""))
