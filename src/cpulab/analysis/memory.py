@@ -1,0 +1,272 @@
+"""Cache levels from a memory-latency curve, and the operating system's view of the caches.
+
+A memlat sweep gives, per working-set size, the latency of one dependent load.  Plotted
+as log(latency) against log(size) it is a staircase: a plateau per cache level, a step
+where the working set outgrows that level.  Real curves are less tidy: a step can be a
+gradual ramp (seed 003: with low associativity and arbitrary physical page placement, a
+2 MB L2 starts missing from 128 KB on), a TLB running out of reach adds a step of its
+own with 4 KiB pages, and a shared machine adds noise.
+
+``detect_levels`` therefore works in two stages:
+
+1. change points: ruptures' PELT with a least-squares cost splits log(latency) into
+   segments of constant mean; the penalty is a BIC-like ``3 sigma^2 log n`` with the
+   noise sigma estimated robustly from the point-to-point differences;
+2. plateau or ramp: a segment whose own least-squares slope is below
+   ``FLAT_SLOPE`` (latency rising less than ~20 % per doubling of the working set) is a
+   plateau, anything steeper is part of a step.  Adjacent plateaus at nearly the same
+   latency merge; the transition points at the end of a plateau are trimmed.
+
+Each plateau is a level: its upper edge is the largest working set still at that
+latency.  The edge is compared with the caches the OS reports (sysfs); an edge more than
+a factor ``AGREE_FACTOR`` from every one of them is flagged as disagreeing.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+
+FLAT_SLOPE = math.log(1.2)       # per octave: a plateau rises less than 20 % per doubling
+MIN_STEP = math.log(1.15)        # plateaus closer than 15 % in latency are one level
+AGREE_FACTOR = 1.5               # an edge within this factor of an OS cache size agrees
+MIN_SIGMA = 0.01                 # noise floor (1 %) so clean synthetic curves stay sane
+
+
+# ---- the operating system's caches --------------------------------------------------------
+
+def _parse_size(text: str) -> int | None:
+    """sysfs cache size: '32K', '1024K', '32768K', '2M', or plain bytes."""
+    t = text.strip().upper()
+    mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in "KMG" else t
+    try:
+        return int(digits) * mult
+    except ValueError:
+        return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
+    """The caches of cpu0 as the kernel reports them, smallest level first.
+
+    Each: {"level": 1, "type": "Data"|"Instruction"|"Unified", "size_bytes": 32768,
+    "ways": 8 or None, "line_bytes": 64 or None, "shared_cpus": "0-1" or None,
+    "name": "L1d 32 KiB"}.  Missing or unreadable sysfs gives an empty list.
+    """
+    root = Path(root)
+    caches = []
+    try:
+        dirs = sorted(root.glob("index*"))
+    except OSError:
+        return []
+    for d in dirs:
+        level, ctype, size = _read(d / "level"), _read(d / "type"), _read(d / "size")
+        if not level or not ctype or not size or not level.isdigit():
+            continue
+        size_bytes = _parse_size(size)
+        if not size_bytes:
+            continue
+        ways = _read(d / "ways_of_associativity")
+        line = _read(d / "coherency_line_size")
+        c = {"level": int(level), "type": ctype, "size_bytes": size_bytes,
+             "ways": int(ways) if ways and ways.isdigit() else None,
+             "line_bytes": int(line) if line and line.isdigit() else None,
+             "shared_cpus": _read(d / "shared_cpu_list")}
+        c["name"] = cache_name(c)
+        caches.append(c)
+    return sorted(caches, key=lambda c: (c["level"], c["type"]))
+
+
+def human_bytes(n: float) -> str:
+    """1024 -> '1 KiB', 1572864 -> '1.5 MiB'."""
+    for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= div:
+            v = n / div
+            return f"{v:.0f} {unit}" if abs(v - round(v)) < 0.05 else f"{v:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def cache_name(c: dict) -> str:
+    suffix = {"Data": "d", "Instruction": "i"}.get(c.get("type", ""), "")
+    return f"L{c['level']}{suffix} {human_bytes(c['size_bytes'])}"
+
+
+def data_caches(os_caches: Iterable[dict]) -> list[dict]:
+    """The caches loads go through (Data and Unified), smallest first."""
+    return sorted((c for c in os_caches if c.get("type") in ("Data", "Unified")),
+                  key=lambda c: (c["level"], c["size_bytes"]))
+
+
+def label_by_level(size_bytes: float, os_caches: Sequence[dict]) -> str:
+    """'L1', 'L2', 'L3' ... for the smallest data cache the working set fits in, else 'memory'."""
+    for c in data_caches(os_caches):
+        if size_bytes <= c["size_bytes"]:
+            return f"L{c['level']}"
+    return "memory"
+
+
+# ---- levels from a latency curve --------------------------------------------------------
+
+def _noise_sigma(y: np.ndarray) -> float:
+    """Robust noise of y: MAD of first differences (steps are rare, so they are outliers)."""
+    if len(y) < 3:
+        return MIN_SIGMA
+    d = np.diff(y)
+    mad = float(np.median(np.abs(d - np.median(d))))
+    return max(MIN_SIGMA, 1.4826 * mad / math.sqrt(2))
+
+
+def _segments(y: np.ndarray, sigma: float) -> list[tuple[int, int]]:
+    """[start, end) index ranges of constant mean, by PELT on a least-squares cost."""
+    n = len(y)
+    if n < 4:
+        return [(0, n)]
+    import ruptures
+
+    pen = 3.0 * sigma**2 * math.log(n)
+    ends = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(y.reshape(-1, 1)).predict(pen=pen)
+    starts = [0] + ends[:-1]
+    return list(zip(starts, ends))
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 2 or x[-1] == x[0]:
+        return 0.0
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Sequence[dict] = ()) -> list[dict]:
+    """Cache levels of a latency curve.
+
+    points: (size_bytes, ns_per_load, cycles_per_load), any order (sorted here); cycles
+    may be NaN.  os_caches: as from os_cache_sizes().
+
+    Returns one dict per level, smallest first:
+      size_bytes   upper edge: the largest working set still at this latency (for the
+                   last level, the largest size measured)
+      first_bytes  the smallest working set at this latency
+      next_bytes   where the next level's plateau starts (None for the last level); far
+                   above size_bytes means a gradual step
+      ns, cycles   median latency per load over the plateau
+      points       how many sizes the plateau holds
+      open         True for the last level (its edge is the end of the sweep, not a step)
+      matches      name of the OS cache the edge matches ("L1d 32 KiB"), "memory" for
+                   the last level when it lies beyond every cache, else None
+      agrees       False when a closed level's edge is more than AGREE_FACTOR from every
+                   OS data cache size
+    """
+    pts = sorted((float(s), float(n), float(c)) for s, n, c in points if s > 0 and n > 0)
+    if not pts:
+        return []
+    size = np.array([p[0] for p in pts])
+    ns = np.array([p[1] for p in pts])
+    cyc = np.array([p[2] for p in pts])
+    x = np.log2(size)
+    y = np.log(ns)
+    sigma = _noise_sigma(y)
+
+    # 1. change points; 2. plateau or ramp.
+    plateaus: list[list[int]] = []  # index lists
+    last_was_plateau = False
+    for a, b in _segments(y, sigma):
+        idx = list(range(a, b))
+        flat = abs(_slope(x[a:b], y[a:b])) < FLAT_SLOPE or b - a < 2
+        if not flat:
+            last_was_plateau = False
+            continue
+        if plateaus and last_was_plateau and abs(np.median(y[idx]) - np.median(y[plateaus[-1]])) < max(MIN_STEP, 4 * sigma):
+            plateaus[-1].extend(idx)  # same level, split by noise
+        else:
+            plateaus.append(idx)
+        last_was_plateau = True
+
+    if not plateaus:  # all ramp: report the whole curve as one open level
+        plateaus = [list(range(len(pts)))]
+
+    # Trim transition points off the end of each closed plateau: points well above its
+    # median latency already belong to the step.
+    tol = max(3 * sigma, math.log(1.1))
+    for k, idx in enumerate(plateaus[:-1]):
+        med = np.median(y[idx])
+        while len(idx) > 1 and y[idx[-1]] - med > tol:
+            idx.pop()
+            med = np.median(y[idx])
+
+    caches = data_caches(os_caches)
+    largest = max((c["size_bytes"] for c in caches), default=None)
+    levels = []
+    for k, idx in enumerate(plateaus):
+        is_last = k == len(plateaus) - 1
+        edge = float(size[idx[-1]])
+        c_med = cyc[idx][~np.isnan(cyc[idx])]
+        level = {
+            "size_bytes": int(size[len(pts) - 1] if is_last else edge),
+            "first_bytes": int(size[idx[0]]),
+            "next_bytes": None if is_last else int(size[plateaus[k + 1][0]]),
+            "ns": float(np.median(ns[idx])),
+            "cycles": float(np.median(c_med)) if len(c_med) else float("nan"),
+            "points": len(idx),
+            "open": is_last,
+            "matches": None,
+            "agrees": True,
+        }
+        if is_last:
+            # The end of the sweep is no cache edge; beyond every cache it is memory.
+            if largest is not None and size[idx[0]] > largest / AGREE_FACTOR and len(plateaus) > 1:
+                level["matches"] = "memory"
+        elif caches:
+            best = min(caches, key=lambda c: abs(math.log(edge / c["size_bytes"])))
+            if abs(math.log(edge / best["size_bytes"])) <= math.log(AGREE_FACTOR):
+                level["matches"] = best["name"]
+            else:
+                level["agrees"] = False
+            level["nearest"] = best["name"]
+        levels.append(level)
+    return levels
+
+
+def describe_levels(levels: Sequence[dict], os_caches: Sequence[dict] = ()) -> str:
+    """A few plain sentences about the levels found (and OS caches nobody matched)."""
+    if not levels:
+        return "No latency points to analyse."
+    lines = []
+    for i, lv in enumerate(levels, 1):
+        cyc = f", {lv['cycles']:.1f} cycles" if not math.isnan(lv["cycles"]) else ""
+        lat = f"{lv['ns']:.1f} ns{cyc} per load"
+        if lv["open"]:
+            s = f"Level {i}: {lat} from {human_bytes(lv['first_bytes'])} to the largest size measured ({human_bytes(lv['size_bytes'])})"
+            s += ": main memory." if lv["matches"] == "memory" else "."
+        else:
+            s = f"Level {i}: {lat} up to {human_bytes(lv['size_bytes'])}"
+            if lv["matches"]:
+                s += f", matching the OS's {lv['matches']}."
+            else:
+                s += (f"; no cache the OS reports is within a factor {AGREE_FACTOR:g} of that "
+                      f"(nearest: {lv.get('nearest', 'none')}). A TLB running out of reach "
+                      f"(compare pages=thp) or conflict misses can make such a step.")
+            if lv["next_bytes"] and lv["next_bytes"] > 2 * lv["size_bytes"]:
+                s += (f" The step is gradual: latency climbs from {human_bytes(lv['size_bytes'])} "
+                      f"to {human_bytes(lv['next_bytes'])} (low associativity with arbitrary "
+                      f"physical page placement does this).")
+        lines.append(s)
+    matched = {lv["matches"] for lv in levels}
+    for c in data_caches(os_caches):
+        if c["name"] not in matched:
+            ramp = [lv for lv in levels if not lv["open"] and lv["next_bytes"]
+                    and abs(math.log(lv["next_bytes"] / c["size_bytes"])) <= math.log(AGREE_FACTOR)]
+            if ramp and not ramp[0]["matches"]:
+                lines.append(f"No sharp step at the OS's {c['name']}: the gradual climb ends near it.")
+            else:
+                lines.append(f"No step found near the OS's {c['name']}.")
+    return "\n".join(lines)

@@ -1,0 +1,244 @@
+"""memlat and bandwidth kernels, the memory workloads, and cache-level detection."""
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+from conftest import run_artifact
+from cpulab.analysis.memory import (describe_levels, detect_levels, label_by_level,
+                                    os_cache_sizes)
+from cpulab.workloads import get
+from cpulab.workloads.memory import memlat_sizes
+
+KiB = 1024
+MiB = 1024 * KiB
+QUICK = ("--samples", "1", "--min-sample-time", "0.001", "--warmup", "0")
+
+
+def params(**kv) -> list[str]:
+    out = []
+    for k, v in kv.items():
+        out += ["--param", f"{k}={v}"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def memlat(build_kernel):
+    return build_kernel("memlat.c", cflags=("-O2", "-Wall", "-Wextra", "-Werror"))
+
+
+@pytest.fixture(scope="module")
+def bandwidth(build_kernel):
+    return build_kernel("bandwidth.c", cflags=("-O2", "-Wall", "-Wextra", "-Werror"))
+
+
+# ---- memlat: the chain is one cycle through every line -------------------------------------
+
+@pytest.mark.parametrize("mode", ["random", "sequential"])
+@pytest.mark.parametrize("pages", ["4k", "thp"])
+@pytest.mark.parametrize("size", [64, 1 * KiB, 3000, 100 * KiB, 3 * MiB])
+def test_memlat_verifies(memlat, size, mode, pages):
+    r = run_artifact(memlat, *params(size=size, mode=mode, pages=pages), *QUICK)
+    assert r["status"] == "ok", r["error"]
+    lines = size // 64
+    assert r["notes"]["lines"] == lines
+    assert r["notes"]["working_set_bytes"] == lines * 64
+    assert r["unit"] == "loads" and r["work"] > 0
+
+
+def test_memlat_huge_pages_measure_or_skip_with_reason(memlat):
+    r = run_artifact(memlat, *params(size=4 * MiB, pages="huge"), *QUICK)
+    if r["status"] == "skipped":
+        assert "huge" in r["error"]
+    else:
+        assert r["status"] == "ok", r["error"]
+        assert r["notes"]["page_bytes"] == 2 * MiB
+
+
+def test_memlat_same_chain_for_every_build(build_kernel, memlat):
+    """The permutation comes from a fixed-seed generator: i386 and x86-64 agree."""
+    ids = set()
+    for exe in (memlat, build_kernel("memlat.c", cflags=("-O0", "-m32"))):
+        r = run_artifact(exe, *params(size=300 * KiB), *QUICK)
+        assert r["status"] == "ok", r["error"]
+        ids.add(r["notes"]["chain_id"])
+    assert len(ids) == 1
+    other = run_artifact(memlat, *params(size=300 * KiB, seed=2), *QUICK)
+    assert other["notes"]["chain_id"] not in ids
+
+
+@pytest.mark.parametrize("bad", [{"mode": "zigzag"}, {"pages": "1g"}, {"size": 10}, {"line": 12}])
+def test_memlat_rejects_bad_parameters(memlat, bad):
+    r = run_artifact(memlat, *params(**bad), *QUICK)
+    assert r["status"] == "setup-failed" and r["error"]
+
+
+def _per_load(exe, **kv) -> tuple[float, float | None]:
+    """Median (ns, cycles or None without a cycle timer) per load over 5 samples."""
+    r = run_artifact(exe, *params(**kv), "--samples", "5", "--min-sample-time", "0.005")
+    assert r["status"] == "ok", r["error"]
+    ns = statistics.median(v / r["work"] for v in r["ns"])
+    cyc = None if None in r["cycles"] else statistics.median(v / r["work"] for v in r["cycles"])
+    return ns, cyc
+
+
+def test_memlat_physics(memlat):
+    """An L1-sized chase costs a handful of cycles (4-5 on current x86; wide margin);
+    a 64 MiB random chase misses every cache and costs far more."""
+    l1_ns, l1_cyc = _per_load(memlat, size=4 * KiB)
+    if l1_cyc is not None:
+        assert 2 <= l1_cyc <= 10, f"{l1_cyc:.2f} cycles per L1 load"
+    far_ns, _ = _per_load(memlat, size=64 * MiB)
+    assert far_ns >= 5 * l1_ns, f"64 MiB: {far_ns:.1f} ns, 4 KiB: {l1_ns:.1f} ns"
+
+
+# ---- bandwidth --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op,per_elem", [("read", 8), ("write", 8), ("copy", 16), ("triad", 24)])
+@pytest.mark.parametrize("size", [4 * KiB, 1000 * KiB])
+def test_bandwidth_verifies_and_counts_stream_bytes(bandwidth, op, per_elem, size):
+    r = run_artifact(bandwidth, *params(op=op, size=size), *QUICK)
+    assert r["status"] == "ok", r["error"]
+    n = r["notes"]["elements"]
+    assert n % 8 == 0 and n * per_elem <= size < (n + 8) * per_elem
+    assert r["notes"]["working_set_bytes"] == n * per_elem
+    assert r["work"] == r["reps"] * n * per_elem
+
+
+def test_bandwidth_rejects_unknown_op(bandwidth):
+    r = run_artifact(bandwidth, *params(op="scale"), *QUICK)
+    assert r["status"] == "setup-failed"
+
+
+# ---- workloads ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lo,hi,per", [(1 * KiB, 64 * MiB, 4), (4 * KiB, 256 * MiB, 2), (100, 5000, 3), (64, 64, 1)])
+def test_memlat_sizes_properties(lo, hi, per):
+    s = memlat_sizes(lo, hi, per)
+    assert s == sorted(set(s))
+    assert all(x % 64 == 0 and x >= 64 for x in s)
+    assert s[-1] == max(64, round(hi / 64) * 64)
+    assert abs(s[0] - lo) <= 64
+    ratios = [b / a for a, b in zip(s, s[1:])]
+    if lo >= 1024:  # well above the line: geometric spacing survives the rounding
+        assert all(r <= 2 ** (1 / per) * 1.05 for r in ratios)
+        assert len(s) == pytest.approx(per * math.log2(hi / lo) + 1, abs=1)
+
+
+def test_memlat_sizes_rejects_nonsense():
+    with pytest.raises(ValueError):
+        memlat_sizes(1024, 512, 4)
+
+
+def test_workload_grids():
+    assert len(get("memlat").grid("quick")) == 65 * 2
+    assert len(get("memlat").grid("full")) == 73 * 3 * 2
+    assert len(get("bandwidth").grid("quick")) == 15 * 4
+    assert len(get("bandwidth").grid("full")) == 33 * 4
+    assert max(int(p["size"]) for p in get("memlat").grid("full")) == 256 * MiB
+
+
+# ---- cache levels from synthetic curves ------------------------------------------------------
+
+CACHES = [
+    {"level": 1, "type": "Data", "size_bytes": 32 * KiB, "name": "L1d 32 KiB"},
+    {"level": 1, "type": "Instruction", "size_bytes": 32 * KiB, "name": "L1i 32 KiB"},
+    {"level": 2, "type": "Unified", "size_bytes": 1 * MiB, "name": "L2 1 MiB"},
+    {"level": 3, "type": "Unified", "size_bytes": 32 * MiB, "name": "L3 32 MiB"},
+]
+
+
+def curve(f, sizes, noise, seed):
+    rng = np.random.default_rng(seed)
+    return [(s, f(s) * math.exp(rng.normal(0, noise)), 2.5 * f(s)) for s in sizes]
+
+
+def staircase(s):
+    return 1.2 if s <= 32 * KiB else 4.0 if s <= MiB else 12.0 if s <= 32 * MiB else 80.0
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.03, 0.06])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_staircase_gives_four_levels_at_the_right_edges(noise, seed):
+    levels = detect_levels(curve(staircase, memlat_sizes(KiB, 256 * MiB, 4), noise, seed), CACHES)
+    assert len(levels) == 4
+    for lv, edge, ns in zip(levels, [32 * KiB, MiB, 32 * MiB], [1.2, 4, 12]):
+        assert edge / 1.5 <= lv["size_bytes"] <= edge * 1.5
+        assert lv["ns"] == pytest.approx(ns, rel=0.1)
+        assert lv["agrees"] and lv["matches"] is not None
+    assert [lv["matches"] for lv in levels] == ["L1d 32 KiB", "L2 1 MiB", "L3 32 MiB", "memory"]
+    assert levels[-1]["open"] and levels[-1]["ns"] == pytest.approx(80, rel=0.1)
+
+
+def gradual(s):
+    """Seed 003 (Linux on the 21064A): 8 KB L1, then a 2 MB L2 that starts missing from
+    128 KB on (arbitrary page placement), rising smoothly to memory latency at 2 MB."""
+    if s <= 8 * KiB:
+        return 1.5
+    if s <= 128 * KiB:
+        return 8.0
+    if s <= 2 * MiB:
+        return 8.0 * (60 / 8) ** (math.log2(s / (128 * KiB)) / 4)
+    return 60.0
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.03])
+def test_gradual_step_is_found_and_flagged(noise):
+    caches = [{"level": 1, "type": "Data", "size_bytes": 8 * KiB, "name": "L1d 8 KiB"},
+              {"level": 2, "type": "Unified", "size_bytes": 2 * MiB, "name": "L2 2 MiB"}]
+    levels = detect_levels(curve(gradual, memlat_sizes(KiB, 64 * MiB, 4), noise, 7), caches)
+    assert len(levels) == 3
+    l1, l2, mem = levels
+    assert l1["matches"] == "L1d 8 KiB"
+    assert l2["ns"] == pytest.approx(8, rel=0.1)
+    # The L2 plateau ends where the climb starts, far below the 2 MB the OS reports.
+    assert 128 * KiB / 1.5 <= l2["size_bytes"] <= 128 * KiB * 1.5
+    assert not l2["agrees"] and l2["matches"] is None
+    assert l2["next_bytes"] > 4 * l2["size_bytes"]
+    assert mem["matches"] == "memory" and mem["ns"] == pytest.approx(60, rel=0.1)
+    text = describe_levels(levels, caches)
+    assert "gradual" in text and "L2 2 MiB" in text
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.05])
+def test_flat_curve_is_one_level(noise):
+    levels = detect_levels(curve(lambda s: 90.0, memlat_sizes(KiB, 256 * MiB, 4), noise, 5), CACHES)
+    assert len(levels) == 1 and levels[0]["open"]
+    assert levels[0]["ns"] == pytest.approx(90, rel=0.05)
+
+
+def test_detect_levels_edge_cases():
+    assert detect_levels([], CACHES) == []
+    assert len(detect_levels([(1024, 1.0, 4.0)], CACHES)) == 1
+    lv = detect_levels(curve(staircase, memlat_sizes(KiB, 256 * MiB, 4), 0.0, 1), [])
+    assert len(lv) == 4 and all(l["matches"] is None for l in lv)
+    assert "Level 1" in describe_levels(lv)
+
+
+def test_label_by_level():
+    assert label_by_level(16 * KiB, CACHES) == "L1"
+    assert label_by_level(32 * KiB, CACHES) == "L1"
+    assert label_by_level(33 * KiB, CACHES) == "L2"
+    assert label_by_level(8 * MiB, CACHES) == "L3"
+    assert label_by_level(64 * MiB, CACHES) == "memory"
+    assert label_by_level(1, []) == "memory"
+
+
+def test_os_cache_sizes_reads_sysfs_and_tolerates_its_absence(tmp_path):
+    assert os_cache_sizes(tmp_path / "missing") == []
+    for i, (level, typ, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
+                                            (2, "Unified", "2048K"), (3, "Unified", "96M")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{typ}\n")
+        (d / "size").write_text(f"{size}\n")
+    (tmp_path / "index9").mkdir()  # incomplete entry: ignored
+    caches = os_cache_sizes(tmp_path)
+    assert [c["name"] for c in caches] == ["L1d 48 KiB", "L1i 32 KiB", "L2 2 MiB", "L3 96 MiB"]
+    assert caches[2]["size_bytes"] == 2 * MiB
+    for c in os_cache_sizes():  # this machine, whatever it has
+        assert c["size_bytes"] > 0 and c["level"] >= 1
