@@ -117,15 +117,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
         fail(str(e))
     store = open_store(db)
     started = time.time()
-    with Progress(TextColumn("{task.description:8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[status]}"), console=console, transient=True) as bar:
-        try:
-            run_id = runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed)
-        except KeyboardInterrupt:
-            rid = store.latest_run()
-            console.print(f"[yellow]interrupted: run {rid} keeps what was measured "
-                          f"(cpulab compare {rid})[/]")
-            sys.exit(130)
+    run_id = execute(p, store, seed)
     summary = analyse.summarise(store, run_id)
     summary["wall_s"] = time.time() - started
     from .report import html
@@ -136,6 +128,28 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
         analyse_print(summary)
         console.print(f"[dim]run {run_id} stored in {store.path} ({summary['wall_s']:.0f} s)[/]")
         out.print(f"report: {summary['report']}")
+
+
+def execute(p: plans.Plan, store: Store, seed: int | None = None) -> int:
+    """Run a plan with a progress bar; on Ctrl-C say where the measured part is, exit 130."""
+    with Progress(TextColumn("{task.description:8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}"), console=console, transient=True) as bar:
+        try:
+            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed)
+        except KeyboardInterrupt:
+            rid = store.latest_run()
+            console.print(f"[yellow]interrupted: run {rid} keeps what was measured "
+                          f"(cpulab compare {rid})[/]")
+            sys.exit(130)
+
+
+def sweep_plan(workload: str, variant: str, params: dict[str, list[str]], runs: int) -> plans.Plan:
+    try:
+        p = plans.from_flags([workload], [variant], params, variant)
+    except plans.PlanError as e:
+        fail(str(e))
+    p.runs, p.samples = runs, 3
+    return p
 
 
 def analyse_print(summary: dict) -> None:
@@ -308,6 +322,80 @@ def explain_(variant_a, variant_b, workload_name, rows, as_json):
     from .report.terminal import explain_tables
     for t in explain_tables(doc, variant_a, variant_b, rows):
         out.print(t)
+
+
+def parse_size(text: str) -> int:
+    try:
+        return plans.parse_size(text)
+    except plans.PlanError as e:
+        fail(str(e))
+
+
+@cli.command()
+@click.option("--pages", default=None, help="Page modes, comma-separated: 4k, thp, huge (default: 4k,thp; full adds huge).")
+@click.option("--mode", default="random", show_default=True, help="random (prefetchers defeated) or sequential.")
+@click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
+@click.option("--per-octave", type=click.IntRange(1, 16), default=4, show_default=True)
+@click.option("--variant", default="O2", show_default=True)
+@click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option("--profile", type=click.Choice(["quick", "full"]), default="quick")
+@db_option
+@json_option
+def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_json):
+    """Load-to-use latency against working-set size, with the cache levels found in it."""
+    from .analysis import memory, sweeps
+    from .workloads.memory import memlat_sizes
+    hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
+    page_modes = (pages or ("4k,thp,huge" if profile == "full" else "4k,thp")).split(",")
+    sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
+    store = open_store(db)
+    run_id = execute(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": [mode]}, runs), store)
+    summary = analyse.summarise(store, run_id)
+    caches = memory.os_cache_sizes()
+    curves = sweeps.memlat_curves(summary["results"], caches)
+    store.add_analysis(run_id, "memlat-levels", curves)
+    failed = [r for r in summary["results"] if r["status"] not in ("ok", "identical")]
+    doc = {"run_id": run_id, "machine": summary["machine"], "os_caches": caches,
+           "points": [{**pt, "series": c["series"]} for c in curves for pt in c["points"]],
+           "levels": [{**lv, "series": c["series"]} for c in curves for lv in c["levels"]],
+           "failures": [{"params": r["params"], "status": r["status"], "error": r["error"]} for r in failed]}
+    if as_json:
+        emit_json(doc)
+        return
+    from .report.terminal import memlat_tables
+    for t in memlat_tables(curves):
+        out.print(t)
+    for c in curves:
+        out.print(f"[bold]{c['series']}[/]: " + c["description"].replace("\n", "\n  "))
+    for f in doc["failures"]:
+        out.print(f"[yellow]{f['params'].get('pages')} {f['params'].get('size')}: {f['status']}: {f['error']}[/]")
+
+
+@cli.command()
+@click.option("--ops", default="read,write,copy,triad", show_default=True)
+@click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
+@click.option("--per-octave", type=click.IntRange(1, 16), default=1, show_default=True)
+@click.option("--variant", default="O3-native", show_default=True)
+@click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option("--profile", type=click.Choice(["quick", "full"]), default="quick")
+@db_option
+@json_option
+def bandwidth(ops, max_size, per_octave, variant, runs, profile, db, as_json):
+    """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
+    from .analysis import memory, sweeps
+    from .workloads.memory import memlat_sizes
+    hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
+    sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
+    store = open_store(db)
+    run_id = execute(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, runs), store)
+    summary = analyse.summarise(store, run_id)
+    rows = sweeps.bandwidth_rows(summary["results"], memory.os_cache_sizes())
+    store.add_analysis(run_id, "bandwidth", rows)
+    if as_json:
+        emit_json({"run_id": run_id, "machine": summary["machine"], "rows": rows})
+        return
+    from .report.terminal import bandwidth_table
+    out.print(bandwidth_table(rows))
 
 
 @cli.command("runs")

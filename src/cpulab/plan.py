@@ -82,6 +82,19 @@ def parse_param_values(text: str) -> list[str]:
     return values
 
 
+def parse_size(text: str) -> int:
+    """'4096', '64K', '64M', '1G' (powers of 1024) -> bytes."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(t[-1:], 1)
+    try:
+        n = int(float(t[:-1] if mult > 1 else t) * mult)
+    except ValueError:
+        raise PlanError(f"size {text!r}: expected a number of bytes such as 4096, 64K, 64M or 1G") from None
+    if n < 1:
+        raise PlanError(f"size {text!r}: must be positive")
+    return n
+
+
 def parse_param_flags(flags: list[str]) -> dict[str, list[str]]:
     """['n=16..1024', 'precision=float'] -> {'n': [...], 'precision': ['float']}."""
     out: dict[str, list[str]] = {}

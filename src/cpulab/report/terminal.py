@@ -122,3 +122,42 @@ def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list[Table]:
             lt.add_row(left, tag if tag != "=" else "", right, style=style[tag])
         tables.append(lt)
     return tables
+
+
+def memlat_tables(curves: list[dict]) -> list[Table]:
+    """Per curve: the levels found (against the OS's caches), then every point."""
+    tables = []
+    for c in curves:
+        t = Table(title=f"memlat {c['series']} ({c['variant']}): levels", title_justify="left")
+        for col in ("level", "up to", "ns/load", "cycles/load", "points", "OS cache"):
+            t.add_column(col, justify="right")
+        for i, lv in enumerate(c["levels"], 1):
+            match = lv["matches"] or ("[yellow]none[/] (nearest " + lv.get("nearest", "-") + ")")
+            t.add_row(str(i), _bytes(lv["size_bytes"]), fmt_num(lv["ns"]), fmt_num(lv["cycles"]), str(lv["points"]),
+                      match)
+        tables.append(t)
+        pts = Table(title=f"memlat {c['series']}: points", title_justify="left")
+        for col in ("working set", "ns/load", "cycles/load"):
+            pts.add_column(col, justify="right")
+        for p in c["points"]:
+            pts.add_row(_bytes(p["size_bytes"]), fmt_num(p["ns"]), fmt_num(p["cycles"]))
+        tables.append(pts)
+    return tables
+
+
+def bandwidth_table(rows: list[dict]) -> Table:
+    t = Table(title="bandwidth (STREAM byte counting)", title_justify="left")
+    for col in ("variant", "op", "working set", "fits in", "MB/s", "95% CI", "bytes/cycle"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        ci = r["mb_per_s_ci"]
+        t.add_row(r["variant"], r["op"], _bytes(r["size_bytes"]), r["level"], fmt_num(r["mb_per_s"]),
+                  f"{fmt_num(ci[0])}..{fmt_num(ci[1])}" if ci else "", fmt_num(r["bytes_per_cycle"]))
+    return t
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n:g} B"
