@@ -13,9 +13,11 @@ own with 4 KiB pages, and a shared machine adds noise.
    segments of constant mean; the penalty is a BIC-like ``3 sigma^2 log n`` with the
    noise sigma estimated robustly from the point-to-point differences;
 2. plateau or ramp: a segment whose own least-squares slope is below
-   ``FLAT_SLOPE`` (latency rising less than ~20 % per doubling of the working set) is a
-   plateau, anything steeper is part of a step.  Adjacent plateaus at nearly the same
-   latency merge; the transition points at the end of a plateau are trimmed.
+   ``FLAT_SLOPE`` (latency rising less than ~20 % per doubling of the working set) and
+   that spans most of an octave is a plateau; anything steeper or shorter is part of a
+   step.  A plateau less than ``MIN_STEP`` above the previous one continues it (noise, or
+   a TLB step inside a cache level); transition points at the end of a plateau are
+   trimmed.
 
 Each plateau is a level: its upper edge is the largest working set still at that
 latency.  The edge is compared with the caches the OS reports (sysfs); an edge more than
@@ -32,7 +34,9 @@ import numpy as np
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
 FLAT_SLOPE = math.log(1.2)       # per octave: a plateau rises less than 20 % per doubling
-MIN_STEP = math.log(1.15)        # plateaus closer than 15 % in latency are one level
+MIN_STEP = math.log(1.4)         # plateaus closer than 40 % in latency are one level (a
+                                 # TLB reach step inside a cache level is ~10-30 %; steps
+                                 # between cache levels are 2-10x)
 AGREE_FACTOR = 1.5               # an edge within this factor of an OS cache size agrees
 MIN_SIGMA = 0.01                 # noise floor (1 %) so clean synthetic curves stay sane
 
@@ -176,20 +180,20 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     y = np.log(ns)
     sigma = _noise_sigma(y)
 
-    # 1. change points; 2. plateau or ramp.
+    # 1. change points; 2. plateau or ramp.  A plateau must span most of an octave
+    # (so a noisy point or two inside a step is not a level), and a plateau that is not
+    # clearly above the previous one continues it, swallowing whatever lies between.
+    span = x[-1] - x[0]
+    per_octave = (len(x) - 1) / span if span > 0 else 1.0
+    min_points = max(2, math.ceil(0.9 * per_octave))
     plateaus: list[list[int]] = []  # index lists
-    last_was_plateau = False
     for a, b in _segments(y, sigma):
-        idx = list(range(a, b))
-        flat = abs(_slope(x[a:b], y[a:b])) < FLAT_SLOPE or b - a < 2
-        if not flat:
-            last_was_plateau = False
-            continue
-        if plateaus and last_was_plateau and abs(np.median(y[idx]) - np.median(y[plateaus[-1]])) < max(MIN_STEP, 4 * sigma):
-            plateaus[-1].extend(idx)  # same level, split by noise
+        if b - a < min_points or abs(_slope(x[a:b], y[a:b])) >= FLAT_SLOPE:
+            continue  # part of a step
+        if plateaus and np.median(y[a:b]) - np.median(y[plateaus[-1]]) < max(MIN_STEP, 4 * sigma):
+            plateaus[-1].extend(range(plateaus[-1][-1] + 1, b))  # same level
         else:
-            plateaus.append(idx)
-        last_was_plateau = True
+            plateaus.append(list(range(a, b)))
 
     if not plateaus:  # all ramp: report the whole curve as one open level
         plateaus = [list(range(len(pts)))]
