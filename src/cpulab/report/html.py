@@ -95,7 +95,9 @@ def workload_part(s: dict, exp: str, wname: str, store: Store | None) -> dict:
     varying = [k for k in (rows[0]["params"] if rows else {}) if len({r["params"].get(k) for r in rows}) > 1]
     key = sweep_key(ok)
     unit, per_clock = (ok[0]["rate_unit"], ok[0]["per_clock_unit"]) if ok else ("", "")
-    if ok and key:
+    if wname == "memlat" and ok:
+        memlat_part(part, ok, caches)
+    elif ok and key:
         series: dict[str, list] = defaultdict(list)
         for r in ok:
             series[_series_name(r, key, varying)].append((_x_of(r, key), r["median"]))
@@ -113,6 +115,25 @@ def workload_part(s: dict, exp: str, wname: str, store: Store | None) -> dict:
     if store is not None:
         part["explain"] = explain_largest(s, exp, wname, store)
     return part
+
+
+def memlat_part(part: dict, ok: list[dict], caches: list[dict]) -> None:
+    """Latency against working set per page mode, the levels found, and what they mean."""
+    from ..analysis import memory, sweeps
+    os_caches = memory.os_cache_sizes() if not caches else [{**c, "name": machine.cache_label(c)} for c in caches]
+    curves = sweeps.memlat_curves(ok, os_caches)
+    series = {f"{c['variant']} {c['series']}": [(p["size_bytes"], p["ns"]) for p in c["points"]] for c in curves}
+    part["plots"].append(plots.curves(series, "working set", "ns per load", "memlat: load-to-use latency",
+                                      caches, logy=True, levels=curves[0]["levels"] if curves else None))
+    for c in curves:
+        part["why"].append(f"{c['variant']} {c['series']}: " + c["description"])
+        part["tables"].append({
+            "caption": f"levels found in {c['variant']} {c['series']}",
+            "columns": ["level", "up to", "ns/load", "cycles/load", "points", "OS cache it matches"], "left": 1,
+            "classes": {},
+            "rows": [[i, plots.human_bytes(lv["size_bytes"]), fmt_num(lv["ns"]), fmt_num(lv["cycles"]), lv["points"],
+                      lv["matches"] or f"none (nearest {lv.get('nearest', '-')})"]
+                     for i, lv in enumerate(c["levels"], 1)]})
 
 
 def speedup_series(ok: list[dict], key: str, varying: list[str]) -> dict[str, list]:

@@ -21,7 +21,7 @@ def _svg(fig) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
 
 
-def _human_bytes(v: float) -> str:
+def human_bytes(v: float) -> str:
     for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
         if v >= size:
             return f"{v / size:g} {unit}"
@@ -35,7 +35,7 @@ def _mark_caches(ax, caches: list[dict]) -> None:
         if c.get("type") == "Instruction" or not lo <= c.get("size_bytes", 0) <= hi:
             continue
         ax.axvline(c["size_bytes"], color="grey", linestyle=":", linewidth=1)
-        ax.annotate(f"L{c['level']} {_human_bytes(c['size_bytes'])}", (c["size_bytes"], 1),
+        ax.annotate(f"L{c['level']} {human_bytes(c['size_bytes'])}", (c["size_bytes"], 1),
                     xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right", fontsize=7, color="grey")
     ax.set_xlim(lo, hi)
 
@@ -66,7 +66,7 @@ def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: st
         ax.set_yscale("log")
     if xbytes:
         ticks = [t for t in ax.get_xticks() if t > 0]
-        ax.set_xticks(ticks, [_human_bytes(t) for t in ticks], rotation=30, ha="right")
+        ax.set_xticks(ticks, [human_bytes(t) for t in ticks], rotation=30, ha="right")
     if caches:
         _mark_caches(ax, caches)
     for lv in levels or []:

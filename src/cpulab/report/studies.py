@@ -89,6 +89,8 @@ def spread(ok: list[dict]) -> list[str]:
 
 
 def notes_for(workload: str, ok: list[dict], s: dict) -> list[str]:
+    if workload == "memlat":  # its levels say more than a knee of loads/s would
+        return []
     return knees(ok, s["machine"].get("caches", [])) + spread(ok)
 
 
