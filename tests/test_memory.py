@@ -173,6 +173,20 @@ def test_staircase_gives_four_levels_at_the_right_edges(noise, seed):
     assert levels[-1]["open"] and levels[-1]["ns"] == pytest.approx(80, rel=0.1)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_gently_rising_plateaus_stay_whole(seed):
+    """Inside a level latency often creeps up (TLB misses with 4 KiB pages): 10 % per
+    doubling of the working set must not split the level."""
+    starts = {1.2: KiB, 4.0: 32 * KiB, 12.0: MiB, 80.0: 32 * MiB}
+
+    def tilted(s):
+        base = staircase(s)
+        return base * 1.10 ** math.log2(s / starts[base])
+
+    levels = detect_levels(curve(tilted, memlat_sizes(KiB, 256 * MiB, 4), 0.02, seed), CACHES)
+    assert [lv["matches"] for lv in levels] == ["L1d 32 KiB", "L2 1 MiB", "L3 32 MiB", "memory"]
+
+
 def gradual(s):
     """Seed 003 (Linux on the 21064A): 8 KB L1, then a 2 MB L2 that starts missing from
     128 KB on (arbitrary page placement), rising smoothly to memory latency at 2 MB."""

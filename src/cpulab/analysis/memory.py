@@ -13,7 +13,7 @@ own with 4 KiB pages, and a shared machine adds noise.
    segments of constant mean; the penalty is a BIC-like ``3 sigma^2 log n`` with the
    noise sigma estimated robustly from the point-to-point differences;
 2. plateau or ramp: a segment whose own least-squares slope is below
-   ``FLAT_SLOPE`` (latency rising less than ~20 % per doubling of the working set) and
+   ``FLAT_SLOPE`` (latency rising less than ~35 % per doubling of the working set) and
    that spans most of an octave is a plateau; anything steeper or shorter is part of a
    step.  A plateau less than ``MIN_STEP`` above the previous one continues it (noise, or
    a TLB step inside a cache level); transition points at the end of a plateau are
@@ -33,7 +33,7 @@ import numpy as np
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
-FLAT_SLOPE = math.log(1.2)       # per octave: a plateau rises less than 20 % per doubling
+FLAT_SLOPE = math.log(1.35)      # per octave: a plateau rises less than 35 % per doubling
 MIN_STEP = math.log(1.4)         # plateaus closer than 40 % in latency are one level (a
                                  # TLB reach step inside a cache level is ~10-30 %; steps
                                  # between cache levels are 2-10x)
@@ -131,26 +131,39 @@ def _noise_sigma(y: np.ndarray) -> float:
     return max(MIN_SIGMA, 1.4826 * mad / math.sqrt(2))
 
 
-def _segments(y: np.ndarray, sigma: float) -> list[tuple[int, int]]:
+def _median3(y: np.ndarray) -> np.ndarray:
+    if len(y) < 3:
+        return y.copy()
+    out = y.copy()
+    out[1:-1] = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
+    return out
+
+
+def _segments(y: np.ndarray, sigma: float, min_size: int) -> list[tuple[int, int]]:
     """[start, end) index ranges of constant mean, by PELT on a least-squares cost."""
     n = len(y)
-    if n < 4:
+    if n < 2 * min_size:
         return [(0, n)]
     import ruptures
 
     pen = 3.0 * sigma**2 * math.log(n)
-    ends = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(y.reshape(-1, 1)).predict(pen=pen)
+    ends = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(y.reshape(-1, 1)).predict(pen=pen)
     starts = [0] + ends[:-1]
     return list(zip(starts, ends))
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Theil-Sen slope (median of pairwise slopes): a transition point that ended up at
+    the end of a plateau segment does not tilt it."""
     if len(x) < 2 or x[-1] == x[0]:
         return 0.0
-    return float(np.polyfit(x, y, 1)[0])
+    i, j = np.triu_indices(len(x), 1)
+    ok = x[j] != x[i]
+    return float(np.median((y[j][ok] - y[i][ok]) / (x[j][ok] - x[i][ok])))
 
 
-def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Sequence[dict] = ()) -> list[dict]:
+def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Sequence[dict] = (),
+                  min_segment: int = 2) -> list[dict]:
     """Cache levels of a latency curve.
 
     points: (size_bytes, ns_per_load, cycles_per_load), any order (sorted here); cycles
@@ -177,8 +190,10 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     ns = np.array([p[1] for p in pts])
     cyc = np.array([p[2] for p in pts])
     x = np.log2(size)
-    y = np.log(ns)
-    sigma = _noise_sigma(y)
+    # A running median of three: removes a lone outlier (a sample disturbed by another
+    # process on a shared machine) and leaves monotone steps exactly where they are.
+    sigma = _noise_sigma(np.log(ns))
+    y = _median3(np.log(ns))
 
     # 1. change points; 2. plateau or ramp.  A plateau must span most of an octave
     # (so a noisy point or two inside a step is not a level), and a plateau that is not
@@ -186,9 +201,25 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     span = x[-1] - x[0]
     per_octave = (len(x) - 1) / span if span > 0 else 1.0
     min_points = max(2, math.ceil(0.9 * per_octave))
+    def flat(a: int, b: int) -> bool:
+        return abs(_slope(x[a:b], y[a:b])) < FLAT_SLOPE
+
+    # Neighbouring flat segments at nearly the same latency are one candidate (PELT with
+    # small segments cuts a gently rising plateau into pieces).
+    groups: list[list[int]] = []  # [start, end) pairs
+    prev_flat = False
+    for a, b in _segments(y, sigma, min_segment):
+        f = flat(a, b)
+        if f and prev_flat and abs(np.median(y[a:b]) - np.median(y[groups[-1][0]:groups[-1][1]])) < MIN_STEP \
+                and flat(groups[-1][0], b):
+            groups[-1][1] = b
+        else:
+            groups.append([a, b])
+        prev_flat = f
+
     plateaus: list[list[int]] = []  # index lists
-    for a, b in _segments(y, sigma):
-        if b - a < min_points or abs(_slope(x[a:b], y[a:b])) >= FLAT_SLOPE:
+    for a, b in groups:
+        if b - a < min_points or not flat(a, b):
             continue  # part of a step
         if plateaus and np.median(y[a:b]) - np.median(y[plateaus[-1]]) < max(MIN_STEP, 4 * sigma):
             plateaus[-1].extend(range(plateaus[-1][-1] + 1, b))  # same level
@@ -198,14 +229,16 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     if not plateaus:  # all ramp: report the whole curve as one open level
         plateaus = [list(range(len(pts)))]
 
-    # Trim transition points off the end of each closed plateau: points well above its
-    # median latency already belong to the step.
+    # Trim transition points off the end of each closed plateau: points well above the
+    # plateau's own (robust) trend line already belong to the step.
     tol = max(3 * sigma, math.log(1.1))
-    for k, idx in enumerate(plateaus[:-1]):
-        med = np.median(y[idx])
-        while len(idx) > 1 and y[idx[-1]] - med > tol:
+    for idx in plateaus[:-1]:
+        while len(idx) > 2:
+            xs, ys = x[idx], y[idx]
+            b = _slope(xs, ys)
+            if ys[-1] - (np.median(ys - b * xs) + b * xs[-1]) <= tol:
+                break
             idx.pop()
-            med = np.median(y[idx])
 
     caches = data_caches(os_caches)
     largest = max((c["size_bytes"] for c in caches), default=None)
