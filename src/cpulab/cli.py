@@ -121,7 +121,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
     summary = analyse.summarise(store, run_id)
     summary["wall_s"] = time.time() - started
     from .report import html
-    summary["report"] = str(html.write(summary, default_report_path(run_id), store))
+    summary["report"] = str(html.write(summary, default_report_path(store, run_id), store))
     if as_json:
         emit_json(summary)
     else:
@@ -258,21 +258,22 @@ def _run_id(store: Store, run_id: int | None) -> int:
     return run_id
 
 
-def default_report_path(run_id: int) -> Path:
-    return paths.data_dir() / "reports" / f"run-{run_id}.html"
+def default_report_path(store: Store, run_id: int) -> Path:
+    """Beside the store, named after it: two stores never overwrite each other's reports."""
+    return store.path.parent / "reports" / f"{store.path.stem}-run-{run_id}.html"
 
 
 @cli.command()
 @click.argument("run_id", type=int, required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Where to write the HTML file (default: $XDG_DATA_HOME/cpulab/reports/run-N.html).")
+              help="Where to write the HTML file (default: reports/STORE-run-N.html beside the store).")
 @db_option
 def report(run_id, output, db):
     """Write a self-contained HTML report of a run (default: the latest)."""
     from .report import html
     store = open_store(db)
     run_id = _run_id(store, run_id)
-    path = html.write(analyse.summarise(store, run_id), Path(output) if output else default_report_path(run_id), store)
+    path = html.write(analyse.summarise(store, run_id), Path(output) if output else default_report_path(store, run_id), store)
     click.echo(str(path))
 
 
