@@ -49,6 +49,13 @@ def test_memlat_verifies(memlat, size, mode, pages):
     assert r["unit"] == "loads" and r["work"] > 0
 
 
+@pytest.mark.parametrize("mode", ["random", "sequential"])
+@pytest.mark.parametrize("size", [128, 64 * KiB])
+def test_memlat_verify_catches_a_broken_chain(memlat, mode, size):
+    r = run_artifact(memlat, *params(size=size, mode=mode, corrupt=1), *QUICK)
+    assert r["status"] == "verify-failed" and r["error"]
+
+
 def test_memlat_huge_pages_measure_or_skip_with_reason(memlat):
     r = run_artifact(memlat, *params(size=4 * MiB, pages="huge"), *QUICK)
     if r["status"] == "skipped":

@@ -291,7 +291,8 @@ def describe_levels(levels: Sequence[dict], os_caches: Sequence[dict] = ()) -> s
             else:
                 s += (f"; no cache the OS reports is within a factor {AGREE_FACTOR:g} of that "
                       f"(nearest: {lv.get('nearest', 'none')}). A TLB running out of reach "
-                      f"(compare pages=thp) or conflict misses can make such a step.")
+                      f"(compare pages=thp), conflict misses, or a cache shared with other "
+                      f"cores or virtual machines can make such a step.")
             if lv["next_bytes"] and lv["next_bytes"] > 2 * lv["size_bytes"]:
                 s += (f" The step is gradual: latency climbs from {human_bytes(lv['size_bytes'])} "
                       f"to {human_bytes(lv['next_bytes'])} (low associativity with arbitrary "

@@ -15,6 +15,7 @@
  *          huge: MAP_HUGETLB explicit huge pages (skipped if none are reserved).
  *   seed   of the permutation (default 1); the same seed gives the same chain in
  *          every variant (the generator uses only 32/64-bit integer arithmetic).
+ *   corrupt 1 breaks the chain on purpose, to show that k_verify catches it.
  *
  * Unit: loads.  One repetition is LOADS_PER_REP dependent loads; the chase carries on
  * where the previous call stopped, so a sample is always a chase through the cycle
@@ -227,6 +228,10 @@ void *k_setup(void)
         *(void **)(c->base + (size_t)i * c->line) = c->base + (size_t)next[i] * c->line;
     free(next);
     c->p = c->base;
+    /* corrupt=1 (for testing the test): line 0 skips its successor, so the chain is
+     * one line short of a full cycle and k_verify must refuse it. */
+    if (k_param_int("corrupt", 0) && c->lines >= 2)
+        *(void **)c->base = **(void ***)c->base;
 
     if (strcmp(pages, "thp") == 0) {
         double thp = thp_bytes(c->base);
