@@ -1,0 +1,77 @@
+"""The HTML report as a person sees it: rendered in headless Chromium, every plot drawn,
+no console errors, text from plans escaped."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cpulab import analyse, plan as plans, run as runner
+from cpulab.report import exports, html
+from cpulab.store import Store
+from cpulab.toolchain import Variant
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EVIL = "<script>alert('x')</script>"
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    custom = {"O2<b>bold</b>": Variant("O2<b>bold</b>", cflags=("-O2", "-funroll-loops"))}
+    exps = [plans.Experiment("sweep", ["sha256"], ["O0", "O2"], "O2", title=f"sweep {EVIL}",
+                             params={"sha256": {"size": ["256", "1024", "4096"]}}),
+            plans.Experiment("point", ["sha256"], ["O2", "O2<b>bold</b>"], "O2", params={"sha256": {"size": ["1024"]}})]
+    p = plans.validate(plans.Plan("report-test", exps, runs=3, samples=2, min_sample_time=0.002, warmup=0.0,
+                                  custom_variants=custom))
+    store = Store(d / "db.sqlite")
+    run_id = runner.run_plan(p, store, seed=9)
+    summary = analyse.summarise(store, run_id)
+    path = html.write(summary, d / "report.html", store)
+    return store, summary, path
+
+
+def test_report_is_self_contained_and_escaped(small_run):
+    _, _, path = small_run
+    text = path.read_text()
+    assert EVIL not in text and "&lt;script&gt;" in text
+    assert "<b>bold</b>" not in text
+    for fetch in ('src="http', "src='http", 'href="http', "url(http", "@import"):
+        assert fetch not in text  # nothing is fetched from the network
+    assert text.count("<svg") >= 3  # sweep: rate and speedup curves; point: bars
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
+def test_report_renders_in_chromium(small_run, tmp_path):
+    from playwright.sync_api import sync_playwright
+    _, _, path = small_run
+    errors = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri())
+        plots = page.evaluate("""Array.from(document.querySelectorAll('figure.plot svg')).map(s => {
+            const r = s.getBoundingClientRect();
+            return {w: r.width, h: r.height, marks: s.querySelectorAll('path, rect, use').length}; })""")
+        scripts = page.evaluate("document.querySelectorAll('script').length")
+        shot = Path(os.environ.get("CPULAB_SCREENSHOT", tmp_path / "report.png"))
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert errors == []
+    assert len(plots) >= 3 and all(p["w"] > 200 and p["h"] > 100 and p["marks"] > 5 for p in plots), plots
+    assert scripts == 0  # the evil title did not become a script
+    assert shot.stat().st_size > 10_000
+
+
+def test_exports(small_run):
+    _, summary, _ = small_run
+    csv_text = exports.render(summary, "csv")
+    assert csv_text.splitlines()[0].startswith("table,") and csv_text.count("\ncomparison,") == len(summary["comparisons"])
+    md = exports.render(summary, "markdown")
+    assert md.startswith("# cpulab run") and "| sha256 |" in md
+    import json
+    assert json.loads(exports.render(summary, "json"))["run_id"] == summary["run_id"]
