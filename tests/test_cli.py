@@ -31,7 +31,8 @@ def test_run_json_document(tmp_path):
     assert len(doc["comparisons"]) == 2
     for c in doc["comparisons"]:
         assert {"workload", "params", "baseline", "variant", "ratio", "ci", "p", "verdict"} <= set(c)
-        assert c["baseline"] == "O2" and c["verdict"] in ("faster", "slower", "same")
+        # 3 processes against 3 can never reach p < 0.05: the verdict must say so.
+        assert c["baseline"] == "O2" and c["verdict"] == "inconclusive"
     # The compare command reads the same run back, against another baseline.
     again = json.loads(cpulab("compare", "--baseline", "O0", "--json", db=db).stdout)
     assert {c["variant"] for c in again["comparisons"]} == {"O2"}

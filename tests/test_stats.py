@@ -64,3 +64,12 @@ def test_family_correction_only_raises_p():
 def test_geomean():
     assert stats.geomean([2.0, 0.5]) == pytest.approx(1.0)
     assert stats.geomean([4.0, 1.0, None]) == pytest.approx(2.0)
+
+
+def test_too_few_runs_are_inconclusive_not_same():
+    c = stats.compare([100.0, 101.0, 99.0], [50.0, 51.0, 49.0])  # huge gap, 3 against 3
+    assert stats.p_floor(3, 3) == pytest.approx(0.1) and c.verdict == "inconclusive"
+    # 5 against 5 can reach 0.0079 alone, but not after Holm over 7 comparisons.
+    fam = stats.adjust_family([stats.compare(np.arange(5.0) + 100, np.arange(5.0) + 50)] * 7)
+    assert all(x.verdict == "inconclusive" for x in fam)
+    assert stats.compare(np.arange(5.0) + 100, np.arange(5.0) + 50).verdict == "slower"

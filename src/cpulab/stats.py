@@ -63,7 +63,17 @@ class Comparison:
     ci: tuple[float, float]
     p: float  # two-sided Mann-Whitney U
     p_adjusted: float  # after Holm's correction over the family
-    verdict: str  # faster | slower | same
+    verdict: str  # faster | slower | same | inconclusive
+    p_floor: float = 0.0  # the smallest p these sample sizes can give
+
+
+def p_floor(n1: int, n2: int) -> float:
+    """The smallest two-sided Mann-Whitney p-value possible with n1 and n2 observations:
+    complete separation, 2 / C(n1 + n2, n1).  With 3 against 3 it is 0.1, so no
+    difference, however large, can be significant at 0.05."""
+    if n1 < 1 or n2 < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
 
 
 def ratio_ci(base, var, n_boot: int = 2000, confidence: float = 0.95, seed: int = 12345) -> tuple[float, float]:
@@ -97,10 +107,13 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def verdict(ratio: float, ci: tuple[float, float], p_adjusted: float,
-            alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> str:
+def verdict(ratio: float, ci: tuple[float, float], p_adjusted: float, alpha: float = ALPHA,
+            min_effect: float = MIN_EFFECT, p_floor_adjusted: float = 0.0) -> str:
     """faster/slower only if significant, the interval excludes 1 and the effect is
-    larger than layout noise; otherwise same."""
+    larger than layout noise; inconclusive if too few runs could never be significant;
+    otherwise same."""
+    if p_floor_adjusted >= alpha:
+        return "inconclusive"
     if p_adjusted >= alpha or ci[0] <= 1.0 <= ci[1] or abs(ratio - 1.0) < min_effect:
         return "same"
     return "faster" if ratio > 1 else "slower"
@@ -110,15 +123,18 @@ def compare(baseline, variant) -> Comparison:
     """One variant's observations against the baseline's, before any correction."""
     base, var = np.asarray(baseline, float), np.asarray(variant, float)
     ratio = float(np.median(var) / np.median(base))
-    ci, p = ratio_ci(base, var), mann_whitney_p(base, var)
-    return Comparison(ratio, ci, p, p, verdict(ratio, ci, p))
+    ci, p, floor = ratio_ci(base, var), mann_whitney_p(base, var), p_floor(len(base), len(var))
+    return Comparison(ratio, ci, p, p, verdict(ratio, ci, p, p_floor_adjusted=floor), floor)
 
 
 def adjust_family(comparisons: list[Comparison], alpha: float = ALPHA,
                   min_effect: float = MIN_EFFECT) -> list[Comparison]:
-    """Holm-correct a family of comparisons and redo their verdicts."""
+    """Holm-correct a family of comparisons and redo their verdicts.  The smallest p any
+    of them can reach is multiplied by the family size, as Holm does with the smallest."""
     adjusted = holm([c.p for c in comparisons])
-    return [Comparison(c.ratio, c.ci, c.p, pa, verdict(c.ratio, c.ci, pa, alpha, min_effect))
+    m = len(comparisons)
+    return [Comparison(c.ratio, c.ci, c.p, pa, verdict(c.ratio, c.ci, pa, alpha, min_effect, min(1.0, c.p_floor * m)),
+                       c.p_floor)
             for c, pa in zip(comparisons, adjusted)]
 
 

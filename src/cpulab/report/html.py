@@ -19,7 +19,8 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def verdict_class(v: str | None) -> str:
-    return {"faster": "faster", "slower": "slower", "same": "same", "identical code": "identical"}.get(v or "", "fail")
+    return {"faster": "faster", "slower": "slower", "same": "same", "identical code": "identical",
+            "inconclusive": "fail"}.get(v or "", "fail")
 
 
 def _is_number(v: str) -> bool:

@@ -85,7 +85,7 @@ def spread(ok: list[dict]) -> list[str]:
     gap, lo, hi = best
     per = lambda r: f"{r['cycles_per_unit']:.4g} {r['per_clock_unit']}" if r["cycles_per_unit"] else "?"
     return [f"Widest gap: {hi['variant']} is {100 * (gap - 1):.0f}% faster than {lo['variant']} "
-            f"({per(hi)} against {per(lo)}). The generated code below shows where the cycles go."]
+            f"({per(hi)} against {per(lo)})."]
 
 
 def notes_for(workload: str, ok: list[dict], s: dict) -> list[str]:

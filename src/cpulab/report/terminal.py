@@ -4,7 +4,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "dim", "identical code": "cyan"}
+VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "dim", "identical code": "cyan",
+                 "inconclusive": "yellow"}
 
 
 def fmt_num(v: float | None, digits: int = 4) -> str:
@@ -93,8 +94,9 @@ def print_summary(summary: dict, console: Console) -> None:
     if (g := geomean_table(summary)) is not None:
         console.print(g)
     console.print("[dim]verdict: faster/slower only when p < 0.05 after Holm, the interval excludes 0 and "
-                  "|delta| >= 1% (layout noise); otherwise same. Each observation is one process "
-                  "(the median of its samples).[/]")
+                  "|delta| >= 1% (layout noise); inconclusive when so few runs could never reach p < 0.05 "
+                  "(use more --runs); otherwise same. Each observation is one process (the median of its "
+                  "samples).[/]")
 
 
 def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list[Table]:
