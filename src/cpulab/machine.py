@@ -13,6 +13,8 @@ import platform
 import socket
 from pathlib import Path
 
+from .analysis.memory import cache_name, os_cache_sizes
+
 SYS_CPU = Path("/sys/devices/system/cpu")
 
 
@@ -41,34 +43,13 @@ def cpu_flags() -> set[str]:
     return set((info.get("flags") or info.get("Features") or "").split())
 
 
-def _size_bytes(text: str) -> int:
-    text = text.strip().upper()
-    mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
-    if text and text[-1] in mult:
-        return int(float(text[:-1]) * mult[text[-1]])
-    return int(text) if text.isdigit() else 0
-
-
 def caches() -> list[dict]:
-    """Caches of CPU 0 as sysfs reports them: level, type, size, line, ways."""
-    out = []
-    for d in sorted((SYS_CPU / "cpu0" / "cache").glob("index*")):
-        out.append({
-            "level": int(_read(d / "level", "0") or 0),
-            "type": _read(d / "type"),
-            "size_bytes": _size_bytes(_read(d / "size", "0")),
-            "line_bytes": int(_read(d / "coherency_line_size", "0") or 0),
-            "ways": int(_read(d / "ways_of_associativity", "0") or 0),
-            "shared_cpus": _read(d / "shared_cpu_list"),
-        })
-    return out
+    """Caches of CPU 0 as sysfs reports them: level, type, size, line, ways, name."""
+    return os_cache_sizes()
 
 
 def cache_label(c: dict) -> str:
-    kind = {"Data": "d", "Instruction": "i"}.get(c["type"], "")
-    size = c["size_bytes"]
-    human = f"{size // 1024 ** 2} MiB" if size >= 1024 ** 2 else f"{size // 1024} KiB"
-    return f"L{c['level']}{kind} {human}"
+    return c.get("name") or cache_name(c)
 
 
 def fingerprint(timing: dict | None = None) -> dict:

@@ -11,6 +11,7 @@ from pathlib import Path
 import jinja2
 
 from .. import explain, machine
+from ..analysis.memory import human_bytes
 from ..store import Store
 from . import plots, studies
 from .terminal import fmt_num, fmt_params
@@ -120,9 +121,8 @@ def workload_part(s: dict, exp: str, wname: str, store: Store | None) -> dict:
 
 def memlat_part(part: dict, ok: list[dict], caches: list[dict]) -> None:
     """Latency against working set per page mode, the levels found, and what they mean."""
-    from ..analysis import memory, sweeps
-    os_caches = memory.os_cache_sizes() if not caches else [{**c, "name": machine.cache_label(c)} for c in caches]
-    curves = sweeps.memlat_curves(ok, os_caches)
+    from ..analysis import sweeps
+    curves = sweeps.memlat_curves(ok, [{**c, "name": machine.cache_label(c)} for c in caches])
     series = {f"{c['variant']} {c['series']}": [(p["size_bytes"], p["ns"]) for p in c["points"]] for c in curves}
     part["plots"].append(plots.curves(series, "working set", "ns per load", "memlat: load-to-use latency",
                                       caches, logy=True, levels=curves[0]["levels"] if curves else None))
@@ -132,7 +132,7 @@ def memlat_part(part: dict, ok: list[dict], caches: list[dict]) -> None:
             "caption": f"levels found in {c['variant']} {c['series']}",
             "columns": ["level", "up to", "ns/load", "cycles/load", "points", "OS cache it matches"], "left": 1,
             "classes": {},
-            "rows": [[i, plots.human_bytes(lv["size_bytes"]), fmt_num(lv["ns"]), fmt_num(lv["cycles"]), lv["points"],
+            "rows": [[i, human_bytes(lv["size_bytes"]), fmt_num(lv["ns"]), fmt_num(lv["cycles"]), lv["points"],
                       lv["matches"] or f"none (nearest {lv.get('nearest', '-')})"]
                      for i, lv in enumerate(c["levels"], 1)]})
 

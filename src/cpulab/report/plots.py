@@ -6,6 +6,8 @@ import math
 
 import matplotlib
 
+from ..analysis.memory import human_bytes
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -19,13 +21,6 @@ def _svg(fig) -> str:
     plt.close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
-
-
-def human_bytes(v: float) -> str:
-    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
-        if v >= size:
-            return f"{v / size:g} {unit}"
-    return f"{v:g} B"
 
 
 def _mark_caches(ax, caches: list[dict]) -> None:

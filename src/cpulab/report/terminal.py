@@ -4,6 +4,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..analysis.memory import human_bytes
+
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "dim", "identical code": "cyan",
                  "inconclusive": "yellow"}
 
@@ -135,14 +137,14 @@ def memlat_tables(curves: list[dict]) -> list[Table]:
             t.add_column(col, justify="right")
         for i, lv in enumerate(c["levels"], 1):
             match = lv["matches"] or ("[yellow]none[/] (nearest " + lv.get("nearest", "-") + ")")
-            t.add_row(str(i), _bytes(lv["size_bytes"]), fmt_num(lv["ns"]), fmt_num(lv["cycles"]), str(lv["points"]),
+            t.add_row(str(i), human_bytes(lv["size_bytes"]), fmt_num(lv["ns"]), fmt_num(lv["cycles"]), str(lv["points"]),
                       match)
         tables.append(t)
         pts = Table(title=f"memlat {c['series']}: points", title_justify="left")
         for col in ("working set", "ns/load", "cycles/load"):
             pts.add_column(col, justify="right")
         for p in c["points"]:
-            pts.add_row(_bytes(p["size_bytes"]), fmt_num(p["ns"]), fmt_num(p["cycles"]))
+            pts.add_row(human_bytes(p["size_bytes"]), fmt_num(p["ns"]), fmt_num(p["cycles"]))
         tables.append(pts)
     return tables
 
@@ -153,13 +155,6 @@ def bandwidth_table(rows: list[dict]) -> Table:
         t.add_column(col, justify="right")
     for r in rows:
         ci = r["mb_per_s_ci"]
-        t.add_row(r["variant"], r["op"], _bytes(r["size_bytes"]), r["level"], fmt_num(r["mb_per_s"]),
+        t.add_row(r["variant"], r["op"], human_bytes(r["size_bytes"]), r["level"], fmt_num(r["mb_per_s"]),
                   f"{fmt_num(ci[0])}..{fmt_num(ci[1])}" if ci else "", fmt_num(r["bytes_per_cycle"]))
     return t
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:g} {unit}"
-    return f"{n:g} B"
