@@ -17,6 +17,9 @@ for v in ("O0", "O2", "O3"):
     rs = [next(r for r in d["results"] if r["variant"] == v) for d in docs]
     med = [r["median"] for r in rs]
     cv = statistics.stdev(med) / statistics.mean(med)
+    cpb = [r["cycles_per_unit"] for r in rs]
+    cv_cpb = statistics.stdev(cpb) / statistics.mean(cpb)
+    print(f"{v}: cycles/byte per run {[round(c, 2) for c in cpb]}, run-to-run CV {100 * cv_cpb:.2f}%")
     print(f"{v}: MB/s per run {[round(m, 1) for m in med]}, run-to-run CV {100 * cv:.2f}%; "
           f"last run {rs[-1]['median']:.1f} MB/s [{rs[-1]['ci'][0]:.1f}, {rs[-1]['ci'][1]:.1f}], "
           f"{rs[-1]['cycles_per_unit']:.2f} cycles/byte")
