@@ -62,7 +62,11 @@ def results_table(rows: list[dict], comps: dict, show_times: bool) -> dict:
             best[_pkey(r)] = max(best[_pkey(r)], r["median"])
     unit = rows[0]["rate_unit"] if rows else ""
     per_clock = rows[0]["per_clock_unit"] if rows else ""
-    cols = ["params", "variant", unit, "95% CI", per_clock, "% of max", "vs baseline", "verdict"]
+    slowest: dict[tuple, float] = {}
+    for r in rows:
+        if r["median"]:
+            slowest[_pkey(r)] = min(slowest.get(_pkey(r), math.inf), r["median"])
+    cols = ["params", "variant", unit, "95% CI", per_clock, "% of max", "vs slowest", "vs baseline", "verdict"]
     if show_times:
         cols += ["real s", "user s", "sys s"]
     out = []
@@ -75,7 +79,8 @@ def results_table(rows: list[dict], comps: dict, show_times: bool) -> dict:
         row = [fmt_params(r["params"]), r["variant"], fmt_num(r["median"]),
                f"{fmt_num(r['ci'][0])} .. {fmt_num(r['ci'][1])}" if r["ci"] else "",
                fmt_num(r["cycles_per_unit"]),
-               f"{100 * r['median'] / best[_pkey(r)]:.0f}%" if r["median"] else "", delta, verdict]
+               f"{100 * r['median'] / best[_pkey(r)]:.0f}%" if r["median"] else "",
+               f"{100 * (r['median'] / slowest[_pkey(r)] - 1):+.0f}%" if r["median"] else "", delta, verdict]
         if show_times:
             row += [fmt_num(r["real_s"]), fmt_num(r["user_s"]), fmt_num(r["sys_s"])]
         out.append(row)
@@ -178,6 +183,10 @@ def sections(s: dict, store: Store | None) -> list[dict]:
     out = []
     for e in s["plan"]["experiments"]:
         parts = [workload_part(s, e["name"], w, store) for w in e["workloads"]]
+        if len(e["workloads"]) > 1 and (pivot := studies.pivot_table(
+                [r for r in s["results"] if r["experiment"] == e["name"]])):
+            parts.insert(0, {"title": "all workloads at a glance", "plots": [], "why": [], "tables": [pivot],
+                             "explain": None})
         out.append({"id": e["name"], "title": e.get("title") or e["name"], "intro": studies.intro(e["name"]),
                     "parts": parts})
     out += studies.analysis_sections(s)
