@@ -1,0 +1,550 @@
+/* rc5_72.c - distributed.net RC5-72 key check: RC5-32/12/9, blocks of consecutive keys.
+ *
+ * Parameters:
+ *   core  portable | simd (default simd).  portable: plain C, one key at a time.
+ *         simd: several keys at once, the widest of AVX-512F (16 keys per vector),
+ *         AVX2 (8) and SSE2 (4) the CPU has, chosen at run time; each path interleaves
+ *         two independent vectors to hide the latency of the 78-step chain.  On other
+ *         architectures the simd core is the portable one (note simd_lanes = 1).
+ *   keys  keys checked per repetition (one block), default 4096.
+ *   isa   auto | avx512 | avx2 | sse2 (default auto): force one simd path (tests);
+ *         a path this CPU lacks is "skipped".
+ * Unit: keys.  k_run(ctx, reps) checks reps consecutive blocks, continuing where the
+ * previous call stopped, against a fixed plaintext/ciphertext pair whose key lies in
+ * the first block; the checksum folds each block's XOR of ciphertext words and every
+ * match found (its key number), so both cores return the same checksum for the same
+ * calls.
+ *
+ * Keys.  A key is 9 bytes K[0..8], loaded little-endian into the key words
+ *   L[0] = K0 | K1<<8 | K2<<16 | K3<<24,  L[1] = K4..K7,  L[2] = K8.
+ * Key number n (a 72-bit counter) is the key whose bytes, read big-endian, are n:
+ * K8 is the lowest digit.  So consecutive keys differ in K8 (the top byte of the
+ * key, which distributed.net calls key.hi and also increments fastest), carrying
+ * into K7, K6, ... K0.  In a run of 256 keys only L[2] changes.
+ *
+ * Known answers (k_verify, both cores, before anything is timed):
+ *   1. The RC5-32/12/16 test vectors of R. L. Rivest, "The RC5 Encryption Algorithm"
+ *      (revised 1997, people.csail.mit.edu/rivest/Rivest-rc5rev.pdf, "Test vectors"),
+ *      through a textbook reference (loops, any key length b) and through each core's
+ *      own key-schedule/encrypt code instantiated for c = 4 key words (b = 16).
+ *   2. A planted key: the reference encrypts the plaintext with a key inside a block
+ *      of 9-byte keys that crosses a 256-key boundary and ends in a partial vector;
+ *      each core's block check must report exactly that key, the same XOR of
+ *      ciphertexts as the reference, and no key in the following block.
+ */
+#include "cpulab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define RC5_X86 1
+#include <immintrin.h>
+#endif
+
+const char k_unit[] = "keys";
+
+#define RC5_T 26          /* 2r + 2 subkeys for r = 12 rounds */
+#define RC5_P 0xb7e15163u /* Odd((e - 2) 2^32), Rivest's magic constants */
+#define RC5_Q 0x9e3779b9u /* Odd((phi - 1) 2^32) */
+
+static inline uint32_t rotl32(uint32_t x, uint32_t n)
+{
+    n &= 31; /* compiles to one ROL */
+    return (x << n) | (x >> ((32 - n) & 31));
+}
+
+/* ---- the textbook reference: any key length, loops, used only by k_verify ---------- */
+
+static void rc5_ref_encrypt(const uint8_t *k, int b, const uint32_t pt[2], uint32_t ct[2])
+{
+    uint32_t L[64] = {0}, S[RC5_T];
+    int c = b > 0 ? (b + 3) / 4 : 1;
+    for (int i = b - 1; i >= 0; i--)
+        L[i / 4] = (L[i / 4] << 8) + k[i];
+    S[0] = RC5_P;
+    for (int i = 1; i < RC5_T; i++)
+        S[i] = S[i - 1] + RC5_Q;
+    uint32_t A = 0, B = 0;
+    int n = 3 * (RC5_T > c ? RC5_T : c);
+    for (int s = 0, i = 0, j = 0; s < n; s++, i = (i + 1) % RC5_T, j = (j + 1) % c) {
+        A = S[i] = rotl32(S[i] + A + B, 3);
+        B = L[j] = rotl32(L[j] + A + B, A + B);
+    }
+    A = pt[0] + S[0];
+    B = pt[1] + S[1];
+    for (int r = 1; r <= 12; r++) {
+        A = rotl32(A ^ B, B) + S[2 * r];
+        B = rotl32(B ^ A, A) + S[2 * r + 1];
+    }
+    ct[0] = A;
+    ct[1] = B;
+}
+
+/* ---- the cores: rc5_body.h instantiated per vector type ---------------------------- */
+
+typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint32_t *ca, uint32_t *cb);
+
+/* Portable C, one key at a time. */
+#define V uint32_t
+#define RC5_W 1
+#define RC5_NV 1
+#define RC5_ATTR
+#define V_LOAD(p) (*(p))
+#define V_STORE(p, x) (*(p) = (x))
+#define V_SET1(x) ((uint32_t)(x))
+#define V_ADD(a, b) ((a) + (b))
+#define V_XOR(a, b) ((a) ^ (b))
+#define V_ROTL3(x) rotl32((x), 3)
+#define V_ROTLV(x, n) rotl32((x), (n))
+#define RC5_C 3
+#define RC5_FN portable_c3
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#define RC5_C 4
+#define RC5_FN portable_c4
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#undef V
+#undef RC5_W
+#undef RC5_NV
+#undef RC5_ATTR
+#undef V_LOAD
+#undef V_STORE
+#undef V_SET1
+#undef V_ADD
+#undef V_XOR
+#undef V_ROTL3
+#undef V_ROTLV
+
+#ifdef RC5_X86
+/* SSE2, 4 keys per vector.  SSE2 has no per-lane shift, so x <<< n is a multiply:
+ * x * 2^n as a 64-bit product holds x << n in its low half and x >> (32 - n) in its
+ * high half.  2^n comes from a float exponent (2^31 converts to 0x80000000, the
+ * "integer indefinite", which is 2^31 read unsigned).  ~15 operations a rotate. */
+__attribute__((target("sse2"))) static inline __m128i sse2_rotlv(__m128i x, __m128i n)
+{
+    __m128i e = _mm_add_epi32(_mm_slli_epi32(_mm_and_si128(n, _mm_set1_epi32(31)), 23),
+                              _mm_set1_epi32(0x3f800000));
+    __m128i p = _mm_cvttps_epi32(_mm_castsi128_ps(e));                        /* 2^n */
+    __m128i ev = _mm_mul_epu32(x, p);                                         /* lanes 0, 2 */
+    __m128i od = _mm_mul_epu32(_mm_srli_epi64(x, 32), _mm_srli_epi64(p, 32)); /* lanes 1, 3 */
+    ev = _mm_or_si128(ev, _mm_srli_epi64(ev, 32));                            /* lo|hi -> dwords 0, 2 */
+    od = _mm_or_si128(od, _mm_slli_epi64(od, 32));                            /* lo|hi -> dwords 1, 3 */
+    __m128i lo = _mm_set_epi32(0, -1, 0, -1);
+    return _mm_or_si128(_mm_and_si128(lo, ev), _mm_andnot_si128(lo, od));
+}
+#define V __m128i
+#define RC5_W 4
+#define RC5_NV 2
+#define RC5_ATTR __attribute__((target("sse2")))
+#define V_LOAD(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+#define V_STORE(p, x) _mm_storeu_si128((__m128i *)(void *)(p), (x))
+#define V_SET1(x) _mm_set1_epi32((int)(x))
+#define V_ADD(a, b) _mm_add_epi32((a), (b))
+#define V_XOR(a, b) _mm_xor_si128((a), (b))
+#define V_ROTL3(x) _mm_or_si128(_mm_slli_epi32((x), 3), _mm_srli_epi32((x), 29))
+#define V_ROTLV(x, n) sse2_rotlv((x), (n))
+#define RC5_C 3
+#define RC5_FN sse2_c3
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#define RC5_C 4
+#define RC5_FN sse2_c4
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#undef V
+#undef RC5_W
+#undef RC5_NV
+#undef RC5_ATTR
+#undef V_LOAD
+#undef V_STORE
+#undef V_SET1
+#undef V_ADD
+#undef V_XOR
+#undef V_ROTL3
+#undef V_ROTLV
+
+/* AVX2, 8 keys per vector: per-lane shifts exist, a variable rotate is 5 operations
+ * (mask the count, shift left, shift right by 32 - n, or). */
+__attribute__((target("avx2"))) static inline __m256i avx2_rotlv(__m256i x, __m256i n)
+{
+    n = _mm256_and_si256(n, _mm256_set1_epi32(31));
+    return _mm256_or_si256(_mm256_sllv_epi32(x, n),
+                           _mm256_srlv_epi32(x, _mm256_sub_epi32(_mm256_set1_epi32(32), n)));
+}
+#define V __m256i
+#define RC5_W 8
+#define RC5_NV 2
+#define RC5_ATTR __attribute__((target("avx2")))
+#define V_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define V_STORE(p, x) _mm256_storeu_si256((__m256i *)(void *)(p), (x))
+#define V_SET1(x) _mm256_set1_epi32((int)(x))
+#define V_ADD(a, b) _mm256_add_epi32((a), (b))
+#define V_XOR(a, b) _mm256_xor_si256((a), (b))
+#define V_ROTL3(x) _mm256_or_si256(_mm256_slli_epi32((x), 3), _mm256_srli_epi32((x), 29))
+#define V_ROTLV(x, n) avx2_rotlv((x), (n))
+#define RC5_C 3
+#define RC5_FN avx2_c3
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#define RC5_C 4
+#define RC5_FN avx2_c4
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#undef V
+#undef RC5_W
+#undef RC5_NV
+#undef RC5_ATTR
+#undef V_LOAD
+#undef V_STORE
+#undef V_SET1
+#undef V_ADD
+#undef V_XOR
+#undef V_ROTL3
+#undef V_ROTLV
+
+/* AVX-512F, 16 keys per vector: VPROLD / VPROLVD rotate in one instruction, by an
+ * immediate or per lane (the count taken mod 32 by the hardware). */
+#define V __m512i
+#define RC5_W 16
+#define RC5_NV 2
+#define RC5_ATTR __attribute__((target("avx512f")))
+#define V_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define V_STORE(p, x) _mm512_storeu_si512((void *)(p), (x))
+#define V_SET1(x) _mm512_set1_epi32((int)(x))
+#define V_ADD(a, b) _mm512_add_epi32((a), (b))
+#define V_XOR(a, b) _mm512_xor_si512((a), (b))
+#define V_ROTL3(x) _mm512_rol_epi32((x), 3)
+#define V_ROTLV(x, n) _mm512_rolv_epi32((x), (n))
+#define RC5_C 3
+#define RC5_FN avx512_c3
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#define RC5_C 4
+#define RC5_FN avx512_c4
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#undef V
+#undef RC5_W
+#undef RC5_NV
+#undef RC5_ATTR
+#undef V_LOAD
+#undef V_STORE
+#undef V_SET1
+#undef V_ADD
+#undef V_XOR
+#undef V_ROTL3
+#undef V_ROTLV
+#endif /* RC5_X86 */
+
+struct isa {
+    const char *name;
+    int lanes;          /* keys per vector */
+    int batch;          /* keys per call of the core: lanes x interleaved vectors */
+    rc5_core_fn c3, c4; /* 72-bit keys; 16-byte keys (Rivest's vectors) */
+};
+
+static const struct isa isa_portable = {"portable", 1, 1, portable_c3, portable_c4};
+#ifdef RC5_X86
+static const struct isa isa_list[] = {
+    {"avx512", 16, 32, avx512_c3, avx512_c4},
+    {"avx2", 8, 16, avx2_c3, avx2_c4},
+    {"sse2", 4, 8, sse2_c3, sse2_c4},
+};
+
+static int isa_supported(const struct isa *s)
+{
+    __builtin_cpu_init();
+    if (strcmp(s->name, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f");
+    if (strcmp(s->name, "avx2") == 0)
+        return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("sse2");
+}
+#endif
+#define MAX_BATCH 32
+
+/* ---- key numbers and blocks ----------------------------------------------------------- */
+
+/* A 72-bit key number: hi = K0 (bits 64..71), lo = K1..K8 (K8 lowest). */
+struct keyno {
+    uint64_t lo;
+    uint32_t hi;
+};
+
+static struct keyno keyno_add(struct keyno k, uint64_t n)
+{
+    uint64_t lo = k.lo + n;
+    k.hi = (k.hi + (lo < k.lo)) & 0xff;
+    k.lo = lo;
+    return k;
+}
+
+static void keyno_bytes(struct keyno k, uint8_t K[9])
+{
+    K[0] = (uint8_t)k.hi;
+    for (int i = 1; i < 9; i++)
+        K[i] = (uint8_t)(k.lo >> (8 * (8 - i)));
+}
+
+/* The key words of key number k (see the header: K8 in L2, K4..K7 in L1, K0..K3 in L0). */
+static void keyno_words(struct keyno k, uint32_t *L0, uint32_t *L1, uint32_t *L2)
+{
+    *L2 = (uint32_t)(k.lo & 0xff);
+    *L1 = __builtin_bswap32((uint32_t)(k.lo >> 8));
+    *L0 = __builtin_bswap32((uint32_t)(k.lo >> 40)) | k.hi;
+}
+
+struct block_result {
+    uint32_t matches;  /* keys whose ciphertext equals the target */
+    uint64_t first;    /* index in the block of the first match */
+    uint32_t digest;   /* XOR of the first ciphertext word of every key checked */
+};
+
+/* Check n keys from `start` against (pt -> ct) with one core.  The core takes a batch of
+ * `batch` keys: in the common case they share L0, L1 (same 256-key run) and the fill is
+ * one broadcast and an increment; lanes past the end of the block are ignored. */
+static inline struct block_result check_block(const struct isa *s, struct keyno start, uint64_t n,
+                                              const uint32_t pt[2], const uint32_t ct[2])
+{
+    struct block_result r = {0, 0, 0};
+    const int batch = s->batch;
+    uint32_t key[3 * MAX_BATCH], ca[MAX_BATCH], cb[MAX_BATCH];
+    for (uint64_t done = 0; done < n; done += (uint64_t)batch) {
+        struct keyno k = keyno_add(start, done);
+        uint32_t L0, L1, L2;
+        keyno_words(k, &L0, &L1, &L2);
+        if (L2 + (uint32_t)batch <= 256) {
+            for (int l = 0; l < batch; l++) {
+                key[l] = L0;
+                key[batch + l] = L1;
+                key[2 * batch + l] = L2 + (uint32_t)l;
+            }
+        } else {
+            for (int l = 0; l < batch; l++)
+                keyno_words(keyno_add(k, (uint64_t)l), &key[l], &key[batch + l], &key[2 * batch + l]);
+        }
+        s->c3(key, pt[0], pt[1], ca, cb); /* the work: ~78 dependent steps per key */
+        int valid = n - done < (uint64_t)batch ? (int)(n - done) : batch;
+        for (int l = 0; l < valid; l++) {
+            r.digest ^= ca[l];
+            if (ca[l] == ct[0] && cb[l] == ct[1] && r.matches++ == 0)
+                r.first = done + (uint64_t)l;
+        }
+    }
+    return r;
+}
+
+/* ---- the kernel -------------------------------------------------------------------- */
+
+struct ctx {
+    const struct isa *core;
+    uint64_t keys;
+    struct keyno next; /* first key of the next block k_run checks */
+    uint32_t pt[2], ct[2];
+};
+
+/* The timed key space starts here; the secret key is 1234 keys in. */
+static const struct keyno RUN_START = {0x0123456789abcd00ull, 0xe5};
+#define RUN_SECRET_OFFSET 1234
+
+void *k_setup(void)
+{
+    struct ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    const char *core = k_param_str("core", "simd");
+    const char *isa = k_param_str("isa", "auto");
+    int64_t keys = k_param_int("keys", 4096);
+    if (keys < 1) {
+        k_fail("keys must be at least 1, got %lld", (long long)keys);
+        return NULL;
+    }
+    c->keys = (uint64_t)keys;
+    if (strcmp(core, "portable") == 0) {
+        c->core = &isa_portable;
+    } else if (strcmp(core, "simd") == 0) {
+        c->core = &isa_portable; /* no SIMD path on this architecture */
+#ifdef RC5_X86
+        int known = strcmp(isa, "auto") == 0;
+        for (size_t i = 0; i < sizeof isa_list / sizeof isa_list[0]; i++) {
+            if (strcmp(isa, "auto") != 0 && strcmp(isa, isa_list[i].name) != 0)
+                continue;
+            known = 1;
+            if (isa_supported(&isa_list[i])) {
+                c->core = &isa_list[i];
+                break;
+            }
+            if (strcmp(isa, "auto") != 0) {
+                k_skip("this CPU lacks %s", isa);
+                return NULL;
+            }
+        }
+        if (!known) {
+            k_fail("isa must be auto, avx512, avx2 or sse2, got '%s'", isa);
+            return NULL;
+        }
+#else
+        if (strcmp(isa, "auto") != 0) {
+            k_skip("isa=%s needs an x86 CPU", isa);
+            return NULL;
+        }
+#endif
+    } else {
+        k_fail("core must be portable or simd, got '%s'", core);
+        return NULL;
+    }
+    k_note("simd_lanes", c->core->lanes);
+    k_note("keys_per_batch", c->core->batch);
+    /* Per batch: S[26] per key on the stack plus the batch's key words and ciphertexts. */
+    k_note("working_set_bytes", (double)(c->core->batch * (RC5_T + 3 + 2) * 4));
+
+    /* The known plaintext ("The unkn", the contest's first plaintext bytes) and its
+     * ciphertext under the secret key, made by the reference. */
+    static const uint8_t text[8] = {'T', 'h', 'e', ' ', 'u', 'n', 'k', 'n'};
+    c->pt[0] = (uint32_t)text[0] | (uint32_t)text[1] << 8 | (uint32_t)text[2] << 16 | (uint32_t)text[3] << 24;
+    c->pt[1] = (uint32_t)text[4] | (uint32_t)text[5] << 8 | (uint32_t)text[6] << 16 | (uint32_t)text[7] << 24;
+    uint8_t K[9];
+    keyno_bytes(keyno_add(RUN_START, RUN_SECRET_OFFSET), K);
+    rc5_ref_encrypt(K, 9, c->pt, c->ct);
+    c->next = RUN_START;
+    return c;
+}
+
+/* Rivest, "The RC5 Encryption Algorithm" (rev. 1997), test vectors for RC5-32/12/16:
+ * key, plaintext, ciphertext as the paper prints them (bytes in order). */
+static const char *const rivest[5][3] = {
+    {"00000000000000000000000000000000", "0000000000000000", "21A5DBEE154B8F6D"},
+    {"915F4619BE41B2516355A50110A9CE91", "21A5DBEE154B8F6D", "F7C013AC5B2B8952"},
+    {"783348E75AEB0F2FD7B169BB8DC16787", "F7C013AC5B2B8952", "2F42B3B70369FC92"},
+    {"DC49DB1375A5584F6485B413B5F12BAF", "2F42B3B70369FC92", "65C178B284D197CC"},
+#ifdef RC5_BREAK_SELF_TEST /* tests build with this to prove a failing kernel is never timed */
+    {"5269F149D41BA0152497574D7F153125", "65C178B284D197CC", "EB44E415DA319825"},
+#else
+    {"5269F149D41BA0152497574D7F153125", "65C178B284D197CC", "EB44E415DA319824"},
+#endif
+};
+
+static int hexval(char ch)
+{
+    return ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10;
+}
+
+static void unhex(const char *s, uint8_t *out, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = (uint8_t)(hexval(s[2 * i]) * 16 + hexval(s[2 * i + 1]));
+}
+
+static void bytes_to_words(const uint8_t *b, uint32_t *w, int nwords)
+{
+    for (int i = 0; i < nwords; i++)
+        w[i] = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 | (uint32_t)b[4 * i + 2] << 16 |
+               (uint32_t)b[4 * i + 3] << 24;
+}
+
+/* Rivest's vectors through the reference and through one core's c = 4 instance (every
+ * lane of the batch gets the vector's key). */
+static int verify_rivest(const struct isa *s)
+{
+    for (int v = 0; v < 5; v++) {
+        uint8_t key[16], p[8], q[8];
+        uint32_t pt[2], want[2], got[2], kw[4 * MAX_BATCH], ca[MAX_BATCH], cb[MAX_BATCH];
+        unhex(rivest[v][0], key, 16);
+        unhex(rivest[v][1], p, 8);
+        unhex(rivest[v][2], q, 8);
+        bytes_to_words(p, pt, 2);
+        bytes_to_words(q, want, 2);
+        rc5_ref_encrypt(key, 16, pt, got);
+        if (got[0] != want[0] || got[1] != want[1]) {
+            k_fail("reference: Rivest vector %d gives %08x %08x, want %08x %08x", v + 1,
+                   got[0], got[1], want[0], want[1]);
+            return 1;
+        }
+        uint32_t L[4];
+        bytes_to_words(key, L, 4);
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < s->batch; l++)
+                kw[j * s->batch + l] = L[j];
+        s->c4(kw, pt[0], pt[1], ca, cb);
+        for (int l = 0; l < s->batch; l++)
+            if (ca[l] != want[0] || cb[l] != want[1]) {
+                k_fail("%s core: Rivest vector %d lane %d gives %08x %08x, want %08x %08x", s->name,
+                       v + 1, l, ca[l], cb[l], want[0], want[1]);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* A planted 9-byte key: found exactly, with the reference's digest; the next block
+ * (same size, without the key) reports nothing. */
+static int verify_planted(const struct isa *s, const uint32_t pt[2])
+{
+    /* 101 keys from ...f0: crosses the 256-key boundary at index 16, ends mid-vector. */
+    const struct keyno start = {0xfedcba98765432f0ull, 0x3c};
+    const uint64_t n = 101, planted = 77;
+    uint32_t ct[2], c2[2], digest = 0;
+    uint8_t K[9];
+    for (uint64_t i = 0; i < n; i++) {
+        keyno_bytes(keyno_add(start, i), K);
+        rc5_ref_encrypt(K, 9, pt, c2);
+        digest ^= c2[0];
+        if (i == planted)
+            ct[0] = c2[0], ct[1] = c2[1];
+    }
+    struct block_result r = check_block(s, start, n, pt, ct);
+    if (r.matches != 1 || r.first != planted || r.digest != digest) {
+        k_fail("%s core: planted key %llu: %u matches, first %llu, digest %08x (want 1, %llu, %08x)",
+               s->name, (unsigned long long)planted, r.matches, (unsigned long long)r.first, r.digest,
+               (unsigned long long)planted, digest);
+        return 1;
+    }
+    r = check_block(s, keyno_add(start, n), n, pt, ct);
+    if (r.matches != 0) {
+        k_fail("%s core: %u matches in a block without the planted key", s->name, r.matches);
+        return 1;
+    }
+    return 0;
+}
+
+int k_verify(void *ctx)
+{
+    struct ctx *c = ctx;
+    /* Both cores, whichever is timed: the portable one and the SIMD path chosen. */
+    if (verify_rivest(&isa_portable) || verify_planted(&isa_portable, c->pt))
+        return 1;
+    if (c->core != &isa_portable && (verify_rivest(c->core) || verify_planted(c->core, c->pt)))
+        return 1;
+    return 0;
+}
+
+uint64_t k_run(void *ctx, uint64_t reps)
+{
+    struct ctx *c = ctx;
+    uint64_t h = 0;
+    for (uint64_t r = 0; r < reps; r++) {
+        struct block_result b = check_block(c->core, c->next, c->keys, c->pt, c->ct);
+        h = k_mix(h, b.digest);
+        h = k_mix(h, b.matches);
+        if (b.matches) /* which key: the key number of the first match */
+            h = k_mix(h, keyno_add(c->next, b.first).lo);
+        c->next = keyno_add(c->next, c->keys); /* the next block of the key space */
+    }
+    return h;
+}
+
+double k_work(const void *ctx, uint64_t reps)
+{
+    const struct ctx *c = ctx;
+    return (double)c->keys * (double)reps;
+}

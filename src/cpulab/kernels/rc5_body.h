@@ -1,0 +1,106 @@
+/* rc5_body.h - one RC5-32/12/b key-check core, written once for any "vector" type.
+ *
+ * Included several times by rc5_72.c, each time with different definitions of:
+ *
+ *   RC5_FN       the function to define
+ *   RC5_ATTR     its attributes (e.g. target("avx2")), may be empty
+ *   RC5_C        key words c = ceil(b/4): 3 for the 72-bit contest keys, 4 for the
+ *                16-byte keys of Rivest's published test vectors
+ *   RC5_W        lanes (keys) per vector: 1 for the portable core
+ *   RC5_NV       independent vectors interleaved (1 or 2) to hide latency
+ *   V            the vector type (uint32_t for the portable core)
+ *   V_LOAD(p) V_STORE(p,x) V_SET1(x) V_ADD(a,b) V_XOR(a,b) V_ROTL3(x) V_ROTLV(x,n)
+ *
+ * RC5_FN(key, pa, pb, ca, cb) runs the whole key schedule of RC5_NV*RC5_W keys and
+ * encrypts the plaintext (pa, pb) with each; ciphertext words go to ca[], cb[].
+ * key[j * RC5_NV * RC5_W + lane] is key word L[j] of lane `lane`.
+ *
+ * Everything is unrolled by the preprocessor: every array index below is a constant,
+ * so L[], A, B and the cipher state live in registers (only S[] goes to memory).
+ * The key schedule is Rivest's: S[i] = P + i*Q; then 3*max(t, c) = 78 steps
+ *     A = S[i] = (S[i] + A + B) <<< 3;   B = L[j] = (L[j] + A + B) <<< (A + B)
+ * each depending on the previous one, so one key is a chain of 78 such steps.  The
+ * third pass is merged with the encryption, which consumes S[0], S[1], ... in the
+ * order that pass produces them, so the last 26 subkeys are never stored.
+ */
+#if RC5_NV == 1
+#define RC5_EACH(X) X(0)
+#else
+#define RC5_EACH(X) X(0) X(1)
+#endif
+#define RC5_LANES (RC5_NV * RC5_W)
+
+/* Per vector v: load key word j (words beyond RC5_C do not exist). */
+#define RC5_LOAD(v) L[J][v] = V_LOAD(key + J * RC5_LANES + (v) * RC5_W);
+#define RC5_LOADJ(j) if ((j) < RC5_C) { enum { J = (j) < RC5_C ? (j) : 0 }; RC5_EACH(RC5_LOAD) }
+
+/* The L half of a step.  Written (L + B) + A, not L + (A + B): L + B is ready while A
+ * is still being computed, so B depends on A through 2 operations (add, rotate)
+ * instead of 3.  With A through the same 2 (add B, rotate by 3), a step is 4 dependent
+ * operations: about 4 cycles a step for one key, 78 steps = ~310 cycles. */
+#define RC5_LMIX(v)                                                                   \
+    L[J][v] = V_ROTLV(V_ADD(V_ADD(L[J][v], B[v]), A[v]), V_ADD(A[v], B[v]));          \
+    B[v] = L[J][v];
+
+/* Pass 1: S[i] is still the constant P + i*Q (no load). */
+#define RC5_MIX0(v)                                                                   \
+    A[v] = V_ROTL3(V_ADD(V_ADD(V_SET1(RC5_P + RC5_Q * (uint32_t)I), A[v]), B[v]));   \
+    S[I][v] = A[v];                                                                   \
+    RC5_LMIX(v)
+/* Pass 2: S[i] from pass 1 (one load, off the critical path). */
+#define RC5_MIX1(v)                                                                   \
+    A[v] = V_ROTL3(V_ADD(V_ADD(S[I][v], A[v]), B[v]));                                \
+    S[I][v] = A[v];                                                                   \
+    RC5_LMIX(v)
+/* Pass 3: the new S[i] is used at once by the encryption:
+ *   A = P0 + S[0]; B = P1 + S[1]; then per round A = ((A ^ B) <<< B) + S[2r],
+ *   B = ((B ^ A) <<< A) + S[2r+1].  The half-round is 3 operations, the key
+ *   schedule 8 per subkey pair, so the cipher keeps up with the schedule. */
+#define RC5_MIX2(v)                                                                   \
+    A[v] = V_ROTL3(V_ADD(V_ADD(S[I][v], A[v]), B[v]));                                \
+    if (I == 0)                                                                       \
+        X[v] = V_ADD(V_SET1(pa), A[v]);                                               \
+    else if (I == 1)                                                                  \
+        Y[v] = V_ADD(V_SET1(pb), A[v]);                                               \
+    else if (I % 2 == 0)                                                              \
+        X[v] = V_ADD(V_ROTLV(V_XOR(X[v], Y[v]), Y[v]), A[v]);                         \
+    else                                                                              \
+        Y[v] = V_ADD(V_ROTLV(V_XOR(Y[v], X[v]), X[v]), A[v]);                         \
+    if (I < RC5_T - 1) { RC5_LMIX(v) }
+
+#define RC5_STEP(p, i)                                                                \
+    { enum { I = (i), J = ((p) * RC5_T + (i)) % RC5_C }; RC5_EACH(RC5_MIX##p) }
+#define RC5_PASS(p)                                                                   \
+    RC5_STEP(p, 0) RC5_STEP(p, 1) RC5_STEP(p, 2) RC5_STEP(p, 3) RC5_STEP(p, 4)        \
+    RC5_STEP(p, 5) RC5_STEP(p, 6) RC5_STEP(p, 7) RC5_STEP(p, 8) RC5_STEP(p, 9)        \
+    RC5_STEP(p, 10) RC5_STEP(p, 11) RC5_STEP(p, 12) RC5_STEP(p, 13) RC5_STEP(p, 14)   \
+    RC5_STEP(p, 15) RC5_STEP(p, 16) RC5_STEP(p, 17) RC5_STEP(p, 18) RC5_STEP(p, 19)   \
+    RC5_STEP(p, 20) RC5_STEP(p, 21) RC5_STEP(p, 22) RC5_STEP(p, 23) RC5_STEP(p, 24)   \
+    RC5_STEP(p, 25)
+#define RC5_ZERO(v) A[v] = B[v] = V_SET1(0u);
+#define RC5_OUT(v) V_STORE(ca + (v) * RC5_W, X[v]); V_STORE(cb + (v) * RC5_W, Y[v]);
+
+static RC5_ATTR void RC5_FN(const uint32_t *restrict key, uint32_t pa, uint32_t pb,
+                            uint32_t *restrict ca, uint32_t *restrict cb)
+{
+    V S[RC5_T][RC5_NV], L[4][RC5_NV], A[RC5_NV], B[RC5_NV], X[RC5_NV], Y[RC5_NV];
+    RC5_LOADJ(0) RC5_LOADJ(1) RC5_LOADJ(2) RC5_LOADJ(3)
+    RC5_EACH(RC5_ZERO)
+    RC5_PASS(0)
+    RC5_PASS(1)
+    RC5_PASS(2)
+    RC5_EACH(RC5_OUT)
+}
+
+#undef RC5_EACH
+#undef RC5_LANES
+#undef RC5_LOAD
+#undef RC5_LOADJ
+#undef RC5_LMIX
+#undef RC5_MIX0
+#undef RC5_MIX1
+#undef RC5_MIX2
+#undef RC5_STEP
+#undef RC5_PASS
+#undef RC5_ZERO
+#undef RC5_OUT
