@@ -83,6 +83,7 @@ static void rc5_ref_encrypt(const uint8_t *k, int b, const uint32_t pt[2], uint3
 
 /* ---- the cores: rc5_body.h instantiated per vector type ---------------------------- */
 
+#define RC5_PRE 0 /* except portable_c3_pre below */
 typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint32_t *ca, uint32_t *cb);
 
 /* Portable C, one key at a time. */
@@ -97,6 +98,11 @@ typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint3
 #define V_XOR(a, b) ((a) ^ (b))
 #define V_ROTL3(x) rotl32((x), 3)
 #define V_ROTLV(x, n) rotl32((x), (n))
+#if defined(__GNUC__) || defined(__clang__)
+#define V_KEEP(x) __asm__("" : "+r"(x)) /* empty: emits nothing, on any architecture */
+#else
+#define V_KEEP(x) ((void)0)
+#endif
 #define RC5_C 3
 #define RC5_FN portable_c3
 #include "rc5_body.h"
@@ -107,6 +113,15 @@ typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint3
 #include "rc5_body.h"
 #undef RC5_C
 #undef RC5_FN
+#undef RC5_PRE
+#define RC5_PRE 1
+#define RC5_C 3
+#define RC5_FN portable_c3_pre
+#include "rc5_body.h"
+#undef RC5_C
+#undef RC5_FN
+#undef RC5_PRE
+#define RC5_PRE 0
 #undef V
 #undef RC5_W
 #undef RC5_NV
@@ -118,6 +133,7 @@ typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint3
 #undef V_XOR
 #undef V_ROTL3
 #undef V_ROTLV
+#undef V_KEEP
 
 #ifdef RC5_X86
 /* SSE2, 4 keys per vector.  SSE2 has no per-lane shift, so x <<< n is a multiply:
@@ -147,6 +163,7 @@ __attribute__((target("sse2"))) static inline __m128i sse2_rotlv(__m128i x, __m1
 #define V_XOR(a, b) _mm_xor_si128((a), (b))
 #define V_ROTL3(x) _mm_or_si128(_mm_slli_epi32((x), 3), _mm_srli_epi32((x), 29))
 #define V_ROTLV(x, n) sse2_rotlv((x), (n))
+#define V_KEEP(x) ((void)0)
 #define RC5_C 3
 #define RC5_FN sse2_c3
 #include "rc5_body.h"
@@ -168,6 +185,7 @@ __attribute__((target("sse2"))) static inline __m128i sse2_rotlv(__m128i x, __m1
 #undef V_XOR
 #undef V_ROTL3
 #undef V_ROTLV
+#undef V_KEEP
 
 /* AVX2, 8 keys per vector: per-lane shifts exist, a variable rotate is 5 operations
  * (mask the count, shift left, shift right by 32 - n, or). */
@@ -188,6 +206,7 @@ __attribute__((target("avx2"))) static inline __m256i avx2_rotlv(__m256i x, __m2
 #define V_XOR(a, b) _mm256_xor_si256((a), (b))
 #define V_ROTL3(x) _mm256_or_si256(_mm256_slli_epi32((x), 3), _mm256_srli_epi32((x), 29))
 #define V_ROTLV(x, n) avx2_rotlv((x), (n))
+#define V_KEEP(x) ((void)0)
 #define RC5_C 3
 #define RC5_FN avx2_c3
 #include "rc5_body.h"
@@ -209,6 +228,7 @@ __attribute__((target("avx2"))) static inline __m256i avx2_rotlv(__m256i x, __m2
 #undef V_XOR
 #undef V_ROTL3
 #undef V_ROTLV
+#undef V_KEEP
 
 /* AVX-512F, 16 keys per vector: VPROLD / VPROLVD rotate in one instruction, by an
  * immediate or per lane (the count taken mod 32 by the hardware). */
@@ -223,6 +243,7 @@ __attribute__((target("avx2"))) static inline __m256i avx2_rotlv(__m256i x, __m2
 #define V_XOR(a, b) _mm512_xor_si512((a), (b))
 #define V_ROTL3(x) _mm512_rol_epi32((x), 3)
 #define V_ROTLV(x, n) _mm512_rolv_epi32((x), (n))
+#define V_KEEP(x) ((void)0)
 #define RC5_C 3
 #define RC5_FN avx512_c3
 #include "rc5_body.h"
@@ -244,6 +265,7 @@ __attribute__((target("avx2"))) static inline __m256i avx2_rotlv(__m256i x, __m2
 #undef V_XOR
 #undef V_ROTL3
 #undef V_ROTLV
+#undef V_KEEP
 #endif /* RC5_X86 */
 
 struct isa {
@@ -342,6 +364,47 @@ static inline struct block_result check_block(const struct isa *s, struct keyno 
         }
     }
     return r;
+}
+
+/* Steps 0, 1 and the A half of step 2 of the key schedule of a 72-bit key read only
+ * L0 and L1, the same for a run of 256 keys: done once per run, as in distributed.net
+ * clients.  pre[] = S0 S1 S2 L0' L1' (after those steps, A = S2 and B = L1'). */
+static void rc5_prefix(uint32_t L0, uint32_t L1, uint32_t pre[5])
+{
+    uint32_t A, B;
+    A = pre[0] = rotl32(RC5_P, 3);                           /* step 0, A = B = 0 */
+    B = pre[3] = rotl32(L0 + A, A);
+    A = pre[1] = rotl32(RC5_P + RC5_Q + A + B, 3);           /* step 1 */
+    B = pre[4] = rotl32(L1 + A + B, A + B);
+    pre[2] = rotl32(RC5_P + 2 * RC5_Q + A + B, 3);           /* step 2, A half */
+}
+
+/* check_block for the portable core: one key at a time, the prefix redone when L2
+ * wraps (every 256 keys).  Per key: ~75.5 dependent steps of ~4 cycles. */
+static struct block_result check_block_portable(struct keyno start, uint64_t n, const uint32_t pt[2],
+                                                const uint32_t ct[2])
+{
+    struct block_result r = {0, 0, 0};
+    uint32_t key[8], ca, cb; /* L0 L1 L2, then the prefix */
+    keyno_words(start, &key[0], &key[1], &key[2]);
+    rc5_prefix(key[0], key[1], key + 3);
+    for (uint64_t i = 0; i < n; i++) {
+        portable_c3_pre(key, pt[0], pt[1], &ca, &cb);
+        r.digest ^= ca;
+        if (ca == ct[0] && cb == ct[1] && r.matches++ == 0)
+            r.first = i;
+        if (++key[2] == 256) { /* K8 wrapped: carry into K7, new L0/L1, new prefix */
+            keyno_words(keyno_add(start, i + 1), &key[0], &key[1], &key[2]);
+            rc5_prefix(key[0], key[1], key + 3);
+        }
+    }
+    return r;
+}
+
+static struct block_result check(const struct isa *s, struct keyno start, uint64_t n,
+                                 const uint32_t pt[2], const uint32_t ct[2])
+{
+    return s == &isa_portable ? check_block_portable(start, n, pt, ct) : check_block(s, start, n, pt, ct);
 }
 
 /* ---- the kernel -------------------------------------------------------------------- */
@@ -502,14 +565,14 @@ static int verify_planted(const struct isa *s, const uint32_t pt[2])
         if (i == planted)
             ct[0] = c2[0], ct[1] = c2[1];
     }
-    struct block_result r = check_block(s, start, n, pt, ct);
+    struct block_result r = check(s, start, n, pt, ct);
     if (r.matches != 1 || r.first != planted || r.digest != digest) {
         k_fail("%s core: planted key %llu: %u matches, first %llu, digest %08x (want 1, %llu, %08x)",
                s->name, (unsigned long long)planted, r.matches, (unsigned long long)r.first, r.digest,
                (unsigned long long)planted, digest);
         return 1;
     }
-    r = check_block(s, keyno_add(start, n), n, pt, ct);
+    r = check(s, keyno_add(start, n), n, pt, ct);
     if (r.matches != 0) {
         k_fail("%s core: %u matches in a block without the planted key", s->name, r.matches);
         return 1;
@@ -533,7 +596,7 @@ uint64_t k_run(void *ctx, uint64_t reps)
     struct ctx *c = ctx;
     uint64_t h = 0;
     for (uint64_t r = 0; r < reps; r++) {
-        struct block_result b = check_block(c->core, c->next, c->keys, c->pt, c->ct);
+        struct block_result b = check(c->core, c->next, c->keys, c->pt, c->ct);
         h = k_mix(h, b.digest);
         h = k_mix(h, b.matches);
         if (b.matches) /* which key: the key number of the first match */

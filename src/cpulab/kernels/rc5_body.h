@@ -10,6 +10,11 @@
  *   RC5_NV       independent vectors interleaved (1 or 2) to hide latency
  *   V            the vector type (uint32_t for the portable core)
  *   V_LOAD(p) V_STORE(p,x) V_SET1(x) V_ADD(a,b) V_XOR(a,b) V_ROTL3(x) V_ROTLV(x,n)
+ *   V_KEEP(x)    an optimisation barrier on x (or nothing)
+ *   RC5_PRE      1: the first 2.5 steps, which depend on L[0] and L[1] only, were done
+ *                once for a run of 256 keys (as distributed.net clients do; only L[2]
+ *                changes in such a run): key[] then holds, after the 3 key words, the
+ *                words S0 S1 S2 L0' L1' they produced.  Only for RC5_C == 3.
  *
  * RC5_FN(key, pa, pb, ca, cb) runs the whole key schedule of RC5_NV*RC5_W keys and
  * encrypts the plaintext (pa, pb) with each; ciphertext words go to ca[], cb[].
@@ -33,6 +38,13 @@
 /* Per vector v: load key word j (words beyond RC5_C do not exist). */
 #define RC5_LOAD(v) L[J][v] = V_LOAD(key + J * RC5_LANES + (v) * RC5_W);
 #define RC5_LOADJ(j) if ((j) < RC5_C) { enum { J = (j) < RC5_C ? (j) : 0 }; RC5_EACH(RC5_LOAD) }
+/* The state after step 2's A half, precomputed (RC5_PRE). */
+#define RC5_LOADPRE(v)                                                                \
+    S[0][v] = V_LOAD(key + 3 * RC5_LANES + (v) * RC5_W);                              \
+    S[1][v] = V_LOAD(key + 4 * RC5_LANES + (v) * RC5_W);                              \
+    S[2][v] = A[v] = V_LOAD(key + 5 * RC5_LANES + (v) * RC5_W);                       \
+    L[0][v] = V_LOAD(key + 6 * RC5_LANES + (v) * RC5_W);                              \
+    L[1][v] = B[v] = V_LOAD(key + 7 * RC5_LANES + (v) * RC5_W);
 
 /* The L half of a step.  Written (L + B) + A, not L + (A + B): L + B is ready while A
  * is still being computed, so B depends on A through 2 operations (add, rotate)
@@ -42,11 +54,17 @@
     L[J][v] = V_ROTLV(V_ADD(V_ADD(L[J][v], B[v]), A[v]), V_ADD(A[v], B[v]));          \
     B[v] = L[J][v];
 
-/* Pass 1: S[i] is still the constant P + i*Q (no load). */
+/* Pass 1: S[i] is still the constant P + i*Q (no load).  (P + iQ) + A is computed
+ * apart from + B: merged, they become one 3-operand LEA, 2 cycles on Zen instead of 1
+ * on the chain; V_KEEP (an empty asm in the portable core) keeps them apart. */
 #define RC5_MIX0(v)                                                                   \
-    A[v] = V_ROTL3(V_ADD(V_ADD(V_SET1(RC5_P + RC5_Q * (uint32_t)I), A[v]), B[v]));   \
-    S[I][v] = A[v];                                                                   \
-    RC5_LMIX(v)
+    if (!(RC5_PRE && I <= 2)) {                                                       \
+        A[v] = V_ADD(V_SET1(RC5_P + RC5_Q * (uint32_t)I), A[v]);                      \
+        V_KEEP(A[v]);                                                                 \
+        A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                            \
+        S[I][v] = A[v];                                                               \
+    }                                                                                 \
+    if (!(RC5_PRE && I < 2)) { RC5_LMIX(v) }
 /* Pass 2: S[i] from pass 1 (one load, off the critical path). */
 #define RC5_MIX1(v)                                                                   \
     A[v] = V_ROTL3(V_ADD(V_ADD(S[I][v], A[v]), B[v]));                                \
@@ -86,6 +104,7 @@ static RC5_ATTR void RC5_FN(const uint32_t *restrict key, uint32_t pa, uint32_t 
     V S[RC5_T][RC5_NV], L[4][RC5_NV], A[RC5_NV], B[RC5_NV], X[RC5_NV], Y[RC5_NV];
     RC5_LOADJ(0) RC5_LOADJ(1) RC5_LOADJ(2) RC5_LOADJ(3)
     RC5_EACH(RC5_ZERO)
+    if (RC5_PRE) { RC5_EACH(RC5_LOADPRE) }
     RC5_PASS(0)
     RC5_PASS(1)
     RC5_PASS(2)
@@ -96,6 +115,7 @@ static RC5_ATTR void RC5_FN(const uint32_t *restrict key, uint32_t pa, uint32_t 
 #undef RC5_LANES
 #undef RC5_LOAD
 #undef RC5_LOADJ
+#undef RC5_LOADPRE
 #undef RC5_LMIX
 #undef RC5_MIX0
 #undef RC5_MIX1
