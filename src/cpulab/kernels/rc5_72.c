@@ -103,11 +103,6 @@ typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint3
 #else
 #define V_KEEP(x) ((void)0)
 #endif
-#define RC5_C 3
-#define RC5_FN portable_c3
-#include "rc5_body.h"
-#undef RC5_C
-#undef RC5_FN
 #define RC5_C 4
 #define RC5_FN portable_c4
 #include "rc5_body.h"
@@ -275,7 +270,8 @@ struct isa {
     rc5_core_fn c3, c4; /* 72-bit keys; 16-byte keys (Rivest's vectors) */
 };
 
-static const struct isa isa_portable = {"portable", 1, 1, portable_c3, portable_c4};
+/* Portable blocks go through check_block_portable (portable_c3_pre), not c3. */
+static const struct isa isa_portable = {"portable", 1, 1, NULL, portable_c4};
 #ifdef RC5_X86
 static const struct isa isa_list[] = {
     {"avx512", 16, 32, avx512_c3, avx512_c4},
