@@ -1,0 +1,17 @@
+"""RC5-72: the distributed.net key-search work, RC5-32/12/9 key checks in keys/s."""
+from . import Workload
+
+WORKLOADS = [
+    Workload(
+        name="rc5-72",
+        kernel="rc5_72.c",
+        extra_sources=("rc5_body.h",),
+        unit="keys",
+        description=("distributed.net RC5-72 key check (RC5-32/12/9): blocks of consecutive keys "
+                     "against a known plaintext/ciphertext pair; core=portable (C, one key at a "
+                     "time) or simd (AVX-512/AVX2/SSE2 chosen at run time)"),
+        params={"core": "simd", "keys": "4096", "isa": "auto"},
+        quick={"core": ["portable", "simd"]},
+        full={"core": ["portable", "simd"]},  # isa=avx2|sse2 as an override forces a narrower path
+    ),
+]
