@@ -62,7 +62,7 @@ def test_identical_code_is_reported_not_measured(tmp_path):
     summary = analyse.summarise(store, run_id)
     verdicts = {c["variant"]: c["verdict"] for c in summary["comparisons"]}
     assert verdicts["O2-twin"] == "identical code"
-    assert verdicts["O0"] in ("slower", "same")  # never 'identical code': O0 emits other code
+    assert verdicts["O0"] != "identical code"  # O0 emits other code
 
 
 def test_artifacts_are_cached_by_content(tmp_path):
