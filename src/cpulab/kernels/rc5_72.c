@@ -135,7 +135,7 @@ typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint3
  * x * 2^n as a 64-bit product holds x << n in its low half and x >> (32 - n) in its
  * high half.  2^n comes from a float exponent (2^31 converts to 0x80000000, the
  * "integer indefinite", which is 2^31 read unsigned).  ~15 operations a rotate. */
-__attribute__((target("sse2"))) static inline __m128i sse2_rotlv(__m128i x, __m128i n)
+__attribute__((target("sse2"), always_inline)) static inline __m128i sse2_rotlv(__m128i x, __m128i n)
 {
     __m128i e = _mm_add_epi32(_mm_slli_epi32(_mm_and_si128(n, _mm_set1_epi32(31)), 23),
                               _mm_set1_epi32(0x3f800000));
@@ -184,7 +184,7 @@ __attribute__((target("sse2"))) static inline __m128i sse2_rotlv(__m128i x, __m1
 
 /* AVX2, 8 keys per vector: per-lane shifts exist, a variable rotate is 5 operations
  * (mask the count, shift left, shift right by 32 - n, or). */
-__attribute__((target("avx2"))) static inline __m256i avx2_rotlv(__m256i x, __m256i n)
+__attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(__m256i x, __m256i n)
 {
     n = _mm256_and_si256(n, _mm256_set1_epi32(31));
     return _mm256_or_si256(_mm256_sllv_epi32(x, n),
