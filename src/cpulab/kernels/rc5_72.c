@@ -1,7 +1,9 @@
 /* rc5_72.c - distributed.net RC5-72 key check: RC5-32/12/9, blocks of consecutive keys.
  *
  * Parameters:
- *   core  portable | simd (default simd).  portable: plain C, one key at a time.
+ *   core  portable | simd (default simd).  portable: plain C, one key at a time; the
+ *         first 2.5 key-schedule steps, which read only L0 and L1, are done once per
+ *         run of 256 keys as distributed.net clients do (~75.5 dependent steps a key).
  *         simd: several keys at once, the widest of AVX-512F (16 keys per vector),
  *         AVX2 (8) and SSE2 (4) the CPU has, chosen at run time; each path interleaves
  *         two independent vectors to hide the latency of the 78-step chain.  On other
