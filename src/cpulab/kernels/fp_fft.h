@@ -12,6 +12,9 @@
 
 #include "fp_common.h"
 
+/* The transform's functions: fft_fftw.c uses only the checks, hence "unused". */
+#define FP_FFT_API static __attribute__((unused))
+
 #define FP_PI_L 3.141592653589793238462643383279502884L
 
 struct fp_roots {

@@ -11,39 +11,45 @@
 struct FN(fft_plan) {
     size_t n;
     unsigned logn;
-    uint32_t *rev; /* rev[i] = i with its logn bits reversed                            */
+    size_t nswap;  /* bit-reversal permutation as a list of swaps (i, rev(i)), i < rev(i): */
+    uint32_t *swp; /* no branch on i < rev(i) in the timed loop (it mispredicts often)     */
     FT *wr, *wi;   /* stage with half-length h uses wr[h + j], wi[h + j], j < h:
                     * exp(-i pi j / h).  n - 1 entries in all, twice the usual n/2
                     * table, so that every stage reads its twiddles at unit stride. */
 };
 
-static void FN(fft_plan_free)(struct FN(fft_plan) *p)
+FP_FFT_API void FN(fft_plan_free)(struct FN(fft_plan) *p)
 {
-    free(p->rev);
+    free(p->swp);
     free(p->wr);
     free(p->wi);
-    p->rev = NULL;
+    p->swp = NULL;
     p->wr = p->wi = NULL;
 }
 
 /* n a power of two >= 2; 0 on success.  Twiddles come from cosl/sinl, so each is
  * within about half an ulp of the exact value in FT (Higham's mu ~ u). */
-static int FN(fft_plan_init)(struct FN(fft_plan) *p, size_t n)
+FP_FFT_API int FN(fft_plan_init)(struct FN(fft_plan) *p, size_t n)
 {
     p->n = n;
     p->logn = fp_log2(n);
-    p->rev = fp_alloc(n * sizeof *p->rev);
+    p->swp = fp_alloc(n * sizeof *p->swp); /* fewer than n/2 pairs */
     p->wr = fp_alloc(n * sizeof *p->wr);
     p->wi = fp_alloc(n * sizeof *p->wi);
-    if (!p->rev || !p->wr || !p->wi) {
+    if (!p->swp || !p->wr || !p->wi) {
         FN(fft_plan_free)(p);
         return -1;
     }
+    p->nswap = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t r = 0;
+        size_t r = 0;
         for (unsigned b = 0; b < p->logn; b++)
-            r |= (uint32_t)((i >> b) & 1) << (p->logn - 1 - b);
-        p->rev[i] = r;
+            r |= ((i >> b) & 1) << (p->logn - 1 - b);
+        if (i < r) {
+            p->swp[2 * p->nswap] = (uint32_t)i;
+            p->swp[2 * p->nswap + 1] = (uint32_t)r;
+            p->nswap++;
+        }
     }
     for (size_t h = 1; h < n; h *= 2)
         for (size_t j = 0; j < h; j++) {
@@ -73,25 +79,36 @@ static inline void FN(fft_group)(FT *restrict ar, FT *restrict ai, FT *restrict 
     }
 }
 
+/* One stage: n / 2h groups of h butterflies.  Called with a constant h for the first
+ * stages, so that the compiler can unroll those short groups and vectorise across
+ * them (a loop of 1, 2 or 4 iterations is not worth a vector loop on its own). */
+static inline void FN(fft_stage)(const struct FN(fft_plan) *p, FT *re, FT *im, size_t h)
+{
+    for (size_t k = 0; k < p->n; k += 2 * h)
+        FN(fft_group)(re + k, im + k, re + k + h, im + k + h, p->wr + h, p->wi + h, h);
+}
+
 /* In-place forward DFT, X_k = sum_j x_j exp(-2 pi i jk/n): decimation in time,
  * bit-reversed input order, log2 n stages of n/2 butterflies = 5 n log2 n flop. */
-static void FN(fft_run)(const struct FN(fft_plan) *p, FT *re, FT *im)
+FP_FFT_API void FN(fft_run)(const struct FN(fft_plan) *p, FT *re, FT *im)
 {
-    const size_t n = p->n;
-    for (size_t i = 0; i < n; i++) { /* bit-reversal permutation: n/2 - O(sqrt n) swaps */
-        size_t j = p->rev[i];
-        if (i < j) {
-            FT t = re[i]; re[i] = re[j]; re[j] = t;
-            t = im[i]; im[i] = im[j]; im[j] = t;
-        }
+    const uint32_t *s = p->swp;
+    for (size_t q = 0; q < p->nswap; q++) { /* bit reversal: n/2 - O(sqrt n) swaps */
+        size_t i = s[2 * q], j = s[2 * q + 1];
+        FT t = re[i]; re[i] = re[j]; re[j] = t;
+        t = im[i]; im[i] = im[j]; im[j] = t;
     }
-    for (size_t h = 1; h < n; h *= 2)         /* log2 n stages                      */
-        for (size_t k = 0; k < n; k += 2 * h) /* n / 2h groups of h butterflies each */
-            FN(fft_group)(re + k, im + k, re + k + h, im + k + h, p->wr + h, p->wi + h, h);
+    FN(fft_stage)(p, re, im, 1); /* twiddle 1: the multiplies are wasted, but counted */
+    if (p->n > 2)
+        FN(fft_stage)(p, re, im, 2);
+    if (p->n > 4)
+        FN(fft_stage)(p, re, im, 4);
+    for (size_t h = 8; h < p->n; h *= 2) /* the long stages: a vector loop per group */
+        FN(fft_stage)(p, re, im, h);
 }
 
 /* x *= s, for s = 1/n (a power of two: exact).  2n multiplies. */
-static void FN(fft_scale)(FT *re, FT *im, size_t n, FT s)
+FP_FFT_API void FN(fft_scale)(FT *re, FT *im, size_t n, FT s)
 {
     for (size_t i = 0; i < n; i++) {
         re[i] *= s;

@@ -1,0 +1,72 @@
+"""Floating point: dot product, Euclidean distance and complex FFT, float and double,
+swept over the vector length / FFT size n (the seed's "Why EABI matters" benchmark).
+
+Unit: flop, by the usual conventions: dot 2N, euclid 3N (subtract, multiply, add per
+element; the one square root is not counted), complex radix-2 FFT 5 N log2 N (also
+for the FFTW peer, whatever FFTW executes).  Each kernel notes n and
+working_set_bytes (dot/euclid: the two vectors; fft: the data, the per-stage twiddles
+and the bit-reversal swap list; fft-fftw: the data only, FFTW's tables are its own).
+
+The MFLOPS-vs-n curve shows the cache levels: dot and euclid touch 2 N elements, so
+double vectors leave a 32 KiB L1d past N = 2048 and a 1 MiB L2 past N = 65536.
+
+Point counts, for planning (each point is one artifact run, ~0.1-0.3 s; the 2^20 FFTs
+take up to ~1.5 s of setup and verification, fft-fftw plans for up to 0.5 s):
+  quick  9 sizes (2^4, 2^6, ..., 2^20) x 2 precisions = 18 per workload
+  full  17 sizes (2^4 .. 2^20)         x 2 precisions = 34 per workload
+"""
+from __future__ import annotations
+
+from . import Workload
+
+PRECISIONS = ["float", "double"]
+QUICK_N = [str(1 << e) for e in range(4, 21, 2)]
+FULL_N = [str(1 << e) for e in range(4, 21)]
+PARAMS = {"n": "1024", "precision": "double"}
+GRIDS = dict(quick={"n": QUICK_N, "precision": PRECISIONS}, full={"n": FULL_N, "precision": PRECISIONS})
+FFT_HEADERS = ("fp_common.h", "fp_fft.h", "fp_fft_body.h")
+
+WORKLOADS = [
+    Workload(
+        name="dot",
+        kernel="dot.c",
+        extra_sources=("fp_common.h",),
+        unit="flop",
+        description="dot product of two n-vectors, plain C loop (2n flop); the serial sum "
+                    "vectorises only when a variant allows reassociation",
+        params=dict(PARAMS),
+        **GRIDS,
+    ),
+    Workload(
+        name="euclid",
+        kernel="euclid.c",
+        extra_sources=("fp_common.h",),
+        unit="flop",
+        description="Euclidean distance of two n-vectors, plain C loop (3n flop, the sqrt "
+                    "not counted)",
+        params=dict(PARAMS),
+        **GRIDS,
+    ),
+    Workload(
+        name="fft",
+        kernel="fft.c",
+        extra_sources=FFT_HEADERS,
+        unit="flop",
+        description="in-place complex radix-2 FFT (iterative Cooley-Tukey, split re/im, "
+                    "5 n log2 n flop), n a power of two",
+        params=dict(PARAMS),
+        **GRIDS,
+    ),
+    Workload(
+        name="fft-fftw",
+        kernel="fft_fftw.c",
+        extra_sources=FFT_HEADERS,
+        unit="flop",
+        description="the peer: the same complex FFT through FFTW 3 (FFTW_MEASURE, planning "
+                    "capped at 0.5 s; 5 n log2 n flop by convention)",
+        params=dict(PARAMS),
+        libs=("-lfftw3", "-lfftw3f"),
+        requires={"fftw3.h": "libfftw3-dev"},
+        **GRIDS,
+    ),
+]
