@@ -79,7 +79,8 @@ void *k_setup(void)
         return NULL;
     }
     k_note("n", (double)c->n);
-    /* Touched per transform: data (2n), twiddles (n - 1 pairs, ~2n), bit-reversal table. */
+    /* Touched per transform: data (2n values), twiddles (n - 1 pairs, ~2n values) and
+     * the bit-reversal swap list (< n/2 pairs of uint32: < 4n bytes). */
     k_note("working_set_bytes", (double)(4 * c->n * elem + c->n * sizeof(uint32_t)));
     return c;
 }
