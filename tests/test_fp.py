@@ -24,7 +24,7 @@ EPS = {"float": np.finfo(np.float32).eps, "double": np.finfo(np.float64).eps}
 
 
 def have_fftw() -> bool:
-    return toolchain.has_header(toolchain.BUILTIN["O2"], "fftw3.h")
+    return not toolchain.library_reason(toolchain.BUILTIN["O2"], "fftw3.h", ("-lfftw3", "-lfftw3f"), "libfftw3-dev")
 
 
 def kernel(name: str):

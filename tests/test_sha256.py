@@ -32,7 +32,7 @@ def cpu_has_sha_ni() -> bool:
 
 
 def have_openssl_headers() -> bool:
-    return toolchain.has_header(toolchain.BUILTIN["O2"], "openssl/evp.h")
+    return not toolchain.library_reason(toolchain.BUILTIN["O2"], "openssl/evp.h", ("-lcrypto",), "libssl-dev")
 
 
 def lcg_buffer(size: int) -> bytes:

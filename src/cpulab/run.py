@@ -189,9 +189,9 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
         status, error, art = "pending", "", None
         if why := toolchain.unavailable_reason(v):
             status, error = "skipped", why
-        elif missing := [f"{h} (install {pkg})" for h, pkg in w.requires.items()
-                         if not toolchain.has_header(v, h)]:
-            status, error = "skipped", f"missing {', '.join(missing)}"
+        elif missing := [why for h, pkg in w.requires.items()
+                         if (why := toolchain.library_reason(v, h, w.libs, pkg))]:
+            status, error = "skipped", "; ".join(missing)
         elif w.cpu_flags and not set(w.cpu_flags) <= machine.cpu_flags():
             status, error = "skipped", f"CPU lacks {', '.join(sorted(set(w.cpu_flags) - machine.cpu_flags()))}"
         else:

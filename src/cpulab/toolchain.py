@@ -108,18 +108,26 @@ def unavailable_reason(v: Variant) -> str:
     return f"{hint} ({why})"
 
 
+def library_reason(v: Variant, header: str, libs: tuple[str, ...], package: str) -> str:
+    """'' if a program including `header` links with `libs` under this variant, else why.
+    Linking matters: -m32 finds the 64-bit headers but has no 32-bit library to link."""
+    flags = tuple(v.abi_flags) + tuple(v.ldflags)
+    probe = f"#include <{header}>\nint main(void) {{ return 0; }}\n"
+    if not _links(v.compiler, flags, tuple(libs), probe):
+        abi = f" for {' '.join(v.abi_flags)}" if v.abi_flags else ""
+        lib = f" and {' '.join(libs)}" if libs else ""
+        return f"cannot build against {header}{lib} with {v.compiler}{abi} (install {package}{abi})"
+    return ""
+
+
 @cache
-def _compiles(compiler: str, flags: tuple[str, ...], source: str) -> bool:
+def _links(compiler: str, flags: tuple[str, ...], libs: tuple[str, ...], source: str) -> bool:
     with tempfile.TemporaryDirectory(prefix="cpulab-probe-") as d:
         src = Path(d) / "t.c"
         src.write_text(source)
         try:
-            p = subprocess.run([compiler, *flags, "-fsyntax-only", str(src)], capture_output=True, timeout=60)
+            p = subprocess.run([compiler, *flags, str(src), "-o", str(Path(d) / "t"), *libs],
+                               capture_output=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             return False
         return p.returncode == 0
-
-
-def has_header(v: Variant, header: str) -> bool:
-    """Does `#include <header>` compile with this variant's compiler and ABI?"""
-    return _compiles(v.compiler, tuple(v.abi_flags), f"#include <{header}>\nint main(void) {{ return 0; }}\n")
