@@ -115,3 +115,10 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= 6
     assert "keeps what was measured" in err
+
+
+def test_missing_library_names_the_package():
+    from cpulab import toolchain
+    why = toolchain.library_reason(toolchain.BUILTIN["O2"], "no_such_header_here.h", ("-lnosuchlib",), "libnosuch-dev")
+    assert "install libnosuch-dev" in why and "no_such_header_here.h" in why
+    assert toolchain.library_reason(toolchain.BUILTIN["O2"], "stdio.h", ("-lm",), "libc6-dev") == ""
