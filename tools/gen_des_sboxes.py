@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""Derive boolean circuits for the eight DES S-boxes and write them as a C header.
+
+    python3 tools/gen_des_sboxes.py -o src/cpulab/kernels/des_sboxes_bitslice.h
+
+The S-box tables are read from src/cpulab/kernels/des_tables.h (FIPS 46-3), the one
+place they are written down.  Each S-box is four boolean functions of six inputs; a
+function is handled as its 64-bit truth table (bit x = value on input x, where input
+bit a1 = b1, the most significant of the six, ... a6 = b6).
+
+Method: a decomposition on one input variable at a time, in an order searched per S-box
+(all 720 orders; the four outputs share the order, so they share sub-functions), with
+hash-consing: a sub-function whose truth table (or its complement) is already built is
+reused, never built twice.
+
+* Binary form (AND, OR, XOR, ANDN = a & ~b, NOT: what SSE2/AVX2 and plain 64-bit words
+  have).  A function f splits on x into cofactors f0 = f|x=0, f1 = f|x=1 and their
+  difference d = f0 ^ f1; three expansions are tried at each node and the cheapest
+  (counting already-built pieces as free) is taken:
+      Shannon         f = (f0 & ~x) | (f1 & x)   3 gates + f0 + f1
+      positive Davio  f = f0 ^ (x & d)           2 gates + f0 + d
+      negative Davio  f = f1 ^ (d & ~x)          2 gates + f1 + d
+  with the one-gate special cases (d all ones: f0 ^ x; f0 = 0: x & f1; ...).  A function
+  of at most two inputs is one gate (two if it needs a NOT).
+* Ternary form (AVX-512 vpternlog: any function of three vectors in one instruction).
+  A function of at most three inputs is one TERN; larger ones are a multiplexer on the
+  split variable, also one TERN: f = x ? f1 : f0.
+
+The script checks every circuit against its table on all 64 inputs before writing, and
+tests/test_des.py compiles the emitted header and checks it again.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = ROOT / "src" / "cpulab" / "kernels" / "des_tables.h"
+FULL = (1 << 64) - 1
+# VAR[i]: truth table of input a(i+1); a1 is the most significant bit of the input.
+VAR = [sum(1 << x for x in range(64) if (x >> (5 - i)) & 1) for i in range(6)]
+VAR_NAME = {VAR[i]: f"a{i + 1}" for i in range(6)}
+
+
+def read_sboxes(path: Path = TABLES) -> list[list[int]]:
+    text = path.read_text()
+    m = re.search(r"des_sbox\[8\]\[64\]\s*=\s*\{(.*?)\};", text, re.S)
+    if not m:
+        raise SystemExit(f"{path}: des_sbox[8][64] not found")
+    nums = [int(v) for v in re.findall(r"\d+", m.group(1))]
+    if len(nums) != 512:
+        raise SystemExit(f"{path}: des_sbox has {len(nums)} entries, want 512")
+    boxes = [nums[64 * s:64 * s + 64] for s in range(8)]
+    for s, box in enumerate(boxes):
+        for row in range(4):
+            if sorted(box[16 * row:16 * row + 16]) != list(range(16)):
+                raise SystemExit(f"S{s + 1} row {row} is not a permutation of 0..15")
+    return boxes
+
+
+def sbox_value(box: list[int], x: int) -> int:
+    """S-box output for the 6-bit input x = b1..b6 (row b1b6, column b2..b5)."""
+    return box[16 * (((x >> 4) & 2) | (x & 1)) + ((x >> 1) & 15)]
+
+
+def output_tt(box: list[int], o: int) -> int:
+    """Truth table of output bit o (0 = the most significant of the four)."""
+    return sum(1 << x for x in range(64) if (sbox_value(box, x) >> (3 - o)) & 1)
+
+
+def cofactor(f: int, i: int, v: int) -> int:
+    """f with input i fixed to v, as a truth table over all 64 inputs."""
+    shift = 1 << (5 - i)
+    if v:
+        sel = f & VAR[i]
+        return sel | (sel >> shift)
+    sel = f & ~VAR[i] & FULL
+    return sel | (sel << shift)
+
+
+@lru_cache(maxsize=None)
+def support(f: int) -> tuple[int, ...]:
+    return tuple(i for i in range(6) if cofactor(f, i, 0) != cofactor(f, i, 1))
+
+
+def ternary_imm(fn) -> int:
+    """vpternlog immediate of fn(a, b, c): bit (a<<2 | b<<1 | c) holds the result."""
+    return sum(1 << k for k in range(8) if fn((k >> 2) & 1, (k >> 1) & 1, k & 1))
+
+
+def tt_of_3(f: int, vs: tuple[int, int, int]) -> int:
+    """The imm8 of f as a function of the three inputs vs (f may ignore some)."""
+    imm = 0
+    for k in range(8):
+        bits = ((k >> 2) & 1, (k >> 1) & 1, k & 1)
+        x = 0
+        for i, b in zip(vs, bits):
+            x |= b << (5 - i)
+        # f does not depend on the inputs outside vs: any completion will do.
+        if (f >> x) & 1:
+            imm |= 1 << k
+    return imm
+
+
+BINOPS = {
+    "AND": lambda a, b: a & b,
+    "OR": lambda a, b: a | b,
+    "XOR": lambda a, b: a ^ b,
+    "ANDN": lambda a, b: a & ~b & FULL,
+}
+
+
+class Circuit:
+    """Straight-line code with hash-consing on truth tables."""
+
+    def __init__(self, ternary: bool):
+        self.ternary = ternary
+        self.name = dict(VAR_NAME)
+        self.lines: list[str] = []
+        self.ops = 0
+
+    def have(self, f: int) -> str | None:
+        return self.name.get(f)
+
+    def emit(self, f: int, expr: str) -> str:
+        n = f"t{self.ops}"
+        self.ops += 1
+        self.lines.append(f"DES_V {n} = {expr};")
+        self.name[f] = n
+        return n
+
+    def op(self, kind: str, a: int, b: int) -> str:
+        f = BINOPS[kind](a, b)
+        return self.have(f) or self.emit(f, f"DES_{kind}({self.get(a)}, {self.get(b)})")
+
+    def get(self, f: int) -> str:
+        n = self.have(f)
+        if n is None:
+            raise AssertionError("operand not built")
+        return n
+
+    def tern(self, f: int, vs: tuple[int, int, int], names: tuple[str, str, str]) -> str:
+        return self.have(f) or self.emit(f, f"DES_TERN({names[0]}, {names[1]}, {names[2]}, 0x{tt_of_3(f, vs):02x})")
+
+
+# ---- binary form ----------------------------------------------------------------------
+
+def leaf2(f: int) -> list[tuple[str, int, int, bool]]:
+    """Ways to make a function of <= 2 inputs: (op, a, b, then NOT)."""
+    sup = support(f)
+    cands = [VAR[i] for i in sup]
+    ways = []
+    for kind, fn in BINOPS.items():
+        for a, b in itertools.permutations(cands, 2):
+            if fn(a, b) == f:
+                ways.append((kind, a, b, False))
+            if fn(a, b) ^ FULL == f:
+                ways.append((kind, a, b, True))
+    return ways
+
+
+def binary_cost(f: int, order: tuple[int, ...], built) -> int:
+    """Gates to build f with nothing shared except what `built` already holds."""
+    if f in built:
+        return 0
+    if f ^ FULL in built:
+        return 1
+    return _binary_cost(f, order)
+
+
+@lru_cache(maxsize=None)
+def _binary_cost(f: int, order: tuple[int, ...]) -> int:
+    if f in VAR_NAME or f in (0, FULL):
+        return 0
+    if f ^ FULL in VAR_NAME:
+        return 1
+    sup = support(f)
+    if len(sup) <= 2:
+        return min(1 + w[3] for w in leaf2(f))
+    return min(c for c, _ in binary_options(f, order, lambda g: _binary_cost(g, order)))
+
+
+def binary_options(f: int, order, cost):
+    """(cost, recipe) for each expansion of f on its first split variable in `order`."""
+    x = next(i for i in order if i in support(f))
+    f0, f1 = cofactor(f, x, 0), cofactor(f, x, 1)
+    d = f0 ^ f1
+    X = VAR[x]
+    opts = []
+    if d == FULL:
+        opts.append((1 + cost(f0), ("XOR", f0, X)))
+    if f0 == 0:
+        opts.append((1 + cost(f1), ("AND", X, f1)))
+    if f1 == 0:
+        opts.append((1 + cost(f0), ("ANDN", f0, X)))
+    if f1 == FULL:
+        opts.append((1 + cost(f0), ("OR", X, f0)))
+    if f0 == FULL:  # f = ~x | f1 = ~(x & ~f1)
+        opts.append((2 + cost(f1), ("ORNOT", f1, X)))
+    if opts:  # a cofactor is constant or d is all ones: the one-gate form is best
+        return opts
+    opts.append((3 + cost(f0) + cost(f1), ("SHANNON", f0, f1, X)))
+    opts.append((2 + cost(f0) + cost(d), ("PDAVIO", f0, d, X)))
+    opts.append((2 + cost(f1) + cost(d), ("NDAVIO", f1, d, X)))
+    return opts
+
+
+def binary_build(c: Circuit, f: int, order) -> str:
+    n = c.have(f)
+    if n:
+        return n
+    if f ^ FULL in c.name:
+        return c.emit(f, f"DES_NOT({c.name[f ^ FULL]})")
+    if f == 0 or f == FULL:
+        raise AssertionError("constant S-box sub-function")
+    if len(support(f)) <= 2:
+        kind, a, b, neg = min(leaf2(f), key=lambda w: w[3])
+        g = c.op(kind, a, b)
+        return c.emit(f, f"DES_NOT({g})") if neg else g
+    _, r = min(binary_options(f, order, lambda g: binary_cost(g, order, c.name)), key=lambda o: o[0])
+    kind = r[0]
+    if kind in BINOPS:
+        binary_build(c, r[1], order)
+        binary_build(c, r[2], order)
+        return c.op(kind, r[1], r[2])
+    if kind == "ORNOT":
+        _, f1, X = r
+        binary_build(c, f1, order)
+        g = c.op("ANDN", X, f1)
+        return c.have(f) or c.emit(f, f"DES_NOT({g})")
+    if kind == "SHANNON":
+        _, f0, f1, X = r
+        binary_build(c, f0, order)
+        binary_build(c, f1, order)
+        c.op("ANDN", f0, X)
+        c.op("AND", f1, X)
+        return c.op("OR", f0 & ~X & FULL, f1 & X)
+    if kind == "PDAVIO":
+        _, f0, d, X = r
+        binary_build(c, f0, order)
+        binary_build(c, d, order)
+        c.op("AND", X, d)
+        return c.op("XOR", f0, X & d)
+    _, f1, d, X = r  # NDAVIO
+    binary_build(c, f1, order)
+    binary_build(c, d, order)
+    c.op("ANDN", d, X)
+    return c.op("XOR", f1, d & ~X & FULL)
+
+
+# ---- ternary form ---------------------------------------------------------------------
+
+def ternary_build(c: Circuit, f: int, order) -> str:
+    n = c.have(f)
+    if n:
+        return n
+    sup = support(f)
+    if len(sup) <= 3:
+        vs = tuple(sup) + tuple(i for i in range(6) if i not in sup)[:3 - len(sup)]
+        return c.tern(f, vs, tuple(f"a{i + 1}" for i in vs))
+    x = next(i for i in order if i in sup)
+    f0, f1 = cofactor(f, x, 0), cofactor(f, x, 1)
+    n0 = ternary_build(c, f0, order)
+    n1 = ternary_build(c, f1, order)
+    # mux: x ? f1 : f0 with operands (x, f0, f1)
+    imm = ternary_imm(lambda a, b, cc: cc if a else b)
+    return c.have(f) or c.emit(f, f"DES_TERN(a{x + 1}, {n0}, {n1}, 0x{imm:02x})")
+
+
+# ---- search, check, emit --------------------------------------------------------------
+
+def circuit_for(box: list[int], ternary: bool, order) -> tuple[Circuit, list[str]]:
+    c = Circuit(ternary)
+    outs = []
+    for o in range(4):
+        f = output_tt(box, o)
+        outs.append(ternary_build(c, f, order) if ternary else binary_build(c, f, order))
+    return c, outs
+
+
+def best_circuit(box: list[int], ternary: bool):
+    best = None
+    for order in itertools.permutations(range(6)):
+        c, outs = circuit_for(box, ternary, order)
+        if best is None or c.ops < best[0].ops:
+            best = (c, outs, order)
+    return best
+
+
+def evaluate(lines: list[str], outs: list[str]) -> list[int]:
+    """Run the emitted statements on the 64 inputs at once (64-bit truth tables)."""
+    env = {f"a{i + 1}": VAR[i] for i in range(6)}
+    ops = {
+        "DES_AND": lambda a, b: a & b, "DES_OR": lambda a, b: a | b,
+        "DES_XOR": lambda a, b: a ^ b, "DES_ANDN": lambda a, b: a & ~b & FULL,
+        "DES_NOT": lambda a: a ^ FULL,
+        "DES_TERN": lambda a, b, cc, imm: sum(
+            ((imm >> ((((a >> x) & 1) << 2) | (((b >> x) & 1) << 1) | ((cc >> x) & 1))) & 1) << x
+            for x in range(64)),
+    }
+    for line in lines:
+        m = re.fullmatch(r"DES_V (t\d+) = (\w+)\((.*)\);", line)
+        args = [a.strip() for a in m.group(3).split(",")]
+        vals = [int(a, 16) if a.startswith("0x") else env[a] for a in args]
+        env[m.group(1)] = ops[m.group(2)](*vals)
+    return [env[o] for o in outs]
+
+
+def emit_function(s: int, c: Circuit, outs: list[str], order) -> str:
+    body = "\n".join(f"    {line}" for line in c.lines)
+    used = set(re.findall(r"\ba[1-6]\b", body))
+    unused = "".join(f"    (void)a{i};\n" for i in range(1, 7) if f"a{i}" not in used)
+    stores = "\n".join(f"    *o{o + 1} = DES_XOR(*o{o + 1}, {n});" for o, n in enumerate(outs))
+    return (f"/* S{s + 1}: {c.ops} operations; split order "
+            f"{' '.join(f'a{i + 1}' for i in order)} */\n"
+            f"DES_INLINE void DES_SB(s{s + 1})(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,\n"
+            f"    DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)\n{{\n{unused}{body}\n{stores}\n}}\n")
+
+
+HEADER = """\
+/* des_sboxes_bitslice.h - GENERATED by tools/gen_des_sboxes.py from des_tables.h.
+ * Do not edit; regenerate with:
+ *
+ *     python3 tools/gen_des_sboxes.py -o src/cpulab/kernels/des_sboxes_bitslice.h
+ *
+ * The eight DES S-boxes as straight-line boolean code on bitslice words: DES_SB(sN)(a1..a6,
+ * o1..o4) computes S-box N of the six input words (a1 = b1, the most significant input
+ * bit) and XORs its four output bits into *o1..*o4 (o1 = the most significant output bit),
+ * for every bit position of the words at once.
+ *
+ * No include guard: the includer defines DES_V (the word type), DES_INLINE, DES_SB(name)
+ * (the function name for this instantiation) and the operations, then includes this file
+ * once per word type:
+ *   binary form (default):     DES_AND(a,b) DES_OR(a,b) DES_XOR(a,b) DES_ANDN(a,b) = a & ~b,
+ *                              DES_NOT(a)
+ *   ternary form (define DES_SB_TERNARY): DES_TERN(a,b,c,imm), AVX-512 vpternlog semantics
+ *                              (result bit = imm bit (a<<2 | b<<1 | c)), and DES_XOR.
+ *
+ * Operation counts (without the output XORs): binary %(bin_counts)s (total %(bin_total)d),
+ * ternary %(ter_counts)s (total %(ter_total)d).
+ */
+"""
+
+
+def generate() -> str:
+    boxes = read_sboxes()
+    forms = {}
+    for ternary in (False, True):
+        funcs = []
+        for s, box in enumerate(boxes):
+            c, outs, order = best_circuit(box, ternary)
+            got = evaluate(c.lines, outs)
+            want = [output_tt(box, o) for o in range(4)]
+            if got != want:
+                raise SystemExit(f"S{s + 1} ({'ternary' if ternary else 'binary'}): circuit does not match the table")
+            funcs.append((c.ops, emit_function(s, c, outs, order)))
+            print(f"S{s + 1} {'ternary' if ternary else 'binary '}: {c.ops} ops", file=sys.stderr)
+        forms[ternary] = funcs
+    counts = {t: [n for n, _ in forms[t]] for t in forms}
+    out = HEADER % {
+        "bin_counts": "/".join(map(str, counts[False])), "bin_total": sum(counts[False]),
+        "ter_counts": "/".join(map(str, counts[True])), "ter_total": sum(counts[True]),
+    }
+    out += "\n#ifndef DES_SB_TERNARY\n\n" + "\n".join(f for _, f in forms[False])
+    out += "\n#else /* DES_SB_TERNARY */\n\n" + "\n".join(f for _, f in forms[True])
+    out += "\n#endif /* DES_SB_TERNARY */\n"
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", help="write the header here (default: stdout)")
+    args = ap.parse_args()
+    text = generate()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
