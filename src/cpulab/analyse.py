@@ -64,7 +64,9 @@ def result_summary(r: dict, samples: list[dict]) -> dict:
 
 def compare_results(results: list[dict], baselines: dict[str, str]) -> list[dict]:
     """Every variant against its experiment's baseline at the same workload and params,
-    Holm-corrected within each (experiment, workload) family."""
+    Holm-corrected within each family: the variants compared at one parameter point.
+    (Each point of a sweep is its own question, "which build is faster at N?"; correcting
+    across all points as well would make long sweeps unable to say anything.)"""
     by_point: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for r in results:
         by_point[(r["experiment"], r["workload"], _key(r["params"]))][r["variant"]] = r
@@ -86,7 +88,7 @@ def compare_results(results: list[dict], baselines: dict[str, str]) -> list[dict
             elif measured is None or not measured["_observations"]:
                 row["verdict"] = r["status"]
             else:
-                families[(exp, wl)].append((row, _measured_as(base, variants), measured))
+                families[(exp, wl, pk)].append((row, _measured_as(base, variants), measured))
             rows.append(row)
     for fam in families.values():
         raw = [stats.compare(b["_observations"], m["_observations"]) for _, b, m in fam]

@@ -106,9 +106,10 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
                             ("profile", profile), ("timer", timer)):
             if value is not None:
                 setattr(p, attr, value)
-        if runs is not None:  # the command line wins over every experiment's own count
-            for e in p.experiments:
-                e.runs = None
+        for attr, value in (("runs", runs), ("samples", samples)):
+            if value is not None:  # the command line wins over every experiment's own count
+                for e in p.experiments:
+                    setattr(e, attr, None)
         if baseline and not (workload_names or variant_names or param_flags):
             for e in p.experiments:
                 e.baseline = baseline

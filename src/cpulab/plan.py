@@ -30,6 +30,7 @@ class Experiment:
     title: str = ""
     params: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # workload -> overrides
     runs: int | None = None  # processes per result here, if not the plan's
+    samples: int | None = None  # samples per process here, if not the plan's
 
 
 @dataclass
@@ -50,6 +51,10 @@ class Plan:
     def runs_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
         return e.runs or self.runs
+
+    def samples_of(self, experiment: str) -> int:
+        e = next(e for e in self.experiments if e.name == experiment)
+        return e.samples or self.samples
 
     def variant(self, name: str) -> Variant:
         return toolchain.get(name, self.custom_variants)
@@ -138,8 +143,10 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
         at = f"{where}: experiment {e.name or i!r}"
         _check(bool(e.workloads), at, "no workloads")
         _check(bool(e.variants), at, "no variants")
-        _check(e.runs is None or (isinstance(e.runs, int) and not isinstance(e.runs, bool) and e.runs >= 1),
-               f"{at}: runs", f"must be a whole number >= 1, got {e.runs!r}")
+        for key in ("runs", "samples"):
+            v = getattr(e, key)
+            _check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+                   f"{at}: {key}", f"must be a whole number >= 1, got {v!r}")
         for w in e.workloads:
             try:
                 wl = workloads.get(w)
@@ -163,7 +170,7 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
 
 _PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer",
               "measure_identical", "variants", "experiment"}
-_EXP_KEYS = {"name", "title", "workloads", "variants", "baseline", "params", "runs"}
+_EXP_KEYS = {"name", "title", "workloads", "variants", "baseline", "params", "runs", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
 
@@ -205,7 +212,7 @@ def from_dict(d: dict, where: str) -> Plan:
         exps.append(Experiment(name=str(ed.get("name", f"experiment-{i}")), title=str(ed.get("title", "")),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
                                variants=variants, baseline=str(ed.get("baseline", variants[0] if variants else "")),
-                               params=params, runs=ed.get("runs")))
+                               params=params, runs=ed.get("runs"), samples=ed.get("samples")))
     try:
         plan = Plan(name=str(d.get("name", Path(where).stem)), experiments=exps, custom_variants=custom,
                     **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",

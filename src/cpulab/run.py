@@ -241,7 +241,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
                     continue
             v = plan.variant(t.variant)
             job = Job(t.result_id, t.workload, t.variant, prepared[t.result_id], t.artifact.path, dict(v.env),
-                      plan.samples, plan.min_sample_time, plan.warmup, plan.timer, plan.timeout)
+                      plan.samples_of(t.experiment), plan.min_sample_time, plan.warmup, plan.timer, plan.timeout)
             out = executor.execute(job)
             if out.status == "ok":
                 store.add_invocation(t.result_id, rnd, out.data, out.layout_pad)
