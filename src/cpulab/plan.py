@@ -14,7 +14,7 @@ from . import toolchain, workloads
 from .toolchain import Variant
 
 PLAN_DIR = Path(__file__).resolve().parent / "plans"
-DEFAULT_PLAN = "core"
+DEFAULT_PLAN = "seeds"
 
 
 class PlanError(Exception):
