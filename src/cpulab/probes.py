@@ -96,6 +96,11 @@ def _check_rules(stmts: list[str], as_loop: bool, counter: str) -> None:
                          "'jnz 1b' (or 'jnz LOOP')")
     if as_loop and _TO64.get(counter) in (None, "rsi"):
         raise ProbeError(f"counter must be a general register other than rsi/rsp/rbp, got {counter!r}")
+    if as_loop:
+        names = [_TO64[counter], *_ALIASES[_TO64[counter]].split()]
+        if not re.search(r"(?<![\w.])%?(" + "|".join(names) + r")\b", text):
+            raise ProbeError(f"as_loop=True: the body never touches its counter {counter} "
+                             "(pass counter= the register its loop counts down)")
 
 
 def assemble(stmts: list[str], syntax: str = "intel", as_loop: bool = False) -> list[str]:

@@ -1,0 +1,117 @@
+"""The loop probe: generated kernels, the difference method, rules and the seed-004 loops.
+
+Timing checks are physical facts with wide margins: a dependent 64-bit ADD is 1 cycle,
+a dependent 64-bit IMUL 3 cycles, an L1-hit pointer chase 4-5 cycles on every x86-64
+core of the last 15 years.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from cpulab import probes
+from cpulab.build import NATIVE_DIR
+
+FAST = dict(samples=3, repeats=3, min_sample_time=0.005)
+
+
+def test_dependent_add_is_one_cycle():
+    r = probes.measure_loop("add rax, rbx", **FAST)
+    assert 0.7 <= r["cycles_per_iteration"] <= 1.5, r
+    assert r["instructions"] == 1 and r["timer"] in ("perf", "tsc")
+    assert r["cycles_min"] <= r["cycles_per_iteration"] <= r["cycles_max"]
+    assert r["ipc"] == pytest.approx(1 / r["cycles_per_iteration"])
+    assert r["ns_per_iteration"] > 0 and r["core_per_tsc"] > 0 and r["tsc_hz"] > 0
+
+
+def test_dependent_imul_is_three_cycles():
+    r = probes.measure_loop("imul rax, rbx", **FAST)
+    assert 2.2 <= r["cycles_per_iteration"] <= 4.5, r
+
+
+def test_l1_pointer_chase_through_the_self_pointing_scratch_qword():
+    # rax is preloaded with rsi, whose first qword holds its own address.
+    r = probes.measure_loop("mov rax, [rax]", **FAST)
+    assert 3 <= r["cycles_per_iteration"] <= 7, r
+
+
+def test_att_syntax():
+    r = probes.measure_loop("addq %rbx, %rax", syntax="att", **FAST)
+    assert r["disassembly"] == ["add rax,rbx"]
+    assert 0.7 <= r["cycles_per_iteration"] <= 1.5, r
+
+
+def test_bad_assembly_raises_with_the_assemblers_message():
+    with pytest.raises(probes.ProbeError, match=r"body\.s:2: Error: no such instruction: `frobnicate rax'"):
+        probes.measure_loop("add rax, rbx; frobnicate rax")
+    with pytest.raises(probes.ProbeError, match="Error"):
+        probes.measure_loop("mov rax, [rsi+]")
+    with pytest.raises(probes.ProbeError, match="Error"):
+        probes.measure_loop("movq %rax, %rbx, %rcx", syntax="att")
+
+
+@pytest.mark.parametrize("body, kw, why", [
+    ("add rsp, 8", {}, "may not name rsp"),
+    ("mov rbp, rax", {}, "may not name rbp"),
+    ("add r15, 1", {}, "r15 is the probe's loop counter"),
+    ("dec rax; jnz somewhere", {"as_loop": True, "counter": "rax"}, "must branch back"),
+    ("dec rax; jnz LOOP", {"as_loop": True, "counter": "rbx"}, "never touches its counter"),
+    ("", {}, "empty body"),
+])
+def test_rules_are_enforced_before_building(body, kw, why):
+    with pytest.raises(probes.ProbeError, match=why):
+        probes.measure_loop(body, **kw)
+
+
+def test_unbalanced_push_fails_verification_and_balanced_push_pop_runs():
+    with pytest.raises(probes.ProbeError, match="moved rsp"):
+        probes.measure_loop("push rax", samples=1, repeats=1, min_sample_time=0.001)
+    r = probes.measure_loop("push rbx; pop rbx", samples=1, repeats=1, min_sample_time=0.001)
+    assert r["instructions"] == 2
+
+
+def test_instructions_are_counted_from_the_disassembly():
+    insns = probes.assemble(probes.split_body("add rax, rbx; imul rcx, rcx\nvpaddd xmm1, xmm2, xmm3"))
+    assert len(insns) == 3 and insns[1].startswith("imul")
+
+
+def test_seed004_sequences_match_the_published_instruction_counts():
+    # Instructions per iteration = cycles x IPC in the seed's Pentium Pro row.
+    published = probes.SEED004_PUBLISHED["Pentium Pro"]
+    assert len(probes.SEED004_SEQUENCES) == 7
+    for (_, body), (cycles, ipc) in zip(probes.SEED004_SEQUENCES, published):
+        stmts = [probes._expand_loop(s) for s in probes.split_body(body)]
+        assert len(probes.assemble(stmts, as_loop=True)) == round(cycles * ipc)
+
+
+def test_as_loop_counts_the_users_own_loop():
+    # DEC/JNZ is at least one cycle per iteration (one taken branch per cycle) and not 10.
+    r = probes.measure_loop("dec rax; jnz LOOP", as_loop=True, counter="rax", iterations=1000, **FAST)
+    assert r["instructions"] == 2 and r["counter"] == "rax"
+    assert 0.7 <= r["cycles_per_iteration"] <= 10, r
+
+
+@pytest.mark.parametrize("cc, flags", [("gcc", ["-O0"]), ("gcc", ["-O2"]), ("gcc", ["-O3", "-march=native"]),
+                                       ("clang", ["-O2"]), ("gcc", ["-m32", "-O2"])])
+def test_generated_kernel_builds_without_warnings(tmp_path, cc, flags):
+    if not shutil.which(cc):
+        pytest.skip(f"{cc} missing")
+    for stmts, syntax, as_loop, counter in [(["add rax, rbx", "vpaddd xmm1, xmm2, xmm3"], "intel", False, "rcx"),
+                                            (["addq %rbx, %rax"], "att", False, "rcx"),
+                                            (["rol ebx, 3", "dec ecx", "jnz 1b"], "intel", True, "ecx")]:
+        src = tmp_path / "k.c"
+        src.write_text(probes.kernel_source(stmts, syntax, 4, as_loop, counter, 16))
+        p = subprocess.run([cc, *flags, "-Wall", "-Wextra", "-Werror", "-I", str(NATIVE_DIR),
+                            str(NATIVE_DIR / "harness.c"), str(src), "-o", str(tmp_path / "k"), "-lm"],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.skipif(not shutil.which("llvm-mca"), reason="llvm-mca missing")
+def test_mca_models_a_dependent_add_as_one_cycle():
+    p = probes.mca_predict("add rax, rbx")
+    assert 0.9 <= p["cycles_per_iteration"] <= 1.1
+    p = probes.mca_predict("dec rax; jnz LOOP", as_loop=True)
+    assert p["instructions"] == 2
