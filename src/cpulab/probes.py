@@ -28,8 +28,16 @@ k_run call, a = (fixed + n*c) / n.  We run two n: the body unrolled U and 2U tim
 trip of an r15 loop (two artifacts, same trips), or, with as_loop, N and 2N passes of
 the user's own loop (one artifact, the count is a run-time parameter).  Then
 b = (fixed + 2n*c) / 2n and 2b - a = c exactly: the call, the harness, the r15 dec/jnz
-and the loop-exit mispredict are all in `fixed` and drop out.  Each repeat is one
-such pair of runs; the result is the median over repeats with min and max.
+and the loop-exit mispredict are all in `fixed` and drop out.
+
+Each repeat is one run of each length.  With estimator="min" (default) a run's a or b
+is its fastest sample and the headline figure is 2*min(b) - min(a) over all repeats:
+on a shared machine a busy hyperthread sibling or the host halves the throughput of
+whole runs at a time (seen here: the same loop at 1.0 and 2.0 cycles per iteration in
+consecutive runs), interference only ever adds cycles, and a pair with one contended
+run gives nonsense (0 or 3x).  The per-repeat differences are kept as the spread
+(cycles_median, cycles_min, cycles_max, cycles_runs).  estimator="median" uses median
+samples and the median over repeats instead.
 
 Cycles are the harness's core cycles (perf counters where they work, else TSC ticks x
 the core/TSC ratio the harness calibrates in every run).  With timer="clock" there are
@@ -329,9 +337,14 @@ def run_harness(exe: str, params: dict[str, str], samples: int, timer: str,
     return d
 
 
-def _per_unit(d: dict, key: str) -> float | None:
+def _per_unit(d: dict, key: str, estimator: str = "min") -> float | None:
+    """One run's figure per unit of work: its fastest sample ("min", the default:
+    interference -- a busy hyperthread sibling, preemption -- only ever adds time, and on
+    a shared machine it comes and goes within a run) or the median sample."""
     vals = [v for v in d.get(key, []) if v is not None]
-    return statistics.median(vals) / d["work"] if vals else None
+    if not vals:
+        return None
+    return (min(vals) if estimator == "min" else statistics.median(vals)) / d["work"]
 
 
 def _spread(values: list[float | None]) -> dict:
@@ -346,14 +359,16 @@ def _spread(values: list[float | None]) -> dict:
 def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL, samples: int = 5,
                  timer: str = "auto", *, as_loop: bool = False, counter: str = "rcx",
                  iterations: int | None = None, repeats: int = 5, variant: str = "O2",
-                 min_sample_time: float | None = None, cache_dir: Path | None = None) -> dict:
+                 min_sample_time: float | None = None, estimator: str = "min",
+                 cache_dir: Path | None = None) -> dict:
     """Cycles per execution of `body` on this core (see the module doc for the rules).
 
     unroll: body copies per loop trip in loop mode (the runs use unroll and 2*unroll).
     iterations: loop trips per k_run call (loop mode, default 64) or passes of the
         user's loop (as_loop, default 1000 like the seed; the runs use N and 2N).
     repeats: pairs of runs; the figures are the median over pairs, with min and max.
-    samples: harness samples per run (their median is that run's figure).
+    samples: harness samples per run; a run's figure is its fastest sample
+        (estimator="min") or its median sample (estimator="median").
     """
     stmts = [_expand_loop(s) for s in split_body(body)]
     if not stmts:
@@ -376,27 +391,42 @@ def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL,
         runs = [(a1, {"trips": str(trips)}), (a2, {"trips": str(trips)})]
         method = (f"unrolled {unroll} and {2 * unroll} copies per trip, {trips} trips per call; "
                   "cycles/iteration = 2*b - a cancels the call and the r15 loop control")
-    cyc, ns, last = [], [], None
+    per_run: dict[str, list] = {"a_cycles": [], "b_cycles": [], "a_ns": [], "b_ns": []}
+    last = None
     for _ in range(repeats):
         (art_a, pa), (art_b, pb) = runs
         da = run_harness(art_a.path, pa, samples, timer, min_sample_time)
         db = run_harness(art_b.path, pb, samples, timer, min_sample_time)
-        ca, cb = _per_unit(da, "cycles"), _per_unit(db, "cycles")
-        cyc.append(2 * cb - ca if ca is not None and cb is not None else None)
-        ns.append(2 * _per_unit(db, "ns") - _per_unit(da, "ns"))
+        for key in ("cycles", "ns"):
+            per_run[f"a_{key}"].append(_per_unit(da, key, estimator))
+            per_run[f"b_{key}"].append(_per_unit(db, key, estimator))
         last = db
-    c, t = _spread(cyc), _spread(ns)
+
+    def difference(key: str) -> tuple[float | None, dict]:
+        a, b = per_run[f"a_{key}"], per_run[f"b_{key}"]
+        pairs = _spread([2 * y - x if x is not None and y is not None else None for x, y in zip(a, b)])
+        if None in a or None in b:
+            return None, pairs
+        # The headline: "min" pools every run of each length and takes the fastest (a
+        # contended run of one length must not spoil the pair); "median" is the median
+        # over the pairs.
+        return (2 * min(b) - min(a) if estimator == "min" else pairs["median"]), pairs
+
+    cyc, c = difference("cycles")
+    nsi, t = difference("ns")
     n_insns = len(insns)
     return {
         "body": body, "statements": stmts, "syntax": syntax, "as_loop": as_loop,
         "counter": _TO64[counter] if as_loop else "r15",
         "instructions": n_insns, "disassembly": insns,
-        "cycles_per_iteration": c["median"], "cycles_min": c["min"], "cycles_max": c["max"],
-        "cycles_runs": c["runs"],
-        "ns_per_iteration": t["median"], "ns_min": t["min"], "ns_max": t["max"], "ns_runs": t["runs"],
-        "ipc": n_insns / c["median"] if c["median"] else None,
+        "cycles_per_iteration": cyc, "cycles_median": c["median"], "cycles_min": c["min"],
+        "cycles_max": c["max"], "cycles_runs": c["runs"],
+        "ns_per_iteration": nsi, "ns_median": t["median"], "ns_min": t["min"], "ns_max": t["max"],
+        "ns_runs": t["runs"], "runs": per_run,
+        "ipc": n_insns / cyc if cyc else None,
         "timer": last["timer"], "core_per_tsc": last["core_per_tsc"], "tsc_hz": last["tsc_hz"],
-        "repeats": repeats, "samples": samples, "unroll": None if as_loop else unroll,
+        "repeats": repeats, "samples": samples, "estimator": estimator,
+        "unroll": None if as_loop else unroll,
         "method": method,
         "artifacts": sorted({a.path for a, _ in runs}),
         "code_hashes": sorted({a.code_hash for a, _ in runs}),
@@ -481,7 +511,7 @@ MCA_NOTE = ("llvm-mca's scheduling models are approximations: its znver1 model i
             "off for loads and 64-bit IMUL, and no model simulates the loop branch's fetch")
 
 
-def seed004_table(mca: bool = False, samples: int = 5, repeats: int = 3, iterations: int = 1000,
+def seed004_table(mca: bool = False, samples: int = 7, repeats: int = 5, iterations: int = 1000,
                   timer: str = "auto", cache_dir: Path | None = None) -> list[dict]:
     """Seed 004's Table 2 on this machine, one row per column of the original.
 
@@ -495,7 +525,8 @@ def seed004_table(mca: bool = False, samples: int = 5, repeats: int = 3, iterati
                          samples=samples, repeats=repeats, timer=timer, cache_dir=cache_dir)
         row = {"column": col, "seed_sequence": seed_text, "sequence": body,
                "instructions": r["instructions"], "cycles_per_iteration": r["cycles_per_iteration"],
-               "cycles_min": r["cycles_min"], "cycles_max": r["cycles_max"], "ipc": r["ipc"],
+               "cycles_median": r["cycles_median"], "cycles_min": r["cycles_min"],
+               "cycles_max": r["cycles_max"], "ipc": r["ipc"],
                "ns_per_iteration": r["ns_per_iteration"], "timer": r["timer"],
                "seed_published": {cpu_name: vals[col - 1] for cpu_name, vals in SEED004_PUBLISHED.items()}}
         if mca:
@@ -560,12 +591,13 @@ def align_kernel() -> Path:
 
 def align_table(full: bool = False, levels=("l1", "l2"), widths=(4, 8), samples: int = 5,
                 timer: str = "auto", variant: str = "O2", addressing: str = "auto",
-                min_sample_time: float | None = None, cache_dir: Path | None = None) -> dict:
+                min_sample_time: float | None = None, estimator: str = "min",
+                cache_dir: Path | None = None) -> dict:
     """Seed 004's Table 3 for this core: dependent-load latency by alignment.
 
     Returns {"rows": [...], "points": [...], ...}: one row per (group, width) with the
     offsets measured and cycles and ns per load at each level (median over the
-    offsets of each run's median sample).  `points` holds every measured run.
+    offsets of each run's fastest sample, or median sample with estimator="median").  `points` holds every measured run.
     """
     art = build_executable(align_kernel(), toolchain.get(variant),
                            cache_dir=Path(cache_dir or paths.cache_dir()) / "artifacts")
@@ -576,8 +608,8 @@ def align_table(full: bool = False, levels=("l1", "l2"), widths=(4, 8), samples:
                                        "at": pt["at"], "level": level, "addressing": addressing},
                             samples, timer, min_sample_time)
             meta = {"timer": d["timer"], "core_per_tsc": d["core_per_tsc"], "tsc_hz": d["tsc_hz"]}
-            points.append({**pt, "level": level, "cycles_per_load": _per_unit(d, "cycles"),
-                           "ns_per_load": _per_unit(d, "ns"), "notes": d.get("notes", {})})
+            points.append({**pt, "level": level, "cycles_per_load": _per_unit(d, "cycles", estimator),
+                           "ns_per_load": _per_unit(d, "ns", estimator), "notes": d.get("notes", {})})
     rows = []
     for key, label in ALIGN_GROUPS:
         for w in widths:
@@ -594,7 +626,7 @@ def align_table(full: bool = False, levels=("l1", "l2"), widths=(4, 8), samples:
                 row[f"{level}_indexed"] = any(p["notes"].get("indexed_addressing") for p in lv)
             rows.append(row)
     return {"rows": rows, "points": points, "levels": list(levels), "widths": list(widths),
-            "full": full, "artifact": art.path, "code_hash": art.code_hash, **meta,
+            "full": full, "estimator": estimator, "artifact": art.path, "code_hash": art.code_hash, **meta,
             "note": ("offsets in the page group are counted from the page start (line 63 of a "
                      "4 KiB page + offset); 4-byte loads are direct (MAP_32BIT ring, no add) "
                      "unless *_indexed says the base+index form was used")}
