@@ -14,14 +14,14 @@ import pytest
 from cpulab import probes
 from cpulab.build import NATIVE_DIR
 
-FAST = dict(samples=3, repeats=3, min_sample_time=0.005)
+FAST = dict(samples=10, repeats=4, min_sample_time=0.002)
 
 
 def test_dependent_add_is_one_cycle():
     r = probes.measure_loop("add rax, rbx", **FAST)
     assert 0.7 <= r["cycles_per_iteration"] <= 1.5, r
     assert r["instructions"] == 1 and r["timer"] in ("perf", "tsc")
-    assert r["cycles_min"] <= r["cycles_median"] <= r["cycles_max"] and len(r["cycles_runs"]) == 3
+    assert r["cycles_min"] <= r["cycles_median"] <= r["cycles_max"] and len(r["cycles_runs"]) == 4
     assert r["ipc"] == pytest.approx(1 / r["cycles_per_iteration"])
     assert r["ns_per_iteration"] > 0 and r["core_per_tsc"] > 0 and r["tsc_hz"] > 0
 
@@ -87,10 +87,10 @@ def test_seed004_sequences_match_the_published_instruction_counts():
 
 
 def test_as_loop_counts_the_users_own_loop():
-    # DEC/JNZ is at least one cycle per iteration (one taken branch per cycle) and not 10.
+    # No core takes more than two taken branches per cycle; nor is DEC/JNZ 10 cycles.
     r = probes.measure_loop("dec rax; jnz LOOP", as_loop=True, counter="rax", iterations=1000, **FAST)
     assert r["instructions"] == 2 and r["counter"] == "rax"
-    assert 0.7 <= r["cycles_per_iteration"] <= 10, r
+    assert 0.45 <= r["cycles_per_iteration"] <= 10, r
 
 
 @pytest.mark.parametrize("cc, flags", [("gcc", ["-O0"]), ("gcc", ["-O2"]), ("gcc", ["-O3", "-march=native"]),

@@ -356,10 +356,10 @@ def _spread(values: list[float | None]) -> dict:
 
 # ---- the loop probe ---------------------------------------------------------------------
 
-def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL, samples: int = 5,
+def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL, samples: int = 10,
                  timer: str = "auto", *, as_loop: bool = False, counter: str = "rcx",
                  iterations: int | None = None, repeats: int = 5, variant: str = "O2",
-                 min_sample_time: float | None = None, estimator: str = "min",
+                 min_sample_time: float | None = 0.002, estimator: str = "min",
                  cache_dir: Path | None = None) -> dict:
     """Cycles per execution of `body` on this core (see the module doc for the rules).
 
@@ -367,7 +367,8 @@ def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL,
     iterations: loop trips per k_run call (loop mode, default 64) or passes of the
         user's loop (as_loop, default 1000 like the seed; the runs use N and 2N).
     repeats: pairs of runs; the figures are the median over pairs, with min and max.
-    samples: harness samples per run; a run's figure is its fastest sample
+    samples, min_sample_time: harness samples per run and their length (many short
+        samples: more chances of an uncontended one); a run's figure is its fastest sample
         (estimator="min") or its median sample (estimator="median").
     """
     stmts = [_expand_loop(s) for s in split_body(body)]
@@ -511,7 +512,7 @@ MCA_NOTE = ("llvm-mca's scheduling models are approximations: its znver1 model i
             "off for loads and 64-bit IMUL, and no model simulates the loop branch's fetch")
 
 
-def seed004_table(mca: bool = False, samples: int = 7, repeats: int = 5, iterations: int = 1000,
+def seed004_table(mca: bool = False, samples: int = 10, repeats: int = 5, iterations: int = 1000,
                   timer: str = "auto", cache_dir: Path | None = None) -> list[dict]:
     """Seed 004's Table 2 on this machine, one row per column of the original.
 
