@@ -590,9 +590,9 @@ def align_kernel() -> Path:
     return KERNEL_DIR / "align.c"
 
 
-def align_table(full: bool = False, levels=("l1", "l2"), widths=(4, 8), samples: int = 5,
+def align_table(full: bool = False, levels=("l1", "l2"), widths=(4, 8), samples: int = 10,
                 timer: str = "auto", variant: str = "O2", addressing: str = "auto",
-                min_sample_time: float | None = None, estimator: str = "min",
+                min_sample_time: float | None = 0.002, estimator: str = "min",
                 cache_dir: Path | None = None) -> dict:
     """Seed 004's Table 3 for this core: dependent-load latency by alignment.
 
