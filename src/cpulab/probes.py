@@ -425,6 +425,8 @@ def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL,
         "ns_per_iteration": nsi, "ns_median": t["median"], "ns_min": t["min"], "ns_max": t["max"],
         "ns_runs": t["runs"], "runs": per_run,
         "ipc": n_insns / cyc if cyc else None,
+        # The machine was not quiet: the pairs disagree by more than 1.5x (or one is <= 0).
+        "unstable": bool(c["runs"]) and (min(c["runs"]) <= 0 or max(c["runs"]) > 1.5 * min(c["runs"])),
         "timer": last["timer"], "core_per_tsc": last["core_per_tsc"], "tsc_hz": last["tsc_hz"],
         "repeats": repeats, "samples": samples, "estimator": estimator,
         "unroll": None if as_loop else unroll,
@@ -528,7 +530,7 @@ def seed004_table(mca: bool = False, samples: int = 10, repeats: int = 5, iterat
                "instructions": r["instructions"], "cycles_per_iteration": r["cycles_per_iteration"],
                "cycles_median": r["cycles_median"], "cycles_min": r["cycles_min"],
                "cycles_max": r["cycles_max"], "ipc": r["ipc"],
-               "ns_per_iteration": r["ns_per_iteration"], "timer": r["timer"],
+               "ns_per_iteration": r["ns_per_iteration"], "timer": r["timer"], "unstable": r["unstable"],
                "seed_published": {cpu_name: vals[col - 1] for cpu_name, vals in SEED004_PUBLISHED.items()}}
         if mca:
             p = mca_predict(body, as_loop=True, cpu=cpu) or {"error": "llvm-mca not found"}
