@@ -46,6 +46,8 @@ class Plan:
     timer: str = "auto"
     # Measure variants even when their code is byte-identical (an A/A test of the method).
     measure_identical: bool = False
+    # Tables made by their own probes after the workloads (probes.TABLES), e.g. seed004-table2.
+    probe_tables: list[str] = field(default_factory=list)
     custom_variants: dict[str, Variant] = field(default_factory=dict)
 
     def runs_of(self, experiment: str) -> int:
@@ -138,7 +140,10 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
     _check(plan.profile in ("quick", "full"), f"{where}: profile", f"must be quick or full, got {plan.profile!r}")
     _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
            f"must be auto, perf, tsc or clock, got {plan.timer!r}")
-    _check(bool(plan.experiments), where, "no experiments")
+    _check(bool(plan.experiments) or bool(plan.probe_tables), where, "no experiments")
+    from .probes import TABLES
+    for t in plan.probe_tables:
+        _check(t in TABLES, f"{where}: probe_tables", f"unknown table {t!r} (known: {', '.join(TABLES)})")
     for i, e in enumerate(plan.experiments):
         at = f"{where}: experiment {e.name or i!r}"
         _check(bool(e.workloads), at, "no workloads")
@@ -169,7 +174,7 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
 
 
 _PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer",
-              "measure_identical", "variants", "experiment"}
+              "measure_identical", "probe_tables", "variants", "experiment"}
 _EXP_KEYS = {"name", "title", "workloads", "variants", "baseline", "params", "runs", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
@@ -216,7 +221,8 @@ def from_dict(d: dict, where: str) -> Plan:
     try:
         plan = Plan(name=str(d.get("name", Path(where).stem)), experiments=exps, custom_variants=custom,
                     **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",
-                                         "profile", "timer", "measure_identical") if k in d})
+                                         "profile", "timer", "measure_identical") if k in d},
+                    probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     except TypeError as e:
         raise PlanError(f"{where}: {e}") from None
     for k, typ in (("runs", int), ("samples", int), ("min_sample_time", (int, float)),

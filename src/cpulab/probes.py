@@ -633,3 +633,41 @@ def align_table(full: bool = False, levels=("l1", "l2"), widths=(4, 8), samples:
             "note": ("offsets in the page group are counted from the page start (line 63 of a "
                      "4 KiB page + offset); 4-byte loads are direct (MAP_32BIT ring, no add) "
                      "unless *_indexed says the base+index form was used")}
+
+
+# ---- tables a plan can ask for (plan key probe_tables), as report-ready analyses ---------
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}g}"
+
+
+def table2_analysis(timer: str = "auto") -> dict:
+    """Seed 004 table 2 in the report's table form, llvm-mca beside it when installed."""
+    rows = seed004_table(mca=shutil.which("llvm-mca") is not None, timer=timer)
+    published = list(SEED004_PUBLISHED)
+    columns = ["col", "seed's loop", "x86-64 loop", "instr.", "cycles/iter", "min..max", "IPC", "ns/iter",
+               "llvm-mca cycles"] + [f"{c} (seed: cycles, IPC)" for c in published]
+    table = [[r["column"], r["seed_sequence"], r["sequence"], r["instructions"], _fmt(r["cycles_per_iteration"]),
+              f"{_fmt(r['cycles_min'])}..{_fmt(r['cycles_max'])}", _fmt(r["ipc"]), _fmt(r["ns_per_iteration"]),
+              (_fmt(r.get("mca_cycles_per_iteration")) + (" (disagrees)" if r.get("mca_disagrees") else ""))
+              if "mca_cpu" in r else "not installed"]
+             + [f"{r['seed_published'][c][0]:g}, {r['seed_published'][c][1]:g}" for c in published] for r in rows]
+    notes = ["Each loop runs as its own loop at N and 2N iterations; cycles per iteration include the "
+             "DEC/JNZ as in the seed, and the call and timer overhead cancel in the difference."]
+    if any(r.get("mca_disagrees") for r in rows):
+        notes.append(MCA_NOTE)
+    return {"title": "004 · Table 2: cycles per iteration of tiny loops (RDTSC, calibrated to core cycles)",
+            "columns": columns, "rows": table, "left": 3, "notes": notes, "data": rows}
+
+
+def table3_analysis(timer: str = "auto") -> dict:
+    """Seed 004 table 3 (latency of a dependent load by alignment) in the report's form."""
+    t = align_table(timer=timer)
+    columns = ["group", "width", "offsets"] + [f"{lv.upper()} {u}" for lv in t["levels"] for u in ("cycles", "ns")]
+    table = [[r["interpretation"], r["width"], " ".join(map(str, r["offsets"]))]
+             + [_fmt(r[f"{lv}_{u}"]) for lv in t["levels"] for u in ("cycles", "ns")] for r in t["rows"]]
+    return {"title": "004 · Table 3: load-to-use latency by alignment, L1 hit and L1 miss / L2 hit",
+            "columns": columns, "rows": table, "left": 3, "notes": [t["note"]], "data": t["rows"]}
+
+
+TABLES = {"seed004-table2": table2_analysis, "seed004-table3": table3_analysis}

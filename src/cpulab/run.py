@@ -15,10 +15,11 @@ import random
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from . import build, machine, toolchain, workloads
+from . import build, machine, probes, toolchain, workloads
 from .plan import Plan
 from .store import Store
 
@@ -147,30 +148,41 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
     return {**params, **w.prepare(params)} if w.prepare else dict(params)
 
 
-def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
-             argv: list[str] | None = None, seed: int | None = None) -> int:
-    """Build and measure everything in the plan; returns the run id.  On Ctrl-C the run
-    is marked interrupted and everything measured so far stays in the store."""
-    executor = executor or LocalExecutor(seed=seed)
-    progress = progress or QuietProgress()
-    rng = random.Random(seed)
-
+@contextmanager
+def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None):
+    """A run row with the machine's fingerprint and timing; yields its id and marks it
+    done, interrupted (Ctrl-C: what was stored stays) or failed when the block ends."""
     # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
     probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
-    timing = calibrate_timing(probe_art.path, plan.timer)
+    timing = calibrate_timing(probe_art.path, timer)
     fp = machine.fingerprint(timing)
-    run_id = store.start_run(fp, machine.fingerprint_id(fp), plan.as_dict(), machine.conditions(), timing,
+    run_id = store.start_run(fp, machine.fingerprint_id(fp), plan, machine.conditions(), timing,
                              argv if argv is not None else sys.argv)
     status = "failed"
     try:
-        targets = _build_all(plan, store, run_id, progress)
-        _measure(plan, store, targets, executor, progress, rng)
+        yield run_id
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
     finally:
         store.finish_run(run_id, status)
+
+
+def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
+             argv: list[str] | None = None, seed: int | None = None) -> int:
+    """Build and measure everything in the plan, then its probe tables; returns the run
+    id.  On Ctrl-C the run is marked interrupted and everything measured stays."""
+    executor = executor or LocalExecutor(seed=seed)
+    progress = progress or QuietProgress()
+    rng = random.Random(seed)
+    with recorded_run(store, plan.as_dict(), plan.timer, argv) as run_id:
+        targets = _build_all(plan, store, run_id, progress)
+        _measure(plan, store, targets, executor, progress, rng)
+        for i, name in enumerate(plan.probe_tables):
+            progress.phase("tables", len(plan.probe_tables) - i)
+            progress.advance(name)
+            store.add_analysis(run_id, "table", probes.TABLES[name](timer=plan.timer), key=name)
     return run_id
 
 
