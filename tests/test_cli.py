@@ -71,3 +71,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], p.stderr
+
+
+def test_probe_json_and_bad_assembly(tmp_path):
+    db = tmp_path / "db.sqlite"
+    p = cpulab("probe", "add rax, rbx", "--repeats", "2", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert {"cycles_per_iteration", "ipc", "ns_per_iteration", "timer"} <= set(doc)
+    assert 0.5 < doc["cycles_per_iteration"] < 2.0  # a dependent add chain: about 1 cycle
+    bad = cpulab("probe", "frobnicate rax", db=db)
+    assert bad.returncode == 2 and "frobnicate" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -400,6 +400,67 @@ def bandwidth(ops, max_size, per_octave, variant, runs, profile, db, as_json):
     out.print(bandwidth_table(rows))
 
 
+@cli.command()
+@click.argument("body", required=False)
+@click.option("--att", is_flag=True, help="The body is AT&T syntax (default: Intel).")
+@click.option("--as-loop", is_flag=True, help="The body is its own loop: it decrements --counter and jumps back with 'jnz LOOP'.")
+@click.option("--counter", default="rcx", show_default=True, help="The loop counter register with --as-loop.")
+@click.option("--table", type=click.Choice(["seed004"]), default=None, help="Reproduce seed 004's table 2 instead.")
+@click.option("--mca", is_flag=True, help="Put llvm-mca's prediction for the same loop beside the measurement.")
+@click.option("--repeats", type=click.IntRange(1, 100), default=5, show_default=True, help="Runs of each length (N and 2N).")
+@click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default="auto")
+@db_option
+@json_option
+def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
+    """Cycles per iteration, IPC and ns of a few x86-64 instructions, e.g. 'imul rax, rbx'.
+
+    The body is unrolled in an aligned loop and measured at two lengths (N and 2N), so
+    the loop and timer overhead cancel.  Registers: rsi points at a zeroed 4 KiB buffer
+    whose first qword holds its own address; rax = rsi (so 'mov rax, [rax]' chases in L1)."""
+    from . import probes
+    if (body is None) == (table is None):
+        fail("give an instruction sequence or --table seed004 (one of them)")
+    store = open_store(db)
+    with runner.recorded_run(store, {"name": "probe", "experiments": [], "body": body, "table": table},
+                             timer) as run_id:
+        try:
+            if table:
+                doc = {"run_id": run_id, "rows": probes.seed004_table(mca=mca, repeats=repeats, timer=timer)}
+            else:
+                doc = {"run_id": run_id, **probes.measure_loop(body, "att" if att else "intel", repeats=repeats,
+                                                               timer=timer, as_loop=as_loop, counter=counter)}
+                if mca:
+                    doc["mca"] = probes.mca_predict(body, "att" if att else "intel", as_loop=as_loop)
+        except probes.ProbeError as e:
+            fail(str(e).replace("\n", "; "))
+        store.add_analysis(run_id, "probe", doc, key=table or body)
+    if as_json:
+        emit_json(doc)
+        return
+    from .report.terminal import probe_table
+    out.print(probe_table(doc))
+
+
+@cli.command()
+@click.option("--full", is_flag=True, help="Every offset 0..63 (default: a few per group).")
+@click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default="auto")
+@db_option
+@json_option
+def align(full, timer, db, as_json):
+    """Latency of a dependent load by alignment (seed 004 table 3): L1 hit and L2 hit,
+    4- and 8-byte loads, grouped as the seed groups them."""
+    from . import probes
+    store = open_store(db)
+    with runner.recorded_run(store, {"name": "align", "experiments": [], "full": full}, timer) as run_id:
+        doc = {"run_id": run_id, **probes.align_table(full=full, timer=timer)}
+        store.add_analysis(run_id, "align", doc)
+    if as_json:
+        emit_json(doc)
+        return
+    from .report.terminal import align_table
+    out.print(align_table(doc))
+
+
 @cli.command("runs")
 @db_option
 @json_option

@@ -158,3 +158,29 @@ def bandwidth_table(rows: list[dict]) -> Table:
         t.add_row(r["variant"], r["op"], human_bytes(r["size_bytes"]), r["level"], fmt_num(r["mb_per_s"]),
                   f"{fmt_num(ci[0])}..{fmt_num(ci[1])}" if ci else "", fmt_num(r["bytes_per_cycle"]))
     return t
+
+
+def probe_table(doc: dict) -> Table:
+    """One probe, or the rows of seed 004's table 2."""
+    rows = doc.get("rows") or [doc]
+    t = Table(title="cycles per iteration (core cycles; N and 2N iterations, overhead cancelled)",
+              title_justify="left")
+    for col in ("loop", "instr.", "cycles/iter", "min..max", "IPC", "ns/iter", "llvm-mca", "timer"):
+        t.add_column(col, justify="left" if col == "loop" else "right")
+    for r in rows:
+        mca = r.get("mca_cycles_per_iteration", (r.get("mca") or {}).get("cycles_per_iteration"))
+        flag = " [yellow](disagrees)[/]" if r.get("mca_disagrees") else ""
+        t.add_row(r.get("sequence") or r.get("body"), str(r["instructions"]), fmt_num(r["cycles_per_iteration"]),
+                  f"{fmt_num(r['cycles_min'])}..{fmt_num(r['cycles_max'])}", fmt_num(r["ipc"]),
+                  fmt_num(r["ns_per_iteration"]), (fmt_num(mca) + flag) if mca else "-", r["timer"])
+    return t
+
+
+def align_table(doc: dict) -> Table:
+    t = Table(title="dependent-load latency by alignment (seed 004 table 3)", title_justify="left")
+    for col in ["group", "width", "offsets"] + [f"{lv} {u}" for lv in doc["levels"] for u in ("cycles", "ns")]:
+        t.add_column(col, justify="left" if col in ("group", "offsets") else "right")
+    for r in doc["rows"]:
+        t.add_row(r["interpretation"], str(r["width"]), " ".join(map(str, r["offsets"])),
+                  *[fmt_num(r[f"{lv}_{u}"]) for lv in doc["levels"] for u in ("cycles", "ns")])
+    return t
