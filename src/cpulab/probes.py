@@ -667,8 +667,9 @@ def table2_analysis(timer: str = "auto") -> dict:
               (_fmt(r.get("mca_cycles_per_iteration")) + (" (disagrees)" if r.get("mca_disagrees") else ""))
               if "mca_cpu" in r else "not installed"]
              + [f"{r['seed_published'][c][0]:g}, {r['seed_published'][c][1]:g}" for c in published] for r in rows]
-    notes = ["Each loop runs as its own loop at N and 2N iterations; cycles per iteration include the "
-             "DEC/JNZ as in the seed, and the call and timer overhead cancel in the difference."]
+    notes = ["Each loop runs as its own loop at N and 2N iterations in several processes; cycles per "
+             "iteration include the DEC/JNZ as in the seed and are the fastest run's (other tenants of this "
+             "core slow whole runs down); min..max is the spread over every run."]
     if any(r.get("mca_disagrees") for r in rows):
         notes.append(MCA_NOTE)
     return {"title": "004 · Table 2: cycles per iteration of tiny loops (RDTSC, calibrated to core cycles)",

@@ -163,7 +163,7 @@ def bandwidth_table(rows: list[dict]) -> Table:
 def probe_table(doc: dict) -> Table:
     """One probe, or the rows of seed 004's table 2."""
     rows = doc.get("rows") or [doc]
-    t = Table(title="cycles per iteration (core cycles; N and 2N iterations, overhead cancelled)",
+    t = Table(title="cycles per iteration (core cycles; fastest of the N and 2N runs; min..max over all runs)",
               title_justify="left")
     for col in ("loop", "instr.", "cycles/iter", "min..max", "IPC", "ns/iter", "llvm-mca", "timer"):
         t.add_column(col, justify="left" if col == "loop" else "right")
