@@ -22,24 +22,9 @@ void *k_setup(void)
     struct ctx *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    int64_t size = k_param_int("size", 16384);
-    if (size < 1) {
-        k_fail("size must be at least 1 byte, got %lld", (long long)size);
+    c->buf = sha256_message(&c->size);
+    if (!c->buf)
         return NULL;
-    }
-    c->size = (size_t)size;
-    c->buf = malloc(c->size);
-    if (!c->buf) {
-        k_fail("cannot allocate %zu bytes", c->size);
-        return NULL;
-    }
-    /* Deterministic content: a 64-bit LCG, so every variant hashes the same bytes. */
-    uint64_t x = 0x0123456789abcdefull;
-    for (size_t i = 0; i < c->size; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        c->buf[i] = (uint8_t)(x >> 56);
-    }
-    k_note("working_set_bytes", (double)c->size);
     return c;
 }
 

@@ -5,8 +5,11 @@
 #ifndef SHA256_CORE_H
 #define SHA256_CORE_H
 
+#include "cpulab.h"
+
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct sha256_state {
@@ -163,6 +166,30 @@ static int sha256_self_test(void)
     }
     sha256_final(&s, d);
     return !sha256_hex_equals(d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+/* The message the in-memory kernels hash: `size` bytes (param, default 16384) from a
+ * 64-bit LCG, the same for every kernel and variant.  NULL (with k_fail) on bad input. */
+static inline uint8_t *sha256_message(size_t *size_out)
+{
+    int64_t size = k_param_int("size", 16384);
+    if (size < 1) {
+        k_fail("size must be at least 1 byte, got %lld", (long long)size);
+        return NULL;
+    }
+    uint8_t *buf = malloc((size_t)size);
+    if (!buf) {
+        k_fail("cannot allocate %lld bytes", (long long)size);
+        return NULL;
+    }
+    uint64_t x = 0x0123456789abcdefull;
+    for (int64_t i = 0; i < size; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        buf[i] = (uint8_t)(x >> 56);
+    }
+    k_note("working_set_bytes", (double)size);
+    *size_out = (size_t)size;
+    return buf;
 }
 
 #endif
