@@ -13,7 +13,6 @@ import platform
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -1,5 +1,4 @@
 """The runner: failures are kept per variant, identical code is found, Ctrl-C keeps data."""
-import json
 import os
 import signal
 import sqlite3

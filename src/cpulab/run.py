@@ -17,7 +17,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from . import build, machine, probes, toolchain, workloads
 from .plan import Plan

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -79,17 +79,20 @@ def compiler_version(compiler: str) -> str:
     return out.stdout.splitlines()[0].strip() if out.stdout else ""
 
 
+HELLO = ("#include <stdio.h>\n#include <math.h>\n"
+         "int main(int c, char **v) { printf(\"%f\", sqrt((double)c)); return v[0][0] == 0; }\n")
+
+
 @cache
-def _try_build(compiler: str, flags: tuple[str, ...]) -> str:
-    """'' if `compiler flags hello.c` links, else the first line of its complaint."""
+def _try_build(compiler: str, flags: tuple[str, ...], source: str = HELLO, libs: tuple[str, ...] = ("-lm",)) -> str:
+    """'' if `compiler flags source.c libs` links, else the first line of its complaint."""
     if not shutil.which(compiler):
         return f"{compiler} not found"
     with tempfile.TemporaryDirectory(prefix="cpulab-probe-") as d:
         src = Path(d) / "t.c"
-        src.write_text("#include <stdio.h>\n#include <math.h>\n"
-                       "int main(int c, char **v) { printf(\"%f\", sqrt((double)c)); return v[0][0] == 0; }\n")
+        src.write_text(source)
         try:
-            p = subprocess.run([compiler, *flags, str(src), "-o", str(Path(d) / "t"), "-lm"],
+            p = subprocess.run([compiler, *flags, str(src), "-o", str(Path(d) / "t"), *libs],
                                capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
             return f"{compiler} timed out building a test program"
@@ -112,22 +115,8 @@ def library_reason(v: Variant, header: str, libs: tuple[str, ...], package: str)
     """'' if a program including `header` links with `libs` under this variant, else why.
     Linking matters: -m32 finds the 64-bit headers but has no 32-bit library to link."""
     flags = tuple(v.abi_flags) + tuple(v.ldflags)
-    probe = f"#include <{header}>\nint main(void) {{ return 0; }}\n"
-    if not _links(v.compiler, flags, tuple(libs), probe):
+    if _try_build(v.compiler, flags, f"#include <{header}>\nint main(void) {{ return 0; }}\n", tuple(libs)):
         abi = f" for {' '.join(v.abi_flags)}" if v.abi_flags else ""
         lib = f" and {' '.join(libs)}" if libs else ""
         return f"cannot build against {header}{lib} with {v.compiler}{abi} (install {package}{abi})"
     return ""
-
-
-@cache
-def _links(compiler: str, flags: tuple[str, ...], libs: tuple[str, ...], source: str) -> bool:
-    with tempfile.TemporaryDirectory(prefix="cpulab-probe-") as d:
-        src = Path(d) / "t.c"
-        src.write_text(source)
-        try:
-            p = subprocess.run([compiler, *flags, str(src), "-o", str(Path(d) / "t"), *libs],
-                               capture_output=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return p.returncode == 0
