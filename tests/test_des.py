@@ -12,6 +12,7 @@ from __future__ import annotations
 import platform
 import re
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 from conftest import run_artifact
 from cpulab.workloads import KERNEL_DIR, get
 
-ROOT = KERNEL_DIR.parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # the repository (tools/ is not installed)
 GENERATOR = ROOT / "tools" / "gen_des_sboxes.py"
 HEADER = KERNEL_DIR / "des_sboxes_bitslice.h"
 CORRECTNESS = ("--samples", "1", "--min-sample-time", "0.001", "--warmup", "0")
