@@ -12,8 +12,8 @@ from __future__ import annotations
 import platform
 import re
 import subprocess
-from pathlib import Path
 import sys
+from pathlib import Path
 
 import pytest
 
