@@ -27,10 +27,6 @@ def _per_invocation(samples: list[dict], fn) -> list[float]:
     return [float(np.median(g)) for _, g in sorted(groups.items())]
 
 
-def _fmt_ci(ci: tuple[float, float]) -> list[float]:
-    return [ci[0], ci[1]]
-
-
 def result_summary(r: dict, samples: list[dict]) -> dict:
     label, divisor, per_clock = UNITS.get(r["unit"], (r["unit"] + "/s", 1.0, "cycles/unit"))
     rates = _per_invocation(samples, lambda s: s["work"] / s["ns"] * 1e9 / divisor)
@@ -42,10 +38,10 @@ def result_summary(r: dict, samples: list[dict]) -> dict:
         "id": r["id"], "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
         "params": r["params"], "unit": r["unit"], "rate_unit": label, "per_clock_unit": per_clock,
         "status": r["status"], "error": r["error"], "same_as": r["same_as"], "notes": r["notes"],
-        "median": est.median if rates else None, "ci": _fmt_ci(est.ci) if rates else None,
+        "median": est.median if rates else None, "ci": list(est.ci) if rates else None,
         "cv": est.cv if rates else None, "invocations": len(rates),
         "cycles_per_unit": float(np.median(cpu)) if cpu else None,
-        "cycles_per_unit_ci": _fmt_ci(stats.median_ci(cpu)) if cpu else None,
+        "cycles_per_unit_ci": list(stats.median_ci(cpu)) if cpu else None,
         "ns_per_unit": (1e9 / (est.median * divisor)) if rates and est.median else None,
         "ipc": float(np.median(ipc)) if ipc else None,
         "timer": samples[0]["timer"] if samples else None,
@@ -75,6 +71,7 @@ def compare_results(results: list[dict], baselines: dict[str, str]) -> list[dict
     for (exp, wl, pk), variants in by_point.items():
         base_name = baselines.get(exp)
         base = variants.get(base_name)
+        base_measured = _measured_as(base, variants) if base else None
         for name, r in variants.items():
             if name == base_name:
                 continue
@@ -83,12 +80,12 @@ def compare_results(results: list[dict], baselines: dict[str, str]) -> list[dict
             measured = _measured_as(r, variants)
             if base is None or base["status"] not in ("ok", "identical"):
                 row["verdict"] = "no baseline"
-            elif r["status"] == "identical" and r["same_as"] == base_name or measured is _measured_as(base, variants):
+            elif measured is not None and measured is base_measured:  # the same code as the baseline
                 row.update(ratio=1.0, ci=[1.0, 1.0], p=1.0, p_raw=1.0, verdict="identical code")
             elif measured is None or not measured["_observations"]:
                 row["verdict"] = r["status"]
             else:
-                families[(exp, wl, pk)].append((row, _measured_as(base, variants), measured))
+                families[(exp, wl, pk)].append((row, base_measured, measured))
             rows.append(row)
     for fam in families.values():
         raw = [stats.compare(b["_observations"], m["_observations"]) for _, b, m in fam]

@@ -179,10 +179,10 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     with recorded_run(store, plan.as_dict(), plan.timer, argv) as run_id:
         targets = _build_all(plan, store, run_id, progress)
         _measure(plan, store, targets, executor, progress, rng)
-        for i, name in enumerate(plan.probe_tables):
-            progress.phase("tables", len(plan.probe_tables) - i)
-            progress.advance(name)
+        progress.phase("tables", len(plan.probe_tables))
+        for name in plan.probe_tables:
             store.add_analysis(run_id, "table", probes.TABLES[name](timer=plan.timer), key=name)
+            progress.advance(name)
     return run_id
 
 
@@ -204,8 +204,6 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
         elif missing := [why for h, pkg in w.requires.items()
                          if (why := toolchain.library_reason(v, h, w.libs, pkg))]:
             status, error = "skipped", "; ".join(missing)
-        elif w.cpu_flags and not set(w.cpu_flags) <= machine.cpu_flags():
-            status, error = "skipped", f"CPU lacks {', '.join(sorted(set(w.cpu_flags) - machine.cpu_flags()))}"
         else:
             try:
                 art = build.build_artifact(w, v)

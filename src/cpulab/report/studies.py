@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from .. import machine
 from ..analysis.memory import human_bytes
+from .terminal import fmt_params
 
 INTROS = {
     "seed000": "Seed 000: the same RC5 key-cracking source built as a.out vs ELF and static vs dynamic gave "
@@ -121,11 +122,10 @@ def pivot_table(results: list[dict]) -> dict | None:
     """Seed 004's table 1 layout: variants as rows; for each workload and parameter point
     a column of cycles per unit and one of percent of the best rate there ("% of max")."""
     ok = [r for r in results if r["status"] == "ok" and r["median"]]
-    points = sorted({(r["workload"], " ".join(f"{k}={v}" for k, v in sorted(r["params"].items())
-                                              if k not in ("path", "expect"))) for r in ok})
+    points = sorted({(r["workload"], fmt_params(r["params"])) for r in ok})
     if not 2 <= len(points) <= 8 or len({r["unit"] for r in ok}) != 1:
         return None  # a sweep has its curves; this layout is for a few workloads side by side
-    best = {p: max(r["median"] for r in ok if (r["workload"], _pstr(r)) == p) for p in points}
+    best = {p: max(r["median"] for r in ok if (r["workload"], fmt_params(r["params"])) == p) for p in points}
     variants = list(dict.fromkeys(r["variant"] for r in ok))
     cols = ["variant"]
     for w, ps in points:
@@ -134,13 +134,10 @@ def pivot_table(results: list[dict]) -> dict | None:
     for v in variants:
         row = [v]
         for p in points:
-            r = next((r for r in ok if r["variant"] == v and (r["workload"], _pstr(r)) == p), None)
+            r = next((r for r in ok if r["variant"] == v and (r["workload"], fmt_params(r["params"])) == p), None)
             row += [f"{r['cycles_per_unit']:.4g}" if r and r["cycles_per_unit"] else "-",
                     f"{100 * r['median'] / best[p]:.0f}%" if r else "-"]
         rows.append(row)
     return {"caption": "per clock, and percent of the best variant at each point (the seed's table 1 layout)",
             "columns": cols, "rows": rows, "left": 1, "classes": {}}
 
-
-def _pstr(r: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(r["params"].items()) if k not in ("path", "expect"))

@@ -39,8 +39,7 @@ class Workload:
     libs: extra link flags (e.g. ``("-lcrypto",)``) for peers built on a library.
     requires: header files the kernel includes from a -dev package, as
         ``{"openssl/sha.h": "libssl-dev"}``; missing -> skipped, naming the package.
-    cpu_flags: /proc/cpuinfo flags the kernel needs on x86 (missing -> skipped).
-        Prefer checking CPUID in the kernel and calling k_skip: it also covers other hosts.
+    A kernel that needs an instruction set checks CPUID itself and calls k_skip.
     """
 
     name: str
@@ -52,7 +51,6 @@ class Workload:
     full: dict[str, list[str]] = field(default_factory=dict)
     libs: tuple[str, ...] = ()
     requires: dict[str, str] = field(default_factory=dict)
-    cpu_flags: tuple[str, ...] = ()
     extra_sources: tuple[str, ...] = ()  # headers the kernel includes (for the cache hash)
     # Called with one parameter point before it runs; returns parameters to add (e.g. the
     # path of a data file it made and the digest Python's hashlib expects of it).
