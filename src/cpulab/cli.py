@@ -166,13 +166,8 @@ def analyse_print(summary: dict) -> None:
 def compare(run_id, baseline, db, as_json):
     """Compare the variants of a run (default: the latest) against a baseline."""
     store = open_store(db)
-    run_id = run_id or store.latest_run()
-    if run_id is None:
-        fail(f"no runs in {store.path}; start with 'cpulab run'")
-    try:
-        summary = analyse.summarise(store, run_id, baseline)
-    except StoreError as e:
-        fail(str(e))
+    run_id = _run_id(store, run_id)
+    summary = analyse.summarise(store, run_id, baseline)
     if baseline and not any(r["variant"] == baseline for r in summary["results"]):
         fail(f"--baseline {baseline}: run {run_id} has no such variant")
     if as_json:
