@@ -7,7 +7,7 @@ import statistics
 import sys
 
 from cpulab import build, probes, toolchain, workloads
-from cpulab.run import Job, LocalExecutor
+from cpulab.execute import HarnessJob, default_executor
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 
@@ -22,11 +22,11 @@ for name, body in (("add rax, rbx", "add rax, rbx"), ("imul rax, rbx", "imul rax
     show(name, [probes.measure_loop(body)["cycles_per_iteration"] for _ in range(RUNS)])
 
 art = build.build_artifact(workloads.get("memlat"), toolchain.BUILTIN["O2"])
-ex = LocalExecutor()
+ex = default_executor()
 for size in (16384, 262144):
     vals = []
     for _ in range(RUNS):
-        out = ex.execute(Job(0, "memlat", "O2", {"size": str(size), "pages": "4k"}, art.path, samples=5))
+        out = ex.execute(HarnessJob(art.path, {"size": str(size), "pages": "4k"}, samples=5))
         d = out.data
         vals.append(min(c / d["work"] for c in d["cycles"]))
     show(f"memlat chase {size // 1024} KiB", vals)

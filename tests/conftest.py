@@ -2,40 +2,53 @@
 from __future__ import annotations
 
 import json
-import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from cpulab import build
+from cpulab.execute import Finished, Outcome, default_executor
+from cpulab.model import Status
+from cpulab.toolchain import Variant
 from cpulab.workloads import KERNEL_DIR
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"
+ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
 
 
 @pytest.fixture(scope="session")
 def build_kernel(tmp_path_factory):
-    """build_kernel("sha256.c", cflags=("-O2",), libs=()) -> path of an executable."""
+    """build_kernel("sha256.c", cflags=("-O2",), libs=()) -> path of an executable, built
+    by cpulab's own build step (-m32 in cflags goes to the harness and the link too)."""
     out = tmp_path_factory.mktemp("artifacts")
-    built: dict[tuple, Path] = {}
 
-    def build(kernel: str, cflags=("-O2",), libs=(), compiler="gcc") -> Path:
-        key = (kernel, tuple(cflags), tuple(libs), compiler)
-        if key not in built:
-            exe = out / f"{Path(kernel).stem}-{len(built)}"
-            subprocess.run(
-                [compiler, *cflags, "-I", str(NATIVE_DIR), str(NATIVE_DIR / "harness.c"),
-                 str(KERNEL_DIR / kernel), "-o", str(exe), *libs, "-lm"],
-                check=True, capture_output=True, text=True)
-            built[key] = exe
-        return built[key]
+    def build_one(kernel: str, cflags=("-O2",), libs=(), compiler="gcc") -> Path:
+        v = Variant("test", compiler, tuple(f for f in cflags if f not in ABI_FLAGS),
+                    abi_flags=tuple(f for f in cflags if f in ABI_FLAGS))
+        return Path(build.build_executable(KERNEL_DIR / kernel, v, libs=tuple(libs), cache_dir=out).path)
 
-    return build
+    return build_one
+
+
+@dataclass
+class ArgvJob:
+    """The tests' job: an artifact with raw harness arguments -> the JSON it printed,
+    whatever its status."""
+    command: list[str]
+    timeout: float = 120
+    env: dict[str, str] = field(default_factory=dict)
+
+    def argv(self) -> list[str]:
+        return self.command
+
+    def outcome(self, done: Finished) -> Outcome:
+        return Outcome(Status.OK, data=json.loads(done.stdout))
 
 
 def run_artifact(exe: Path, *args: str, timeout: float = 120) -> dict:
-    """Run an artifact and parse its single JSON line."""
-    p = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
-    return json.loads(p.stdout)
+    """Run an artifact through the executor (pinned, layout pad) and parse its JSON line."""
+    return default_executor().execute(ArgvJob([str(exe), *args], timeout)).data
 
 
 TEST_KERNELS = Path(__file__).resolve().parent / "kernels"

@@ -13,6 +13,7 @@ import pytest
 
 from cpulab import probes
 from cpulab.build import NATIVE_DIR
+from cpulab.probes.loop import TEMPLATE
 
 FAST = dict(samples=10, repeats=4, min_sample_time=0.002)
 
@@ -84,7 +85,7 @@ def test_seed004_sequences_match_the_published_instruction_counts():
     published = probes.SEED004_PUBLISHED["Pentium Pro"]
     assert len(probes.SEED004_SEQUENCES) == 7
     for (_, body), (cycles, ipc) in zip(probes.SEED004_SEQUENCES, published):
-        stmts = [probes._expand_loop(s) for s in probes.split_body(body)]
+        stmts = [probes.expand_loop(s) for s in probes.split_body(body)]
         assert len(probes.assemble(stmts, as_loop=True)) == round(cycles * ipc)
 
 
@@ -105,7 +106,7 @@ def test_generated_kernel_builds_without_warnings(tmp_path, cc, flags):
                                             (["rol ebx, 3", "dec ecx", "jnz 1b"], "intel", True, "ecx")]:
         src = tmp_path / "k.c"
         src.write_text(probes.kernel_source(stmts, syntax, 4, as_loop, counter, 16))
-        p = subprocess.run([cc, *flags, "-Wall", "-Wextra", "-Werror", "-I", str(NATIVE_DIR),
+        p = subprocess.run([cc, *flags, "-Wall", "-Wextra", "-Werror", "-I", str(NATIVE_DIR), "-I", str(TEMPLATE.parent),
                             str(NATIVE_DIR / "harness.c"), str(src), "-o", str(tmp_path / "k"), "-lm"],
                            capture_output=True, text=True)
         assert p.returncode == 0, p.stderr

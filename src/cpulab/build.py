@@ -52,9 +52,10 @@ def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...]) ->
     return h.hexdigest()
 
 
-def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path) -> list[list[str]]:
+def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path,
+              include_dirs: tuple[Path, ...] = ()) -> list[list[str]]:
     cc, abi = variant.compiler, list(variant.abi_flags)
-    inc = ["-I", str(NATIVE_DIR), "-I", str(kernel.parent)]
+    inc = [a for d in (NATIVE_DIR, kernel.parent, *include_dirs) for a in ("-I", str(d))]
     harness_o, kernel_o = out.parent / "harness.o", out.parent / "kernel.o"
     return [
         [cc, *HARNESS_CFLAGS, *abi, *inc, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
@@ -64,10 +65,12 @@ def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path) 
 
 
 def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = (),
-                     extra_sources: tuple[Path, ...] = (), cache_dir: Path | None = None) -> Artifact:
+                     extra_sources: tuple[Path, ...] = (), include_dirs: tuple[Path, ...] = (),
+                     cache_dir: Path | None = None) -> Artifact:
     """Build harness + one kernel file under a variant, or return the cached artifact.
 
     extra_sources are files the kernel includes: they only enter the hash.
+    include_dirs are searched for them besides the harness's and the kernel's own.
     """
     kernel = Path(kernel)
     key = _input_hash([kernel, *extra_sources], variant, tuple(libs))
@@ -81,7 +84,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
         exe = work / kernel.stem
-        cmds = _commands(kernel, variant, tuple(libs), exe)
+        cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs))
         for cmd in cmds:
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
@@ -104,7 +107,8 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
         except OSError:
             if not meta.exists():
                 raise
-        return build_executable(kernel, variant, libs=libs, extra_sources=extra_sources, cache_dir=cache_dir)
+        return build_executable(kernel, variant, libs=libs, extra_sources=extra_sources, include_dirs=include_dirs,
+                                cache_dir=cache_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import analyse, machine, paths, plan as plans, run as runner, toolchain, workloads
+from .execute import calibrate_timing
 from .store import Store, StoreError
 
 console = Console(stderr=True)
@@ -214,7 +215,7 @@ def doctor(as_json):
     """Timers, counters, toolchains, governor and load: what would make results noisy."""
     from . import build
     art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
-    timing = runner.calibrate_timing(art.path)
+    timing = calibrate_timing(art.path)
     fp, cond = machine.fingerprint(timing), machine.conditions()
     tools = {}
     for name in ("gcc", "clang", "musl-gcc", "llvm-mca", "llvm-objdump", "objdump", "perf"):

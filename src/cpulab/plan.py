@@ -46,7 +46,7 @@ class Plan:
     timer: str = "auto"
     # Measure variants even when their code is byte-identical (an A/A test of the method).
     measure_identical: bool = False
-    # Tables made by their own probes after the workloads (probes.TABLES), e.g. seed004-table2.
+    # Probes run after the workloads, by name (probes.registry()), e.g. seed004-table2.
     probe_tables: list[str] = field(default_factory=list)
     custom_variants: dict[str, Variant] = field(default_factory=dict)
 
@@ -141,9 +141,10 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
     _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
            f"must be auto, perf, tsc or clock, got {plan.timer!r}")
     _check(bool(plan.experiments) or bool(plan.probe_tables), where, "no experiments")
-    from .probes import TABLES
+    from . import probes  # the catalogue of probes, as workloads is the catalogue of kernels
     for t in plan.probe_tables:
-        _check(t in TABLES, f"{where}: probe_tables", f"unknown table {t!r} (known: {', '.join(TABLES)})")
+        _check(t in probes.registry(), f"{where}: probe_tables",
+               f"unknown probe {t!r} (known: {', '.join(probes.registry())})")
     for i, e in enumerate(plan.experiments):
         at = f"{where}: experiment {e.name or i!r}"
         _check(bool(e.workloads), at, "no workloads")

@@ -1,8 +1,7 @@
 """Running a plan: build every artifact, then measure in interleaved random rounds.
 
-An executor runs one job (one artifact, one parameter point) in a fresh process and
-returns the harness's JSON, or a failure.  LocalExecutor pins the process to one CPU;
-a distributed executor (dask) implements the same `execute` on remote workers.
+Every process is one job run by an executor (execute.py): one artifact at one
+parameter point, pinned, with the layout pad, its failure recorded if it fails.
 Each round runs every live job once, in a fresh random order, so a drifting machine
 hits all variants alike; a job that fails is recorded with its reason and dropped
 from later rounds while the others go on.
@@ -10,115 +9,16 @@ from later rounds while the others go on.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from . import build, machine, probes, toolchain, workloads
+from .execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
 from .plan import Plan
 from .store import Store
-
-# Environment of a measured process: small and fixed, plus a pad of random length
-# that moves the stack (layout is a variable: Mytkowicz et al. 2009).
-BASE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
-MAX_LAYOUT_PAD = 4096
-
-
-@dataclass
-class Job:
-    result_id: int
-    workload: str
-    variant: str
-    params: dict[str, str]
-    artifact_path: str
-    env: dict[str, str] = field(default_factory=dict)
-    samples: int = 5
-    min_sample_time: float = 0.010
-    warmup: float = 0.020
-    timer: str = "auto"
-    timeout: float = 300.0
-
-    def argv(self) -> list[str]:
-        args = [self.artifact_path, "--samples", str(self.samples), "--min-sample-time", str(self.min_sample_time),
-                "--warmup", str(self.warmup), "--timer", self.timer]
-        for k, v in self.params.items():
-            args += ["--param", f"{k}={v}"]
-        return args
-
-
-@dataclass
-class Outcome:
-    status: str  # ok | skipped | verify-failed | setup-failed | crash | timeout | error
-    error: str = ""
-    data: dict = field(default_factory=dict)  # the harness JSON when status is ok
-    layout_pad: int = 0
-
-
-class Executor(Protocol):
-    def execute(self, job: Job) -> Outcome: ...
-
-
-def pick_cpu() -> int:
-    """The last CPU we may run on: CPU 0 takes most interrupts on Linux."""
-    return max(os.sched_getaffinity(0))
-
-
-def parse_harness_output(stdout: str, returncode: int, stderr: str) -> Outcome:
-    """Turn an artifact's exit into an Outcome; signals and garbage become failures."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return Outcome("crash", f"killed by {name}" + (f": {stderr.strip()[:200]}" if stderr.strip() else ""))
-    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    try:
-        data = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        detail = (stderr.strip() or stdout.strip())[:200]
-        return Outcome("error", f"exit status {returncode}, no result" + (f": {detail}" if detail else ""))
-    status = data.get("status", "error")
-    if status == "ok" and returncode == 0:
-        return Outcome("ok", data=data)
-    return Outcome(status if status != "ok" else "error", data.get("error") or f"exit status {returncode}")
-
-
-class LocalExecutor:
-    """Runs each job here, pinned to one CPU, with a timeout."""
-
-    def __init__(self, cpu: int | None = None, seed: int | None = None):
-        self.cpu = pick_cpu() if cpu is None else cpu
-        self.rng = random.Random(seed)
-
-    def execute(self, job: Job) -> Outcome:
-        pad = self.rng.randrange(MAX_LAYOUT_PAD)
-        env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
-        try:
-            p = subprocess.run(job.argv(), capture_output=True, text=True, env=env, timeout=job.timeout,
-                               preexec_fn=lambda: os.sched_setaffinity(0, {self.cpu}))
-        except subprocess.TimeoutExpired:
-            return Outcome("timeout", f"no result within {job.timeout:g}s", layout_pad=pad)
-        except OSError as e:
-            return Outcome("error", f"cannot execute {job.artifact_path}: {e}", layout_pad=pad)
-        out = parse_harness_output(p.stdout, p.returncode, p.stderr)
-        out.layout_pad = pad
-        return out
-
-
-def calibrate_timing(artifact_path: str, timer: str = "auto") -> dict:
-    """The harness's timer choice, TSC frequency and core/TSC ratio on this machine."""
-    p = subprocess.run([artifact_path, "--calibrate-only", "--timer", timer], capture_output=True, text=True,
-                       timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, {pick_cpu()}))
-    try:
-        return json.loads(p.stdout)
-    except json.JSONDecodeError:
-        return {"timer": "unknown", "error": p.stderr.strip()[:200]}
-
 
 class Progress(Protocol):
     def phase(self, name: str, total: int) -> None: ...
@@ -149,12 +49,13 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
 
 
 @contextmanager
-def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None):
+def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
+                 executor: Executor | None = None):
     """A run row with the machine's fingerprint and timing; yields its id and marks it
     done, interrupted (Ctrl-C: what was stored stays) or failed when the block ends."""
     # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
     probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
-    timing = calibrate_timing(probe_art.path, timer)
+    timing = calibrate_timing(probe_art.path, timer, executor)
     fp = machine.fingerprint(timing)
     run_id = store.start_run(fp, machine.fingerprint_id(fp), plan, machine.conditions(), timing,
                              argv if argv is not None else sys.argv)
@@ -176,12 +77,13 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     executor = executor or LocalExecutor(seed=seed)
     progress = progress or QuietProgress()
     rng = random.Random(seed)
-    with recorded_run(store, plan.as_dict(), plan.timer, argv) as run_id:
+    with recorded_run(store, plan.as_dict(), plan.timer, argv, executor) as run_id:
         targets = _build_all(plan, store, run_id, progress)
         _measure(plan, store, targets, executor, progress, rng)
         progress.phase("tables", len(plan.probe_tables))
         for name in plan.probe_tables:
-            store.add_analysis(run_id, "table", probes.TABLES[name](timer=plan.timer), key=name)
+            store.add_analysis(run_id, "table", probes.get(name).measure(timer=plan.timer, executor=executor),
+                               key=name)
             progress.advance(name)
     return run_id
 
@@ -250,8 +152,8 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
                     progress.advance(f"{t.workload} {t.variant}: setup-failed")
                     continue
             v = plan.variant(t.variant)
-            job = Job(t.result_id, t.workload, t.variant, prepared[t.result_id], t.artifact.path, dict(v.env),
-                      plan.samples_of(t.experiment), plan.min_sample_time, plan.warmup, plan.timer, plan.timeout)
+            job = HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment),
+                             plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env))
             out = executor.execute(job)
             if out.status == "ok":
                 store.add_invocation(t.result_id, rnd, out.data, out.layout_pad)

@@ -1,0 +1,207 @@
+"""Executing one measured process: the one way cpulab runs anything it measures.
+
+A *job* says what to run (argv, environment, timeout) and how to read what the process
+left behind; an *executor* runs it and returns an Outcome.  Plan jobs, probes, the
+alignment table, timing calibration, doctor, the bench scripts and the tests' helpers
+all come through here, so every measured process is treated alike:
+
+* a fresh process pinned to one CPU (the last one: CPU 0 takes most interrupts);
+* an environment that is small and fixed, plus a pad of random length that moves the
+  stack (layout is a variable: Mytkowicz et al., ASPLOS 2009);
+* stdin from /dev/null, its own session (so Ctrl-C reaches cpulab, which kills it);
+* killed with its whole process group at its timeout, or when cpulab is interrupted;
+* reaped with wait4, so its wall time, CPU time, peak RSS and context switches are kept.
+
+LocalExecutor runs jobs here; a distributed executor implements the same `execute`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .model import Status
+
+BASE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+MAX_LAYOUT_PAD = 4096
+
+
+@dataclass
+class Finished:
+    """What an executor saw of one process, from fork to reap."""
+    returncode: int  # negative: killed by that signal
+    stdout: str
+    stderr: str
+    wall_s: float
+    user_s: float
+    sys_s: float
+    max_rss_kb: int
+    voluntary_switches: int
+    involuntary_switches: int
+    timed_out: bool = False
+
+
+@dataclass
+class Outcome:
+    status: Status
+    error: str = ""
+    data: dict = field(default_factory=dict)  # what the job read from the process when status is ok
+    layout_pad: int = 0
+    process: Finished | None = None
+
+
+class Job(Protocol):
+    timeout: float
+    env: dict[str, str]
+
+    def argv(self) -> list[str]: ...
+    def outcome(self, done: Finished) -> Outcome: ...
+
+
+class Executor(Protocol):
+    def execute(self, job: Job) -> Outcome: ...
+
+
+@dataclass
+class HarnessJob:
+    """One run of an artifact's harness (native/harness.c): samples of its kernel at one
+    parameter point, or with calibrate_only the timer, TSC rate and core/TSC ratio."""
+    artifact_path: str
+    params: dict[str, str] = field(default_factory=dict)
+    samples: int = 5
+    min_sample_time: float = 0.010
+    warmup: float = 0.020
+    timer: str = "auto"
+    timeout: float = 300.0
+    env: dict[str, str] = field(default_factory=dict)
+    calibrate_only: bool = False
+
+    def argv(self) -> list[str]:
+        args = [self.artifact_path, "--timer", self.timer]
+        if self.calibrate_only:
+            return args + ["--calibrate-only"]
+        args += ["--samples", str(self.samples), "--min-sample-time", repr(self.min_sample_time),
+                 "--warmup", repr(self.warmup)]
+        for k, v in self.params.items():
+            args += ["--param", f"{k}={v}"]
+        return args
+
+    def outcome(self, done: Finished) -> Outcome:
+        return parse_harness_output(done)
+
+
+def parse_harness_output(done: Finished) -> Outcome:
+    """The harness prints one JSON object; signals, timeouts and garbage are failures."""
+    if done.timed_out:
+        return Outcome(Status.TIMEOUT, f"no result within {done.wall_s:.0f}s")
+    if done.returncode < 0:
+        try:
+            name = signal.Signals(-done.returncode).name
+        except ValueError:
+            name = f"signal {-done.returncode}"
+        detail = done.stderr.strip()[:200]
+        return Outcome(Status.CRASH, f"killed by {name}" + (f": {detail}" if detail else ""))
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    try:
+        data = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        detail = (done.stderr.strip() or done.stdout.strip())[:200]
+        return Outcome(Status.ERROR, f"exit status {done.returncode}, no result" + (f": {detail}" if detail else ""))
+    status = data.get("status", "error")
+    if status == "ok" and done.returncode == 0:
+        return Outcome(Status.OK, data=data)
+    try:
+        st = Status(status) if status != "ok" else Status.ERROR
+    except ValueError:  # e.g. the harness's "usage"
+        st = Status.ERROR
+    return Outcome(st, data.get("error") or f"exit status {done.returncode}")
+
+
+def pick_cpu() -> int:
+    """The last CPU we may run on: CPU 0 takes most interrupts on Linux."""
+    return max(os.sched_getaffinity(0))
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class LocalExecutor:
+    """Runs each job here, pinned to one CPU, one at a time."""
+
+    def __init__(self, cpu: int | None = None, seed: int | None = None):
+        self.cpu = pick_cpu() if cpu is None else cpu
+        self.rng = random.Random(seed)
+
+    def execute(self, job: Job) -> Outcome:
+        pad = self.rng.randrange(MAX_LAYOUT_PAD)
+        env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
+        argv = job.argv()
+        try:
+            done = self._spawn_and_reap(argv, env, job.timeout)
+        except OSError as e:
+            return Outcome(Status.ERROR, f"cannot execute {argv[0]}: {e.strerror or e}", layout_pad=pad)
+        out = job.outcome(done)
+        out.layout_pad, out.process = pad, done
+        return out
+
+    def _spawn_and_reap(self, argv: list[str], env: dict[str, str], timeout: float) -> Finished:
+        # The child inherits this thread's affinity: pin the thread around the spawn
+        # instead of a preexec_fn, which would force a full fork of this process.
+        own = os.sched_getaffinity(0)
+        timed_out = threading.Event()
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            os.sched_setaffinity(0, {self.cpu})
+            try:
+                t0 = time.perf_counter()
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                                        start_new_session=True)
+            finally:
+                os.sched_setaffinity(0, own)
+            killer = threading.Timer(timeout, lambda: (timed_out.set(), _kill_group(proc.pid)))
+            killer.start()
+            try:
+                _, status, ru = os.wait4(proc.pid, 0)
+            except BaseException:  # Ctrl-C, SIGTERM: the measured process must not outlive us
+                _kill_group(proc.pid)
+                proc.wait()
+                raise
+            finally:
+                killer.cancel()
+            wall = time.perf_counter() - t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            return Finished(proc.returncode, out.read().decode(errors="replace"),
+                            err.read().decode(errors="replace"), wall, ru.ru_utime, ru.ru_stime,
+                            ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw, timed_out.is_set())
+
+
+_default: LocalExecutor | None = None
+
+
+def default_executor() -> LocalExecutor:
+    """The executor used when a caller names none: one per cpulab process."""
+    global _default
+    if _default is None:
+        _default = LocalExecutor()
+    return _default
+
+
+def calibrate_timing(artifact_path: str, timer: str = "auto", executor: Executor | None = None) -> dict:
+    """The harness's timer choice, TSC frequency and core/TSC ratio on this machine."""
+    out = (executor or default_executor()).execute(HarnessJob(artifact_path, timer=timer, timeout=60,
+                                                                calibrate_only=True))
+    if out.status != Status.OK:
+        return {"timer": "unknown", "error": out.error}
+    return out.data

@@ -1,0 +1,54 @@
+"""Probes: small generated or fixed kernels that measure one fact of the core.
+
+* asm.py      a body of x86-64 assembly: statements, rules, GNU as
+* loop.py     the loop probe (`cpulab probe 'imul rax, rbx'`), its kernel template loop_probe.c
+* mca.py      llvm-mca's prediction for the same body
+* align.py    dependent-load latency by alignment (`cpulab align`)
+* seed004.py  seed 004's tables 2 and 3, as probes a plan can ask for
+* sampling.py running a probe artifact through the executor, one figure per run
+
+Every process goes through the executor (execute.py), like a plan's jobs.  A probe that
+a plan can name (plan key `probe_tables`) is a `Probe` in a module-level list `PROBES`
+of any module here; the registry collects them, as the workload registry does.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from functools import cache
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    description: str
+    # measure(timer=..., executor=...) -> the analysis stored with the run
+    measure: Callable[..., dict]
+
+
+@cache
+def registry() -> dict[str, Probe]:
+    found: dict[str, Probe] = {}
+    for mod in pkgutil.iter_modules(__path__):
+        for p in getattr(importlib.import_module(f"{__name__}.{mod.name}"), "PROBES", []):
+            if p.name in found:
+                raise ValueError(f"probe {p.name!r} declared twice")
+            found[p.name] = p
+    return dict(sorted(found.items()))
+
+
+def get(name: str) -> Probe:
+    try:
+        return registry()[name]
+    except KeyError:
+        raise KeyError(f"unknown probe {name!r} (known: {', '.join(registry())})") from None
+
+
+# The public API, so callers write probes.measure_loop(...) whatever module holds it.
+from .align import ALIGN_GROUPS, align_group, align_points, align_table  # noqa: E402
+from .asm import ProbeError, assemble, expand_loop, split_body  # noqa: E402
+from .loop import kernel_source, measure_loop  # noqa: E402
+from .mca import mca_predict  # noqa: E402
+from .seed004 import SEED004_PUBLISHED, SEED004_SEQUENCES, seed004_table  # noqa: E402

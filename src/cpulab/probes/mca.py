@@ -1,0 +1,46 @@
+"""llvm-mca's prediction for a probe body: a model beside the measurement, never instead."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from .asm import expand_loop, split_body
+
+def mca_cpu() -> str:
+    """The CPU model llvm-mca should use: llc's host CPU if llc knows it, else znver1."""
+    try:
+        ver = subprocess.run(["llc", "--version"], capture_output=True, text=True, timeout=30).stdout
+        m = re.search(r"Host CPU:\s*(\S+)", ver)
+        if m and m.group(1) not in ("generic", "(unknown)"):
+            return m.group(1)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return "znver1"
+
+
+def mca_predict(body: str, syntax: str = "intel", as_loop: bool = False, iterations: int = 1000,
+                cpu: str | None = None) -> dict | None:
+    """llvm-mca's cycles per iteration for the body (None if llvm-mca is missing).
+
+    llvm-mca simulates the block repeated `iterations` times; branches are not taken
+    or mispredicted in its model, only issued.  The loop label becomes a named one
+    (llvm-mca's Intel parser does not read 1b)."""
+    exe = shutil.which("llvm-mca")
+    if not exe:
+        return None
+    cpu = cpu or mca_cpu()
+    stmts = [re.sub(r"\b1b\b", ".Lloop", expand_loop(s)) for s in split_body(body)]
+    text = (".Lloop:\n" if as_loop else "") + "\n".join(stmts) + "\n"
+    args = [exe, f"-mcpu={cpu}", f"--iterations={iterations}"]
+    if syntax == "intel":
+        args.append("-x86-asm-syntax=intel")
+    p = subprocess.run(args, input=text, capture_output=True, text=True, timeout=60)
+    m = re.search(r"Total Cycles:\s+(\d+)", p.stdout)
+    if p.returncode != 0 or not m:
+        return {"cpu": cpu, "error": (p.stderr.strip().splitlines() or ["llvm-mca failed"])[0]}
+    cycles = int(m.group(1)) / iterations
+    ins = re.search(r"Instructions:\s+(\d+)", p.stdout)
+    n = int(ins.group(1)) / iterations if ins else None
+    return {"cpu": cpu, "cycles_per_iteration": cycles, "instructions": n,
+            "ipc": n / cycles if n and cycles else None}
