@@ -38,6 +38,7 @@ def result_summary(r: dict, samples: list[dict]) -> dict:
         "id": r["id"], "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
         "params": r["params"], "unit": r["unit"], "rate_unit": label, "per_clock_unit": per_clock,
         "status": r["status"], "error": r["error"], "same_as": r["same_as"], "notes": r["notes"],
+        "emulated": bool(r["notes"].get("emulated")),  # ran under qemu-user: time is the emulator's
         "median": est.median if rates else None, "ci": list(est.ci) if rates else None,
         "cv": est.cv if rates else None, "invocations": len(rates),
         "cycles_per_unit": float(np.median(cpu)) if cpu else None,
@@ -84,6 +85,8 @@ def compare_results(results: list[dict], baselines: dict[str, str]) -> list[dict
                 row.update(ratio=1.0, ci=[1.0, 1.0], p=1.0, p_raw=1.0, verdict="identical code")
             elif measured is None or not measured["_observations"]:
                 row["verdict"] = r["status"]
+            elif base_measured and measured["emulated"] != base_measured["emulated"]:
+                row["verdict"] = "not comparable: emulated vs native"
             else:
                 families[(exp, wl, pk)].append((row, base_measured, measured))
             rows.append(row)

@@ -218,7 +218,8 @@ def doctor(as_json):
     timing = calibrate_timing(art.path)
     fp, cond = machine.fingerprint(timing), machine.conditions()
     tools = {}
-    for name in ("gcc", "clang", "musl-gcc", "llvm-mca", "llvm-objdump", "objdump", "perf"):
+    for name in ("gcc", "clang", "musl-gcc", "llvm-mca", "llvm-objdump", "objdump", "perf",
+                 "arm-linux-gnueabi-gcc", "arm-linux-gnueabihf-gcc", "aarch64-linux-gnu-gcc", "qemu-arm", "qemu-aarch64"):
         tools[name] = toolchain.compiler_version(name) or None
     doc = {"machine": fp, "conditions": cond, "timing": timing, "tools": tools,
            "warnings": machine.warnings(cond, fp)}

@@ -82,9 +82,10 @@ class HarnessJob:
     timeout: float = 300.0
     env: dict[str, str] = field(default_factory=dict)
     calibrate_only: bool = False
+    emulator: tuple[str, ...] = ()  # e.g. ("/usr/bin/qemu-arm",) for a cross artifact (emulation.py)
 
     def argv(self) -> list[str]:
-        args = [self.artifact_path, "--timer", self.timer]
+        args = [*self.emulator, self.artifact_path, "--timer", self.timer]
         if self.calibrate_only:
             return args + ["--calibrate-only"]
         args += ["--samples", str(self.samples), "--min-sample-time", repr(self.min_sample_time),
@@ -94,7 +95,11 @@ class HarnessJob:
         return args
 
     def outcome(self, done: Finished) -> Outcome:
-        return parse_harness_output(done)
+        out = parse_harness_output(done)
+        if self.emulator and out.status == Status.OK:
+            # Stored with the result's notes, so every view can flag it and no verdict mixes it with native.
+            out.data.setdefault("notes", {})["emulated"] = 1
+        return out
 
 
 def parse_harness_output(done: Finished) -> Outcome:

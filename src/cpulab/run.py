@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import build, machine, probes, toolchain, workloads
+from . import build, emulation, machine, probes, toolchain, workloads
 from .execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
 from .plan import Plan
 from .store import Store
@@ -42,6 +42,7 @@ class Target:
     result_id: int = 0
     artifact: build.Artifact | None = None
     live: bool = True
+    emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
 
 
 def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, str]:
@@ -100,7 +101,7 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
         if vname not in recorded_variants:
             store.add_variant(run_id, v.as_dict(), toolchain.compiler_version(v.compiler))
             recorded_variants.add(vname)
-        status, error, art = "pending", "", None
+        status, error, art, emulator = "pending", "", None, ()
         if why := toolchain.unavailable_reason(v):
             status, error = "skipped", why
         elif missing := [why for h, pkg in w.requires.items()
@@ -110,10 +111,14 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
             try:
                 art = build.build_artifact(w, v)
                 store.add_artifact(art.as_dict())
+                emulator = emulation.emulator_for(art.path)
             except build.BuildError as e:
                 status, error = "build-failed", str(e)
+            except emulation.CannotRun as e:
+                status, error = "skipped", str(e)
         for params in w.grid(plan.profile, exp.params.get(wname)):
-            t = Target(exp.name, wname, vname, params, artifact=art, live=status == "pending")
+            t = Target(exp.name, wname, vname, params, artifact=art, live=status == "pending",
+                       emulator=emulator if status == "pending" else ())
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
                                            art.hash if art else None, experiment=exp.name)
             targets.append(t)
@@ -153,7 +158,8 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
                     continue
             v = plan.variant(t.variant)
             job = HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment),
-                             plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env))
+                             plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env),
+                             emulator=t.emulator)
             out = executor.execute(job)
             if out.status == "ok":
                 store.add_invocation(t.result_id, rnd, out.data, out.layout_pad)

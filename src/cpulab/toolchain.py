@@ -24,15 +24,17 @@ class Variant:
     env: tuple[tuple[str, str], ...] = ()  # extra environment when it runs
     package: str = ""  # the Debian package that provides what it needs
     description: str = ""
+    isa: str = ""  # a cross variant's instruction set ("arm", "aarch64"); "" = this machine's
 
     def as_dict(self) -> dict:
         return {"name": self.name, "compiler": self.compiler, "cflags": list(self.cflags),
                 "ldflags": list(self.ldflags), "abi_flags": list(self.abi_flags),
-                "env": dict(self.env), "package": self.package, "description": self.description}
+                "env": dict(self.env), "package": self.package, "description": self.description,
+                "isa": self.isa}
 
 
-def _v(name, compiler="gcc", cflags=("-O2",), ldflags=(), abi=(), package="", description=""):
-    return Variant(name, compiler, tuple(cflags), tuple(ldflags), tuple(abi), (), package, description)
+def _v(name, compiler="gcc", cflags=("-O2",), ldflags=(), abi=(), package="", description="", isa=""):
+    return Variant(name, compiler, tuple(cflags), tuple(ldflags), tuple(abi), (), package, description, isa)
 
 
 BUILTIN: dict[str, Variant] = {v.name: v for v in [
@@ -54,6 +56,21 @@ BUILTIN: dict[str, Variant] = {v.name: v for v in [
        description="32-bit x86, scalar x87 floating point (the old ABI)"),
     _v("i386-sse2", cflags=["-O2", "-msse2", "-mfpmath=sse"], abi=["-m32"], package="gcc-multilib",
        description="32-bit x86, SSE2 floating point"),
+    # Seed 001's question on ARM: Debian's cross compilers, static so that qemu-user
+    # needs no target libraries.  armel's default CPU (armv5te) has no FPU: every
+    # double operation is a libgcc call; armel-softfp uses VFP instructions but passes
+    # doubles in integer registers (the soft-float calling convention); armhf passes
+    # them in VFP registers.
+    _v("armel", "arm-linux-gnueabi-gcc", ["-O2", "-mfloat-abi=soft"], ["-static"],
+       package="gcc-arm-linux-gnueabi", isa="arm",
+       description="32-bit ARM EABI, soft-float: floating point in library calls"),
+    _v("armel-softfp", "arm-linux-gnueabi-gcc", ["-O2", "-march=armv7-a", "-mfpu=vfpv3-d16", "-mfloat-abi=softfp"],
+       ["-static"], package="gcc-arm-linux-gnueabi", isa="arm",
+       description="32-bit ARM EABI, VFP instructions with the soft-float calling convention"),
+    _v("armhf", "arm-linux-gnueabihf-gcc", ["-O2"], ["-static"], package="gcc-arm-linux-gnueabihf", isa="arm",
+       description="32-bit ARMv7 EABI, VFP hard-float"),
+    _v("aarch64", "aarch64-linux-gnu-gcc", ["-O2"], ["-static"], package="gcc-aarch64-linux-gnu", isa="aarch64",
+       description="64-bit ARM (AArch64), static"),
 ]}
 
 # The variants `cpulab run` measures when a plan names none.

@@ -9,7 +9,7 @@ from .terminal import fmt_num, fmt_params
 
 RESULT_FIELDS = ["experiment", "workload", "variant", "params", "status", "unit", "rate_unit", "median", "ci_low",
                  "ci_high", "cv", "cycles_per_unit", "ns_per_unit", "real_s", "user_s", "sys_s", "invocations",
-                 "timer", "error"]
+                 "timer", "emulated", "error"]
 COMPARISON_FIELDS = ["experiment", "workload", "params", "baseline", "variant", "ratio", "ci_low", "ci_high", "p",
                      "verdict"]
 
@@ -42,7 +42,7 @@ def render(summary: dict, fmt: str) -> str:
         ci = f"{fmt_num(r['ci'][0])} .. {fmt_num(r['ci'][1])}" if r["ci"] else ""
         med = f"{fmt_num(r['median'])} {r['rate_unit']}" if r["median"] is not None else ""
         pc = f"{fmt_num(r['cycles_per_unit'])} {r['per_clock_unit']}" if r["cycles_per_unit"] else ""
-        lines.append(f"| {r['workload']} | {fmt_params(r['params'])} | {r['variant']} | {med} | {ci} | {pc} | "
+        lines.append(f"| {r['workload']} | {fmt_params(r['params'])} | {r['variant']}{' (emulated)' if r.get('emulated') else ''} | {med} | {ci} | {pc} | "
                      f"{r['status']} |")
     lines += ["", "| workload | params | variant | vs | ratio | 95% CI | p | verdict |",
               "|---|---|---|---|---:|---:|---:|---|"]

@@ -50,7 +50,7 @@ def _x_of(r: dict, key: str) -> float:
 
 def _series_name(r: dict, key: str | None, varying: list[str]) -> str:
     extra = [f"{k}={r['params'][k]}" for k in varying if k != key]
-    return " ".join([r["variant"], *extra])
+    return " ".join([r["variant"] + (" (emulated)" if r.get("emulated") else ""), *extra])
 
 
 def results_table(rows: list[dict], comps: dict, show_times: bool) -> dict:
@@ -76,7 +76,8 @@ def results_table(rows: list[dict], comps: dict, show_times: bool) -> dict:
                    f"{r['status']}: {r['error']}" if r["status"] != "ok" else c["verdict"] if c else "baseline")
         delta = "" if not c or c["ratio"] is None or c["verdict"] == "identical code" else \
             f"{(c['ratio'] - 1) * 100:+.1f}% [{(c['ci'][0] - 1) * 100:+.1f}, {(c['ci'][1] - 1) * 100:+.1f}]"
-        row = [fmt_params(r["params"]), r["variant"], fmt_num(r["median"]),
+        row = [fmt_params(r["params"]), r["variant"] + (" (emulated)" if r.get("emulated") else ""),
+               fmt_num(r["median"]),
                f"{fmt_num(r['ci'][0])} .. {fmt_num(r['ci'][1])}" if r["ci"] else "",
                fmt_num(r["cycles_per_unit"]),
                f"{100 * r['median'] / best[_pkey(r)]:.0f}%" if r["median"] else "",

@@ -18,6 +18,12 @@ INTROS = {
                "instructions trapped and emulated) vs EABI soft-float, MFLOPS against vector size, with a knee "
                "where the data outgrew the 16 KB D-cache. Here: a scalar x87 build (-m32 -mfpmath=387), the "
                "default SSE2 build and -O3 -march=native, MFLOPS against working set with the caches marked.",
+    "seed001-arm": "Seed 001 on ARM itself: the same kernels built by Debian's cross compilers as armel "
+                   "(soft-float EABI: every flop a libgcc call, the seed's case), armel-softfp (VFP instructions, "
+                   "soft-float calling convention), armhf (VFP hard-float) and aarch64. Off an ARM machine they run "
+                   "under qemu-user and are flagged emulated: the ratios say how many more host instructions qemu "
+                   "needs for a soft-float flop than for a VFP one, a curiosity, not an ARM core's speed (the seed "
+                   "saw about 10x); they are never compared with the native x87/SSE2 results above.",
     "seed002": "Seed 002: hashdeep SHA-256 over 10 MB to 1 GB files, -O2 vs -O3, real/user/sys on four servers. "
                "Here: the same over files in the page cache, with the SHA extensions kernel beside the portable "
                "one for the instruction-set effect.",

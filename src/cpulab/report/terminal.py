@@ -69,7 +69,7 @@ def results_tables(summary: dict) -> list[Table]:
             verdict = c["verdict"]
             if c["ratio"] is not None and verdict != "identical code":
                 delta, p = fmt_delta(c["ratio"], c["ci"]), f"{c['p']:.3f}"
-        tables[key].add_row(shown, r["variant"], median, cv, per_clock, delta, p,
+        tables[key].add_row(shown, r["variant"] + (" (emulated)" if r.get("emulated") else ""), median, cv, per_clock, delta, p,
                             f"[{VERDICT_STYLE.get(verdict, 'yellow')}]{verdict}[/]")
     return list(tables.values())
 
