@@ -56,6 +56,22 @@ def test_memlat_verify_catches_a_broken_chain(memlat, mode, size):
     assert r["status"] == "verify-failed" and r["error"]
 
 
+@pytest.mark.parametrize("pages", ["4k", "thp"])
+@pytest.mark.parametrize("size", [4 * KiB, 5000, 64 * KiB, 8 * MiB])
+def test_memlat_pagestride_is_one_node_per_page(memlat, size, pages):
+    r = run_artifact(memlat, *params(size=size, mode="pagestride", pages=pages), *QUICK)
+    assert r["status"] == "ok", r["error"]
+    assert r["notes"]["lines"] == r["notes"]["pages_touched"] == size // 4096
+    assert r["notes"]["working_set_bytes"] == size // 4096 * 4096
+
+
+def test_memlat_pagestride_verify_catches_a_broken_chain_and_refuses_small_size(memlat):
+    r = run_artifact(memlat, *params(size=64 * KiB, mode="pagestride", corrupt=1), *QUICK)
+    assert r["status"] == "verify-failed" and r["error"]
+    r = run_artifact(memlat, *params(size=2048, mode="pagestride"), *QUICK)
+    assert r["status"] == "setup-failed" and "pagestride" in r["error"]
+
+
 def test_memlat_huge_pages_measure_or_skip_with_reason(memlat):
     r = run_artifact(memlat, *params(size=4 * MiB, pages="huge"), *QUICK)
     if r["status"] == "skipped":

@@ -10,6 +10,11 @@
  *            reach also misses the TLB.
  *          sequential: line i points to line i+1 (and the last to the first); the
  *            prefetchers do help, for contrast.
+ *          pagestride: one node per 4 KiB page (a random single cycle over the pages),
+ *            at line (i mod 64) of page i so the nodes spread over every cache set:
+ *            the chase touches size/4096 pages but only size/64 bytes of cache, so
+ *            its steps are the TLBs' (entries x 4 KiB) well before the caches' (a
+ *            cache of C bytes is outgrown only at size = 64 C).  `line` is ignored.
  *   pages  4k (default): madvise(MADV_NOHUGEPAGE), ordinary 4 KiB pages;
  *          thp: MADV_HUGEPAGE on a 2 MiB-aligned mapping (transparent huge pages);
  *          huge: MAP_HUGETLB explicit huge pages (skipped if none are reserved).
@@ -42,9 +47,11 @@ struct ctx {
     char *base;      /* first line of the chain */
     void *map;       /* what to munmap */
     size_t map_len;
-    size_t line;     /* bytes per node */
+    size_t line;     /* bytes of one line: the node's offset step within its page */
+    size_t stride;   /* bytes between nodes: line, or a page in pagestride mode */
     uint32_t lines;  /* nodes in the chain */
     int sequential;
+    int pagestride;
     void *p;         /* where the chase stands between calls */
 };
 
@@ -64,6 +71,16 @@ static uint32_t below(uint64_t *s, uint32_t n)
 }
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+#define PAGE_STRIDE 4096
+
+/* Byte offset of node i: i strides in, plus in pagestride mode a line that rotates
+ * through the page so consecutive pages' nodes sit in different cache sets. */
+static size_t node_off(const struct ctx *c, uint32_t i)
+{
+    size_t off = (size_t)i * c->stride;
+    return c->pagestride ? off + (i % (c->stride / c->line)) * c->line : off;
+}
 
 static long hugetlb_reserved(void)
 {
@@ -185,14 +202,23 @@ void *k_setup(void)
                (long long)size);
         return NULL;
     }
-    if (strcmp(mode, "random") != 0 && strcmp(mode, "sequential") != 0) {
-        k_fail("mode must be random or sequential, got '%s'", mode);
+    if (strcmp(mode, "random") != 0 && strcmp(mode, "sequential") != 0 && strcmp(mode, "pagestride") != 0) {
+        k_fail("mode must be random, sequential or pagestride, got '%s'", mode);
         return NULL;
     }
-    c->line = (size_t)line;
-    c->lines = (uint32_t)(size / line);
     c->sequential = mode[0] == 's';
-    size_t bytes = (size_t)c->lines * c->line;
+    c->pagestride = mode[0] == 'p';
+    if (c->pagestride) {
+        line = 64;
+        if (size < PAGE_STRIDE) {
+            k_fail("pagestride needs size of at least one page (%d bytes), got %lld", PAGE_STRIDE, (long long)size);
+            return NULL;
+        }
+    }
+    c->line = (size_t)line;
+    c->stride = c->pagestride ? PAGE_STRIDE : c->line;
+    c->lines = (uint32_t)(size / (int64_t)c->stride);
+    size_t bytes = (size_t)c->lines * c->stride;
 
     double page_bytes = -1;
     c->base = map_pages(c, bytes, pages, &page_bytes);
@@ -225,13 +251,13 @@ void *k_setup(void)
     k_note("chain_id", (double)(id >> 12));
     /* Write the pointers in address order (fast: sequential stores, page faults in order). */
     for (uint32_t i = 0; i < c->lines; i++)
-        *(void **)(c->base + (size_t)i * c->line) = c->base + (size_t)next[i] * c->line;
+        *(void **)(c->base + node_off(c, i)) = c->base + node_off(c, next[i]);
     free(next);
     c->p = c->base;
     /* corrupt=1 (for testing the test): line 0 skips its successor, so the chain is
      * one line short of a full cycle and k_verify must refuse it. */
     if (k_param_int("corrupt", 0) && c->lines >= 2)
-        *(void **)c->base = **(void ***)c->base;
+        *(void **)c->base = **(void ***)c->base; /* node 0 is at offset 0 in every mode */
 
     if (strcmp(pages, "thp") == 0) {
         double thp = thp_bytes(c->base);
@@ -242,6 +268,8 @@ void *k_setup(void)
     k_note("working_set_bytes", (double)bytes);
     k_note("lines", (double)c->lines);
     k_note("line_bytes", (double)c->line);
+    if (c->pagestride)
+        k_note("pages_touched", (double)c->lines);
     if (page_bytes > 0)
         k_note("page_bytes", page_bytes);
     return c;
@@ -261,9 +289,9 @@ int k_verify(void *ctx)
     int bad = 0;
     for (uint32_t n = 0; n < c->lines; n++) {
         size_t off = (size_t)(p - c->base);
-        uint32_t i = (uint32_t)(off / c->line);
-        if (p < c->base || off % c->line != 0 || off / c->line >= c->lines) {
-            k_fail("step %u: pointer %p is not a line of the region", n, (void *)p);
+        uint32_t i = (uint32_t)(off / c->stride);
+        if (p < c->base || off / c->stride >= c->lines || off != node_off(c, i)) {
+            k_fail("step %u: pointer %p is not a node of the region", n, (void *)p);
             bad = 1;
             break;
         }
@@ -274,7 +302,7 @@ int k_verify(void *ctx)
         }
         seen[i / 8] |= (uint8_t)(1u << (i % 8));
         char *q = *(char **)p;
-        if (c->sequential && q != c->base + (size_t)((i + 1) % c->lines) * c->line) {
+        if (c->sequential && q != c->base + node_off(c, (i + 1) % c->lines)) {
             k_fail("sequential chain: line %u does not point at line %u", i, (i + 1) % c->lines);
             bad = 1;
             break;
@@ -305,7 +333,7 @@ uint64_t k_run(void *ctx, uint64_t reps)
         }
     c->p = p;
     /* The line we stopped at: depends on every load, same in every variant. */
-    return (uint64_t)((char *)p - c->base) / c->line;
+    return (uint64_t)((char *)p - c->base) / c->stride;
 }
 
 double k_work(const void *ctx, uint64_t reps)
