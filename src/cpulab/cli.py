@@ -332,7 +332,8 @@ def parse_size(text: str) -> int:
 
 @cli.command()
 @click.option("--pages", default=None, help="Page modes, comma-separated: 4k, thp, huge (default: 4k,thp; full adds huge).")
-@click.option("--mode", default="random", show_default=True, help="random (prefetchers defeated) or sequential.")
+@click.option("--mode", default="random", show_default=True,
+              help="Comma-separated: random (prefetchers defeated), sequential, pagestride (one load per page: the TLBs).")
 @click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
 @click.option("--per-octave", type=click.IntRange(1, 16), default=4, show_default=True)
 @click.option("--variant", default="O2", show_default=True)
@@ -348,15 +349,19 @@ def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_jso
     page_modes = (pages or ("4k,thp,huge" if profile == "full" else "4k,thp")).split(",")
     sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
     store = open_store(db)
-    run_id = execute(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": [mode]}, runs), store)
+    run_id = execute(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": mode.split(",")}, runs),
+                     store)
     summary = analyse.summarise(store, run_id)
     caches = memory.os_cache_sizes()
     curves = sweeps.memlat_curves(summary["results"], caches)
     store.add_analysis(run_id, "memlat-levels", curves)
+    from .analysis import steps, tlb
+    why = steps.explain_curves(curves, caches, *tlb.read_tlbs(cpuinfo_text=Path("/proc/cpuinfo").read_text()))
     failed = [r for r in summary["results"] if r["status"] not in ("ok", "identical")]
     doc = {"run_id": run_id, "machine": summary["machine"], "os_caches": caches,
            "points": [{**pt, "series": c["series"]} for c in curves for pt in c["points"]],
            "levels": [{**lv, "series": c["series"]} for c in curves for lv in c["levels"]],
+           "steps": why,
            "failures": [{"params": r["params"], "status": r["status"], "error": r["error"]} for r in failed]}
     if as_json:
         emit_json(doc)
@@ -366,6 +371,8 @@ def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_jso
         out.print(t)
     for c in curves:
         out.print(f"[bold]{c['series']}[/]: " + c["description"].replace("\n", "\n  "))
+    if why:
+        out.print("[bold]why each step[/]: " + why["description"].replace("\n", "\n  "))
     for f in doc["failures"]:
         out.print(f"[yellow]{f['params'].get('pages')} {f['params'].get('size')}: {f['status']}: {f['error']}[/]")
 

@@ -1,0 +1,139 @@
+"""Why each memlat step is where it is: a cache level, a TLB running out of reach, both,
+or unexplained (with the nearest candidates).
+
+Evidence, from the curves of one memlat run or several (analysis.sweeps.memlat_curves):
+* the line chase with 4 KiB pages (mode=random pages=4k): the steps to explain;
+* the same with huge pages (pages=thp or huge): a step that is gone there was the TLB's
+  (a 2 MiB page covers 512 times the address range), one that stays is a cache's;
+* the page-stride chase (mode=pagestride pages=4k): one load per page touches size/4096
+  pages but only size/64 bytes of cache, so its steps below 64 x L1 are TLB reaches,
+  measured, and a step at 64 x a cache size is that cache's;
+* the TLB geometry from CPUID (analysis.tlb), when the machine reports it.
+A candidate explains a step when it lies within AGREE_FACTOR of the step's edge, or
+inside a gradual step's ramp (from the last size at the lower latency to the first at
+the higher one).
+"""
+from __future__ import annotations
+
+import math
+
+from .memory import AGREE_FACTOR, data_caches, human_bytes
+
+LINE = 64
+PAGE = 4096
+
+
+def _series(curves: list[dict], mode: str, pages: tuple[str, ...]) -> dict | None:
+    for c in curves:
+        kv = dict(p.split("=", 1) for p in c["series"].split() if "=" in p)
+        if kv.get("mode", "random") == mode and kv.get("pages", "4k") in pages:
+            return c
+    return None
+
+
+def _closed(levels: list[dict]) -> list[dict]:
+    return [lv for lv in levels if not lv["open"]]
+
+
+def pagestride_reaches(levels: list[dict], os_caches: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Split the page-stride chase's steps into measured TLB reaches and cache steps
+    (a cache of C bytes holds the chase's lines up to a span of C x 4096 / 64)."""
+    caches = data_caches(os_caches)
+    tlbs, cache_steps = [], []
+    for lv in _closed(levels):
+        footprint = lv["size_bytes"] * LINE / PAGE
+        near = [c for c in caches if abs(math.log(footprint / c["size_bytes"])) <= math.log(AGREE_FACTOR)]
+        if near:
+            cache_steps.append({**lv, "cache": near[0]["name"]})
+        else:
+            pages = lv["size_bytes"] // PAGE
+            tlbs.append({"name": f"TLB reach measured by the page-stride chase ({pages} pages = "
+                                 f"{human_bytes(lv['size_bytes'])})", "reach_bytes": lv["size_bytes"],
+                         "entries": pages, "page_bytes": PAGE, "measured": True})
+    return tlbs, cache_steps
+
+
+def candidates(os_caches: list[dict], tlbs: list[dict], measured_tlbs: list[dict]) -> list[dict]:
+    out = [{"kind": "cache", "name": c["name"], "bytes": c["size_bytes"]} for c in data_caches(os_caches)]
+    out += [{"kind": "TLB", "name": t["name"], "bytes": t["reach_bytes"]}
+            for t in tlbs + measured_tlbs if t["page_bytes"] == PAGE]
+    return out
+
+
+def _near(edge: float, upper: float | None, size: float) -> bool:
+    lo, hi = edge / AGREE_FACTOR, (upper or edge) * AGREE_FACTOR
+    return lo <= size <= hi
+
+
+def _huge_keeps(edge: float, upper: float | None, huge_levels: list[dict] | None) -> bool | None:
+    """True if the huge-page curve steps near this edge too, False if not, None if unmeasured."""
+    if huge_levels is None:
+        return None
+    return any(_near(edge, upper, lv["size_bytes"]) or (lv["next_bytes"] and _near(edge, upper, lv["next_bytes"]))
+               for lv in _closed(huge_levels))
+
+
+def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dict] = (),
+                  huge_levels: list[dict] | None = None, stride_levels: list[dict] | None = None) -> list[dict]:
+    """One entry per step of the 4 KiB line chase: where, how much, what explains it."""
+    measured, _ = pagestride_reaches(stride_levels or [], os_caches)
+    cands = candidates(os_caches, list(tlbs), measured)
+    closed = _closed(line_levels)
+    out = []
+    for k, lv in enumerate(closed):
+        edge, upper = lv["size_bytes"], lv["next_bytes"]
+        after = line_levels[line_levels.index(lv) + 1]
+        matched = [c for c in cands if _near(edge, upper, c["bytes"])]
+        kinds = {c["kind"] for c in matched}
+        keeps = _huge_keeps(edge, upper, huge_levels)
+        if kinds == {"cache", "TLB"}:
+            cause = "cache" if keeps else "TLB" if keeps is False else "cache and TLB"
+        elif kinds:
+            cause = kinds.pop()
+        else:
+            cause = "TLB" if keeps is False else "unexplained"
+        nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
+        out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
+                    "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
+                    "matches": [c["name"] for c in matched], "nearest": [c["name"] for c in nearest],
+                    "huge_pages_keep_it": keeps})
+    return out
+
+
+def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
+    """The steps in words, each with its evidence."""
+    if not steps:
+        return "No steps found in the 4 KiB line chase."
+    lines = [tlb_note] if tlb_note else []
+    for s in steps:
+        where = human_bytes(s["edge_bytes"])
+        if s["next_bytes"] and s["next_bytes"] > 2 * s["edge_bytes"]:
+            where += f" (gradual, to {human_bytes(s['next_bytes'])})"
+        lat = f"{s['from_ns']:.1f} -> {s['to_ns']:.1f} ns"
+        if not (math.isnan(s["from_cycles"]) or math.isnan(s["to_cycles"])):
+            lat += f" ({s['from_cycles']:.0f} -> {s['to_cycles']:.0f} cycles)"
+        text = f"Step at {where}, {lat}: "
+        if s["cause"] == "unexplained":
+            text += f"unexplained; nearest candidates {', '.join(s['nearest'])}."
+        else:
+            text += f"{s['cause']} ({', '.join(s['matches']) or 'no size candidate'})."
+        if s["huge_pages_keep_it"] is True:
+            text += " With huge pages the step stays: not a TLB's."
+        elif s["huge_pages_keep_it"] is False:
+            text += " With huge pages it is gone: the TLB's."
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def explain_curves(curves: list[dict], os_caches: list[dict], tlbs: list[dict], tlb_note: str = "") -> dict | None:
+    """explain_steps over the curves of a memlat run (None without a 4 KiB line chase)."""
+    line = _series(curves, "random", ("4k",))
+    if not line:
+        return None
+    huge = _series(curves, "random", ("thp", "huge"))
+    stride = _series(curves, "pagestride", ("4k",))
+    steps = explain_steps(line["levels"], os_caches, tlbs, huge["levels"] if huge else None,
+                          stride["levels"] if stride else None)
+    measured, cache_steps = pagestride_reaches(stride["levels"] if stride else [], os_caches)
+    return {"steps": steps, "tlbs": tlbs, "measured_tlbs": measured, "pagestride_cache_steps": cache_steps,
+            "description": describe_steps(steps, tlb_note)}

@@ -1,0 +1,94 @@
+"""TLB geometry from CPUID register fixtures, and matching memlat steps to causes."""
+from __future__ import annotations
+
+import math
+
+from cpulab.analysis import steps, tlb
+
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+CACHES = [{"level": 1, "type": "Data", "size_bytes": 48 * KiB, "name": "L1d 48 KiB"},
+          {"level": 2, "type": "Unified", "size_bytes": 2 * MiB, "name": "L2 2 MiB"},
+          {"level": 3, "type": "Unified", "size_bytes": 32 * MiB, "name": "L3 32 MiB"}]
+
+
+def test_amd_leaves():
+    # Zen-like: L1 DTLB 72 x 4K (fully assoc 0xFF) and 72 x 2M; L2 DTLB 2048 x 4K (8-way),
+    # 2048 x 2M; L1 1G DTLB 72 entries, L2 1G 64.
+    regs = {0x80000005: ((0xFF << 24) | (72 << 16), (0xFF << 24) | (72 << 16), 0, 0),
+            0x80000006: ((6 << 28) | (2048 << 16), (6 << 28) | (2048 << 16), 0, 0),
+            0x80000019: ((0xF << 28) | (72 << 16), (6 << 28) | (64 << 16), 0, 0)}
+    got = {(t["level"], t["page_bytes"]): t["entries"] for t in tlb.parse_amd(regs)}
+    assert got == {(1, 4 * KiB): 72, (1, 2 * MiB): 72, (2, 4 * KiB): 2048, (2, 2 * MiB): 2048,
+                   (1, GiB): 72, (2, GiB): 64}
+    l2 = next(t for t in tlb.parse_amd(regs) if t["level"] == 2 and t["page_bytes"] == 4 * KiB)
+    assert l2["reach_bytes"] == 8 * MiB
+
+
+def test_intel_leaf_18():
+    # subleaf 0: max subleaf 2, a null entry; 1: L1 load TLB 4K, 16 ways x 4 sets;
+    # 2: L2 unified 4K+2M, 8 ways x 256 sets; an instruction TLB is ignored.
+    subs = [(2, 0, 0, 0),
+            (0, (16 << 16) | 0b0001, 4, (1 << 5) | 4),
+            (0, (8 << 16) | 0b0011, 256, (2 << 5) | 3),
+            (0, (8 << 16) | 0b0001, 16, (1 << 5) | 2)]
+    got = [(t["level"], t["type"], t["page_bytes"], t["entries"]) for t in tlb.parse_intel_18(subs)]
+    assert got == [(1, "load", 4 * KiB, 64), (2, "unified", 4 * KiB, 2048), (2, "unified", 2 * MiB, 2048)]
+
+
+def test_intel_leaf_2_descriptors_and_deferral():
+    found, defer = tlb.parse_intel_2((0x00FEFF01, 0xF0, 0, 0))  # this machine's values
+    assert found == [] and defer
+    found, defer = tlb.parse_intel_2((0x5B_B3_C3_01, 0, 0, 1 << 31))
+    assert not defer
+    assert {(t["level"], t["page_bytes"], t["entries"]) for t in found} >= {(1, 4 * KiB, 128), (2, 4 * KiB, 1536)}
+
+
+def test_cpuinfo_tlb_line():
+    assert tlb.parse_cpuinfo_tlb("model name : x\nTLB size\t: 3072 4K pages\n")[0]["reach_bytes"] == 12 * MiB
+    assert tlb.parse_cpuinfo_tlb("model name : x\n") == []
+
+
+def test_unreadable_cpuid_says_why(tmp_path):
+    found, why = tlb.read_tlbs(tmp_path / "absent")
+    assert found == [] and "root" in why
+
+
+def level(first, edge, nxt, ns, is_open=False):
+    return {"first_bytes": first, "size_bytes": edge, "next_bytes": nxt, "ns": ns, "cycles": ns * 3,
+            "points": 4, "open": is_open}
+
+
+def test_steps_matched_to_cache_tlb_and_unexplained():
+    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 256 * KiB, 384 * KiB, 5),
+            level(384 * KiB, 2 * MiB, 3 * MiB, 7), level(3 * MiB, 6 * MiB, 9 * MiB, 20),
+            level(9 * MiB, 64 * MiB, None, 90, True)]
+    huge = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 2 * MiB, 3 * MiB, 5),
+            level(3 * MiB, 6 * MiB, 9 * MiB, 18), level(9 * MiB, 64 * MiB, None, 85, True)]
+    # page-stride: a TLB reach at 64 pages (256 KiB span) and the L1 at 48 KiB x 64 = 3 MiB
+    stride = [level(4 * KiB, 256 * KiB, 384 * KiB, 1.5), level(384 * KiB, 3 * MiB, 4 * MiB, 3),
+              level(4 * MiB, 64 * MiB, None, 5, True)]
+    got = steps.explain_steps(line, CACHES, [], huge, stride)
+    assert [s["cause"] for s in got] == ["cache", "TLB", "cache", "unexplained"]
+    assert got[0]["matches"] == ["L1d 48 KiB"] and got[0]["huge_pages_keep_it"] is True
+    assert got[1]["huge_pages_keep_it"] is False and "64 pages" in got[1]["matches"][0]
+    assert got[3]["nearest"][0] == "L2 2 MiB"
+    text = steps.describe_steps(got)
+    assert "unexplained" in text and "the TLB's" in text
+
+
+def test_cpuid_tlb_and_cache_at_one_edge_resolved_by_huge_pages():
+    tl = [tlb.tlb(2, "unified", 4 * KiB, 512, 8, "fixture")]  # reach 2 MiB = the L2's size
+    line = [level(64 * KiB, 2 * MiB, 3 * MiB, 5), level(3 * MiB, 8 * MiB, None, 20, True)]
+    both = steps.explain_steps(line, CACHES, tl)[0]
+    assert both["cause"] == "cache and TLB" and both["huge_pages_keep_it"] is None
+    gone = steps.explain_steps(line, CACHES, tl, huge_levels=[level(64 * KiB, 8 * MiB, None, 5, True)])[0]
+    assert gone["cause"] == "TLB"
+    kept = steps.explain_steps(line, CACHES, tl, huge_levels=line)[0]
+    assert kept["cause"] == "cache"
+
+
+def test_pagestride_cache_step_is_not_a_tlb():
+    tlbs, caches = steps.pagestride_reaches([level(4 * KiB, 128 * MiB, 192 * MiB, 3),
+                                             level(192 * MiB, 256 * MiB, None, 9, True)], CACHES)
+    assert tlbs == [] and caches[0]["cache"] == "L2 2 MiB"
+    assert math.isclose(caches[0]["size_bytes"] * 64 / 4096, 2 * MiB)
