@@ -48,6 +48,13 @@ def caches() -> list[dict]:
     return os_cache_sizes()
 
 
+def tlbs() -> dict:
+    """TLB geometry (analysis.tlb): {"tlbs": [...], "source": where from, or why unknown}."""
+    from .analysis.tlb import read_tlbs
+    found, source = read_tlbs(cpuinfo_text=_read("/proc/cpuinfo"))
+    return {"tlbs": found, "source": source}
+
+
 def cache_label(c: dict) -> str:
     return c.get("name") or cache_name(c)
 
@@ -65,6 +72,7 @@ def fingerprint(timing: dict | None = None) -> dict:
         "cpus": os.cpu_count(),
         "flags_hash": hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:16],
         "caches": caches(),
+        "tlbs": tlbs(),
         "kernel": platform.release(),
         "os": _read("/etc/os-release").partition('PRETTY_NAME="')[2].partition('"')[0],
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
