@@ -1,4 +1,6 @@
 """explain: kernel functions, loops, alignment and the side-by-side alignment of listings."""
+from pathlib import Path
+
 from cpulab import build, explain, toolchain, workloads
 
 
@@ -35,3 +37,61 @@ def test_side_by_side_marks_changes():
     b = [explain.Instruction(0, t) for t in ("add eax,ebx", "lea eax,[rax+rax*2]", "nop", "ret")]
     tags = [tag for _, _, tag in explain.side_by_side(a, b)]
     assert tags[0] == "=" and tags[-1] == "=" and set(tags[1:-1]) <= {"~", "<", ">"} and len(tags) == 4
+
+
+# ---- the sampled profile ----------------------------------------------------------------
+
+HOTCOLD = Path(__file__).resolve().parent / "kernels" / "hotcold.c"
+
+
+def hotcold(variant):
+    return build.build_executable(HOTCOLD, toolchain.BUILTIN[variant]).path
+
+
+def test_most_samples_land_in_the_hot_loop():
+    prof = explain.profile(hotcold("O2"), seconds=0.3)
+    funcs = explain.kernel_functions(hotcold("O2"))
+    per_func = explain.attribute(funcs, prof["pcs"])
+    total = sum(per_func.values())
+    assert total >= 30, per_func  # a 97 us timer over 0.3 s: hundreds expected, 30 is a wide floor
+    hot = max(per_func, key=per_func.get)
+    assert explain.stem(hot) == "hot_loop" and per_func[hot] > 0.8 * total, per_func
+    region = explain.sampled_region(funcs[hot])
+    assert region is not None  # narrowed to the loop, not the whole function
+    assert sum(i.samples for i in explain.loop_listing(funcs[hot], region)) > 0.5 * per_func[hot]
+
+
+def test_two_builds_line_up_on_the_same_region():
+    doc = explain.explain(hotcold("O1"), hotcold("O3"), profile_code=0.3, names=("O1", "O3"))
+    ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
+    assert explain.stem(ha["function"]) == explain.stem(hb["function"]) == "hot_loop"
+    assert ha["loop"] and hb["loop"] and hb["lined_up"]
+    assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5
+    assert "O3 against O1" in doc["why"] and "instructions per iteration" in doc["why"]
+    assert len(ha["samples"]) == len(ha["listing"]) == ha["instructions"]
+
+
+def test_a_double_run_is_not_explained_by_the_float_loop():
+    art = build.build_artifact(workloads.get("dot"), toolchain.BUILTIN["O2"]).path
+    doc = explain.explain(art, art, {"n": "4096", "precision": "double"}, profile_code=0.3)
+    assert explain.stem(doc["a"]["hot_loop"]["function"]) == "dot_f64"
+    assert doc["identical"]
+
+
+def test_operands_are_kept_and_addresses_become_symbols():
+    i = explain.Instruction(0, "add    QWORD PTR [rip+0x2e3c],0x1        # 5010 <counter>")
+    assert i.display == "add QWORD PTR [rip+<counter>],0x1"
+    j = explain.Instruction(0, "jne    1234 <hot_loop+0x14>")
+    assert j.display == "jne <hot_loop+0x14>" and j.normalised == "jne <hot_loop+?>"
+    assert explain.Instruction(0, "mov    rax,QWORD PTR [rdi+rcx*8+0x10]").display == "mov rax,QWORD PTR [rdi+rcx*8+0x10]"
+
+
+def test_instruction_kinds():
+    kinds = lambda t: explain.Instruction(0, t).kinds()
+    assert kinds("mov rax,QWORD PTR [rdi]") == {"load"}
+    assert kinds("mov QWORD PTR [rdi],rax") == {"store"}
+    assert kinds("add DWORD PTR [rdi],0x1") == {"load", "store"}
+    assert kinds("lea rax,[rdi+rsi*4]") == set()
+    assert kinds("jne <f+0x10>") == {"branch"}
+    assert kinds("vaddpd ymm0,ymm1,ymm2") == {"vector"}
+    assert kinds("mulsd xmm0,QWORD PTR [rax]") == {"load", "fp-scalar"}

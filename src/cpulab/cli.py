@@ -296,16 +296,23 @@ def export(run_id, fmt, output, db):
 @click.argument("variant_a")
 @click.argument("variant_b")
 @click.option("-w", "--workload", "workload_name", default="sha256", show_default=True)
+@click.option("-p", "--param", "param_flags", multiple=True, help="key=value: the parameter point to profile at.")
+@click.option("--profile-code/--no-profile-code", default=True, show_default=True,
+              help="Find the hot region from a sampled profile of both builds (else a static guess).")
 @click.option("--rows", type=int, default=60, show_default=True, help="Rows of the side-by-side listing to print.")
 @json_option
-def explain_(variant_a, variant_b, workload_name, rows, as_json):
-    """The kernel's hot loop under two variants, side by side, with counts and alignment."""
+def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, rows, as_json):
+    """Where the kernel spends its time under two variants, and that code side by side."""
     from . import build, explain
     try:
         w = workloads.get(workload_name)
         va, vb = toolchain.get(variant_a), toolchain.get(variant_b)
+        params = {k: v[0] for k, v in plans.parse_param_flags(list(param_flags)).items()}
+        w.grid("quick", {k: [v] for k, v in params.items()})  # unknown parameters are refused here
     except KeyError as e:
         fail(e.args[0])
+    except plans.PlanError as e:
+        fail(str(e))
     arts = []
     for v in (va, vb):
         if why := toolchain.unavailable_reason(v):
@@ -314,7 +321,11 @@ def explain_(variant_a, variant_b, workload_name, rows, as_json):
             arts.append(build.build_artifact(w, v))
         except build.BuildError as e:
             fail(f"variant {v.name}: build failed: {e}")
-    doc = explain.explain(arts[0].path, arts[1].path)
+    try:
+        doc = explain.explain(arts[0].path, arts[1].path, {**w.params, **params},
+                              explain.PROFILE_SECONDS if profile_code else 0, (variant_a, variant_b))
+    except RuntimeError as e:
+        fail(str(e))
     if as_json:
         emit_json({"workload": workload_name, "a": variant_a, "b": variant_b, **doc})
         return

@@ -83,11 +83,14 @@ class HarnessJob:
     env: dict[str, str] = field(default_factory=dict)
     calibrate_only: bool = False
     emulator: tuple[str, ...] = ()  # e.g. ("/usr/bin/qemu-arm",) for a cross artifact (emulation.py)
+    profile_code: float = 0.0  # seconds of sampled profile after the samples (explain)
 
     def argv(self) -> list[str]:
         args = [*self.emulator, self.artifact_path, "--timer", self.timer]
         if self.calibrate_only:
             return args + ["--calibrate-only"]
+        if self.profile_code:
+            args += ["--profile-code", repr(self.profile_code)]
         args += ["--samples", str(self.samples), "--min-sample-time", repr(self.min_sample_time),
                  "--warmup", repr(self.warmup)]
         for k, v in self.params.items():

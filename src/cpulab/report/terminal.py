@@ -101,29 +101,55 @@ def print_summary(summary: dict, console: Console) -> None:
                   "samples).[/]")
 
 
-def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list[Table]:
-    """Counts of the two kernels, then the hot loops aligned (changed rows marked)."""
+def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list:
+    """The sentence of why, the counts of the two kernels, then the hot regions aligned
+    (changed rows marked, each instruction with its share of the region's samples)."""
     t = Table(title="generated code" + ("  (identical executables)" if doc["identical"] else ""),
-              title_justify="left")
+              title_justify="left", caption=doc.get("why"), caption_justify="left")
     for col in ("", a, b):
         t.add_column(col, justify="right")
     t.add_row("kernel instructions", str(doc["a"]["kernel_instructions"]), str(doc["b"]["kernel_instructions"]))
     t.add_row("kernel bytes", str(doc["a"]["kernel_bytes"]), str(doc["b"]["kernel_bytes"]))
     ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
     if ha and hb:
-        t.add_row("hot loop", f"{ha['function']} @ {ha['start']}", f"{hb['function']} @ {hb['start']}")
+        t.add_row("hot region" + ("" if doc.get("profiled") else " (static guess)"),
+                  f"{ha['function']} @ {ha['start']}", f"{hb['function']} @ {hb['start']}")
+        if doc.get("profiled"):
+            t.add_row("share of samples", f"{ha['sample_share']:.0%}", f"{hb['sample_share']:.0%}")
         for key in ("instructions", "bytes", "alignment"):
-            t.add_row(f"hot loop {key}", str(ha[key]), str(hb[key]))
+            t.add_row(f"per iteration: {key}" if key != "alignment" else "alignment", str(ha[key]), str(hb[key]))
+        for kind in ha["kinds"]:
+            t.add_row(f"  {kind}", str(ha["kinds"][kind]), str(hb["kinds"][kind]))
+        if ha.get("mca") or hb.get("mca"):
+            t.add_row("llvm-mca cycles/iteration (a model)", *(
+                f"{h['mca']['cycles_per_iteration']:.2f}" if (h.get("mca") or {}).get("cycles_per_iteration") else "-"
+                for h in (ha, hb)))
     tables = [t]
     if doc["rows"]:
-        lt = Table(title=f"hot loops side by side (first {min(max_rows, len(doc['rows']))} of {len(doc['rows'])} rows)",
+        lt = Table(title=f"hot regions side by side (first {min(max_rows, len(doc['rows']))} of {len(doc['rows'])} rows)",
                    title_justify="left")
+        share = doc.get("profiled")
         lt.add_column(a)
+        if share:
+            lt.add_column("%", justify="right")
         lt.add_column("", width=1)
         lt.add_column(b)
+        if share:
+            lt.add_column("%", justify="right")
         style = {"=": "", "~": "yellow", "<": "red", ">": "red"}
+        ia = ib = 0
+        tot_a, tot_b = (sum(ha["samples"]) or 1, sum(hb["samples"]) or 1) if share else (1, 1)
         for left, right, tag in doc["rows"][:max_rows]:
-            lt.add_row(left, tag if tag != "=" else "", right, style=style[tag])
+            pct_a = pct_b = ""
+            if left:
+                pct_a = f"{100 * ha['samples'][ia] / tot_a:.1f}" if share and ha["samples"][ia] else ""
+                ia += 1
+            if right:
+                pct_b = f"{100 * hb['samples'][ib] / tot_b:.1f}" if share and hb["samples"][ib] else ""
+                ib += 1
+            cells = [left, pct_a, tag if tag != "=" else "", right, pct_b] if share else \
+                [left, tag if tag != "=" else "", right]
+            lt.add_row(*cells, style=style[tag])
         tables.append(lt)
     return tables
 
