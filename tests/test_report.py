@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cpulab import analyse, plan as plans, run as runner
+from cpulab import analysis, plan as plans, run as runner
 from cpulab.report import exports, html
 from cpulab.store import Store
 from cpulab.toolchain import Variant
@@ -26,7 +26,7 @@ def small_run(tmp_path_factory):
                                   custom_variants=custom))
     store = Store(d / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=9)
-    summary = analyse.summarise(store, run_id)
+    summary = analysis.summarise(store, run_id)
     path = html.write(summary, d / "report.html", store)
     return store, summary, path
 

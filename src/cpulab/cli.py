@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import analyse, machine, paths, plan as plans, run as runner, toolchain, workloads
+from . import analysis, machine, paths, plan as plans, run as runner, toolchain, workloads
 from .execute import calibrate_timing
 from .store import Store, StoreError
 
@@ -120,7 +120,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
     store = open_store(db)
     started = time.time()
     run_id = execute(p, store, seed)
-    summary = analyse.summarise(store, run_id)
+    summary = analysis.summarise(store, run_id)
     summary["wall_s"] = time.time() - started
     from .report import html
     summary["report"] = str(html.write(summary, default_report_path(store, run_id), store))
@@ -168,7 +168,7 @@ def compare(run_id, baseline, db, as_json):
     """Compare the variants of a run (default: the latest) against a baseline."""
     store = open_store(db)
     run_id = _run_id(store, run_id)
-    summary = analyse.summarise(store, run_id, baseline)
+    summary = analysis.summarise(store, run_id, baseline)
     if baseline and not any(r["variant"] == baseline for r in summary["results"]):
         fail(f"--baseline {baseline}: run {run_id} has no such variant")
     if as_json:
@@ -270,7 +270,7 @@ def report(run_id, output, db):
     from .report import html
     store = open_store(db)
     run_id = _run_id(store, run_id)
-    path = html.write(analyse.summarise(store, run_id), Path(output) if output else default_report_path(store, run_id), store)
+    path = html.write(analysis.summarise(store, run_id), Path(output) if output else default_report_path(store, run_id), store)
     click.echo(str(path))
 
 
@@ -283,7 +283,7 @@ def export(run_id, fmt, output, db):
     """Export a run's results and comparisons as JSON, CSV or Markdown."""
     from .report import exports
     store = open_store(db)
-    summary = analyse.summarise(store, _run_id(store, run_id))
+    summary = analysis.summarise(store, _run_id(store, run_id))
     text = exports.render(summary, fmt)
     if output:
         Path(output).write_text(text)
@@ -341,14 +341,14 @@ def parse_size(text: str) -> int:
 @json_option
 def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_json):
     """Load-to-use latency against working-set size, with the cache levels found in it."""
-    from .analysis import memory, sweeps
+    from .analysis import cache_levels as memory, sweeps
     from .workloads.memory import memlat_sizes
     hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     page_modes = (pages or ("4k,thp,huge" if profile == "full" else "4k,thp")).split(",")
     sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
     store = open_store(db)
     run_id = execute(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": [mode]}, runs), store)
-    summary = analyse.summarise(store, run_id)
+    summary = analysis.summarise(store, run_id)
     caches = memory.os_cache_sizes()
     curves = sweeps.memlat_curves(summary["results"], caches)
     store.add_analysis(run_id, "memlat-levels", curves)
@@ -380,13 +380,13 @@ def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_jso
 @json_option
 def bandwidth(ops, max_size, per_octave, variant, runs, profile, db, as_json):
     """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
-    from .analysis import memory, sweeps
+    from .analysis import cache_levels as memory, sweeps
     from .workloads.memory import memlat_sizes
     hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
     store = open_store(db)
     run_id = execute(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, runs), store)
-    summary = analyse.summarise(store, run_id)
+    summary = analysis.summarise(store, run_id)
     rows = sweeps.bandwidth_rows(summary["results"], memory.os_cache_sizes())
     store.add_analysis(run_id, "bandwidth", rows)
     if as_json:

@@ -1,5 +1,8 @@
-"""Analyses of stored results: pure functions from measured points to findings.
+"""The analyse stage: from a stored run to findings every view shows.
 
-memory.py  cache levels from a latency-vs-working-set curve (memlat), labels for
-           bandwidth points, the operating system's view of the caches.
+summary.py       stored samples -> the typed Summary (model.py): estimates, comparisons
+cache_levels.py  cache levels from a latency-vs-working-set curve (memlat), labels for
+                 bandwidth points, the operating system's view of the caches
+sweeps.py        the memlat curves with their levels, bandwidth rows by cache level
 """
+from .summary import summarise  # noqa: F401

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from .memory import describe_levels, detect_levels, label_by_level
+from .cache_levels import describe_levels, detect_levels, label_by_level
 
 
 def _series_key(params: dict, skip: tuple[str, ...]) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 
 from .. import explain, machine
-from ..analysis.memory import human_bytes
+from ..analysis.cache_levels import human_bytes
 from ..store import Store
 from . import plots, studies
 from .terminal import fmt_num, fmt_params

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import machine
-from ..analysis.memory import human_bytes
+from ..analysis.cache_levels import human_bytes
 from .terminal import fmt_params
 
 INTROS = {

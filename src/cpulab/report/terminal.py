@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..analysis.memory import human_bytes
+from ..analysis.cache_levels import human_bytes
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "dim", "identical code": "cyan",
                  "inconclusive": "yellow"}

@@ -12,9 +12,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import stats
-from .store import Store
-from .workloads import UNITS
+from .. import stats
+from ..store import Store
+from ..workloads import UNITS
 
 
 def _per_invocation(samples: list[dict], fn) -> list[float]:
