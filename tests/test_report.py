@@ -26,8 +26,8 @@ def small_run(tmp_path_factory):
                                   custom_variants=custom))
     store = Store(d / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=9)
-    summary = analysis.summarise(store, run_id)
-    path = html.write(summary, d / "report.html", store)
+    summary = analysis.analyse(store, run_id)
+    path = html.write(summary, d / "report.html")
     return store, summary, path
 
 
@@ -70,8 +70,8 @@ def test_report_renders_in_chromium(small_run, tmp_path):
 def test_exports(small_run):
     _, summary, _ = small_run
     csv_text = exports.render(summary, "csv")
-    assert csv_text.splitlines()[0].startswith("table,") and csv_text.count("\ncomparison,") == len(summary["comparisons"])
+    assert csv_text.splitlines()[0].startswith("table,") and csv_text.count("\ncomparison,") == len(summary.comparisons)
     md = exports.render(summary, "markdown")
     assert md.startswith("# cpulab run") and "| sha256 |" in md
     import json
-    assert json.loads(exports.render(summary, "json"))["run_id"] == summary["run_id"]
+    assert json.loads(exports.render(summary, "json"))["run_id"] == summary.run_id

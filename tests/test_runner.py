@@ -59,7 +59,7 @@ def test_identical_code_is_reported_not_measured(tmp_path):
     assert res["O2-twin"]["status"] == "identical" and res["O2-twin"]["same_as"] == "O2"
     assert store.samples(res["O2-twin"]["id"]) == []
     summary = analysis.summarise(store, run_id)
-    verdicts = {c["variant"]: c["verdict"] for c in summary["comparisons"]}
+    verdicts = {c.variant: c.verdict for c in summary.comparisons}
     assert verdicts["O2-twin"] == "identical code"
     assert verdicts["O0"] != "identical code"  # O0 emits other code
 
@@ -87,10 +87,10 @@ def test_identical_builds_are_same(tmp_path):
                                   measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=4)
-    comps = analysis.summarise(store, run_id)["comparisons"]
+    comps = analysis.summarise(store, run_id).comparisons
     assert len(comps) == 20
-    same = sum(c["verdict"] == "same" for c in comps)
-    assert same >= 19, [(round(c["ratio"], 4), c["p"]) for c in comps]
+    same = sum(c.verdict == "same" for c in comps)
+    assert same >= 19, [(round(c.ratio, 4), c.p) for c in comps]
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):

@@ -166,6 +166,8 @@ class Summary:
     comparisons: list[Comparison]
     geomeans: list[Geomean]
     analyses: list[Analysis]
+    # What each (workload, variant) was built from: {workload, variant, hash, commands}.
+    artifacts: list[dict] = field(default_factory=list)
     wall_s: float | None = None  # set by `cpulab run`: how long the whole run took
     report: str | None = None  # set by `cpulab run`: where its HTML report is
 
@@ -186,9 +188,6 @@ class Summary:
                       "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],
                       "geomeans": [Geomean(**g) for g in d["geomeans"]],
                       "analyses": [Analysis(**a) for a in d.get("analyses", [])]})
-
-    def experiment(self, name: str) -> dict:
-        return next(e for e in self.plan["experiments"] if e["name"] == name)
 
 
 def _known(cls, d: dict) -> dict:

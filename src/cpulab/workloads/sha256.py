@@ -11,6 +11,7 @@ WORKLOADS = [
         description="SHA-256 of an in-memory buffer, portable C (FIPS 180-4)",
         params={"size": "16384"},
         full={"size": ["64", "1024", "16384", "1048576"]},
+        sweep_axis="size",
     ),
     Workload(
         name="sha256-shani",
@@ -20,6 +21,7 @@ WORKLOADS = [
         description="SHA-256 of an in-memory buffer with the x86 SHA extensions (skipped without them)",
         params={"size": "16384"},
         full={"size": ["64", "1024", "16384", "1048576"]},
+        sweep_axis="size",
     ),
     Workload(
         name="sha256-openssl",
@@ -29,6 +31,7 @@ WORKLOADS = [
         description="SHA-256 of an in-memory buffer through OpenSSL's EVP interface (the peer)",
         params={"size": "16384"},
         full={"size": ["64", "1024", "16384", "1048576"]},
+        sweep_axis="size",
         libs=("-lcrypto",),
         requires={"openssl/evp.h": "libssl-dev"},
     ),

@@ -138,5 +138,8 @@ WORKLOADS = [
         quick={"size": ["10000000", "100000000"], "cache": ["warm"]},
         full={"size": ["10000000", "100000000", "1000000000"], "cache": ["warm"]},
         prepare=prepare_file,
+        hidden_params=("path", "expect"),
+        sweep_axis="size",
+        times=True,
     ),
 ]
