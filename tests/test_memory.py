@@ -92,6 +92,7 @@ def _per_load(exe, **kv) -> tuple[float, float | None]:
     return ns, cyc
 
 
+@pytest.mark.timing
 def test_memlat_physics(memlat):
     """An L1-sized chase costs a handful of cycles (4-5 on current x86; wide margin);
     a 64 MiB random chase misses every cache and costs far more."""

@@ -41,6 +41,7 @@ def test_report_is_self_contained_and_escaped(small_run):
     assert text.count("<svg") >= 3  # sweep: rate and speedup curves; point: bars
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
 def test_report_renders_in_chromium(small_run, tmp_path):
     from playwright.sync_api import sync_playwright

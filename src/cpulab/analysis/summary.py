@@ -14,7 +14,7 @@ from collections import defaultdict
 import numpy as np
 
 from .. import stats
-from ..model import Analysis, Comparison, Geomean, Result, Status, Summary, Verdict, params_key
+from ..model import Analysis, Comparison, Geomean, Result, Status, Summary, Verdict
 from ..store import Store
 from ..workloads import UNITS
 

@@ -65,6 +65,7 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
         names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", rows[0].per_clock_unit, "% of max",
                  f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
         t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [95% CI]", columns(*names, left=2))
+        t.columns[names.index("verdict")].left = True
         last = None
         for r in rows:
             c = comps.get((exp, wname, r.point, r.variant))
