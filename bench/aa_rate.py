@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cpulab import analyse, plan as plans, run as runner
+from cpulab import analysis, plan as plans, run as runner
 from cpulab.store import Store
 from cpulab.toolchain import Variant
 
@@ -21,10 +21,10 @@ plan = plans.validate(plans.Plan("aa", exps, runs=RUNS, measure_identical=True,
 with tempfile.TemporaryDirectory() as d:
     store = Store(Path(d) / "aa.sqlite")
     run_id = runner.run_plan(plan, store)
-    comps = analyse.summarise(store, run_id)["comparisons"]
-different = [c for c in comps if c["verdict"] != "same"]
-ratios = sorted(c["ratio"] for c in comps)
+    comps = analysis.summarise(store, run_id).comparisons
+different = [c for c in comps if c.verdict != "same"]
+ratios = sorted(c.ratio for c in comps)
 print(f"{len(comps)} A/A comparisons, {RUNS} processes x 5 samples each side")
 print(f"false 'different': {len(different)} = {100 * len(different) / len(comps):.1f}%")
-print(f"raw p < 0.05 (before the 1% floor): {sum(c['p_raw'] < 0.05 for c in comps)}")
+print(f"raw p < 0.05 (before the 1% floor): {sum(c.p_raw < 0.05 for c in comps)}")
 print(f"ratio range {ratios[0]:.4f} .. {ratios[-1]:.4f}, median {ratios[len(ratios) // 2]:.4f}")

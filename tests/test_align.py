@@ -89,6 +89,7 @@ def test_default_grid_covers_every_group_and_full_every_offset():
         assert sorted(p["offset"] for p in full if p["width"] == w and p["at"] == "line") == list(range(64))
 
 
+@pytest.mark.timing
 def test_l2_is_slower_than_l1_and_l1_is_a_few_cycles(build_kernel):
     # Physical facts, wide margins: an aligned L1 hit is 3-7 cycles on x86-64 cores; an
     # L1 miss that hits L2 costs clearly more.

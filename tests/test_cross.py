@@ -6,7 +6,9 @@ import shutil
 
 import pytest
 
-from cpulab import analyse, build, emulation, toolchain, workloads
+from cpulab import build, emulation, toolchain, workloads
+from cpulab.analysis.summary import compare_results
+from cpulab.model import Result, Status, Verdict
 from cpulab.execute import HarnessJob, default_executor
 
 CROSS = ["armel", "armel-softfp", "armhf", "aarch64"]
@@ -66,14 +68,14 @@ def test_fp_kernels_verify_on_arm(variant, kernel, tmp_path):
 
 
 def _result(variant, emulated, rates):
-    return {"experiment": "e", "workload": "dot", "variant": variant, "params": {"n": "1"}, "status": "ok",
-            "same_as": None, "emulated": emulated, "_observations": rates}
+    return Result(0, "e", "dot", variant, {"n": "1"}, "flop", "MFLOPS", "cycles/flop", Status.OK,
+                  emulated=emulated, observations=rates)
 
 
 def test_emulated_and_native_never_share_a_verdict():
-    rows = analyse.compare_results([_result("O2", False, [1.0, 1.1, 0.9, 1.0, 1.05]),
-                                    _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "O2"})
-    assert rows[0]["verdict"] == "not comparable: emulated vs native" and rows[0]["ratio"] is None
-    rows = analyse.compare_results([_result("armhf", True, [1.0, 1.1, 0.9, 1.0, 1.05]),
-                                    _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "armhf"})
-    assert rows[0]["verdict"] == "slower"
+    rows = compare_results([_result("O2", False, [1.0, 1.1, 0.9, 1.0, 1.05]),
+                            _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "O2"})
+    assert rows[0].verdict == Verdict.NOT_COMPARABLE and rows[0].ratio is None
+    rows = compare_results([_result("armhf", True, [1.0, 1.1, 0.9, 1.0, 1.05]),
+                            _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "armhf"})
+    assert rows[0].verdict == Verdict.SLOWER

@@ -2,9 +2,12 @@
 import math
 import subprocess
 
+import pytest
+
 from conftest import TEST_KERNELS, run_artifact
 
 
+@pytest.mark.timing
 def test_tsc_timer_reports_core_cycles(build_kernel):
     exe = build_kernel("sha256.c")
     r = run_artifact(exe, "--timer", "tsc", "--samples", "3", "--min-sample-time", "0.002")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_artifact
-from cpulab.analysis.memory import (describe_levels, detect_levels, label_by_level,
+from cpulab.analysis.cache_levels import (describe_levels, detect_levels, label_by_level,
                                     os_cache_sizes)
 from cpulab.workloads import get
 from cpulab.workloads.memory import memlat_sizes
@@ -108,6 +108,7 @@ def _per_load(exe, **kv) -> tuple[float, float | None]:
     return ns, cyc
 
 
+@pytest.mark.timing
 def test_memlat_physics(memlat):
     """An L1-sized chase costs a handful of cycles (4-5 on current x86; wide margin);
     a 64 MiB random chase misses every cache and costs far more."""

@@ -29,11 +29,13 @@ def test_dependent_add_is_one_cycle():
     assert r["ns_per_iteration"] > 0 and r["core_per_tsc"] > 0 and r["tsc_hz"] > 0
 
 
+@pytest.mark.timing
 def test_dependent_imul_is_three_cycles():
     r = probes.measure_loop("imul rax, rbx", **FAST)
     assert 2.2 <= r["cycles_per_iteration"] <= 4.5, r
 
 
+@pytest.mark.timing
 def test_l1_pointer_chase_through_the_self_pointing_scratch_qword():
     # rax is preloaded with rsi, whose first qword holds its own address.
     r = probes.measure_loop("mov rax, [rax]", **FAST)

@@ -193,6 +193,7 @@ def test_checksum_depends_on_the_keys_checked(build_kernel):
     assert len(sums) == 2
 
 
+@pytest.mark.timing
 def test_simd_core_is_faster_per_key(build_kernel):
     """A very wide physical margin: with at least 4 keys a vector the SIMD core does not
     take more cycles per key than the one-key-at-a-time portable core."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cpulab import analyse, plan as plans, run as runner
+from cpulab import analysis, plan as plans, run as runner
 from cpulab.report import exports, html
 from cpulab.store import Store
 from cpulab.toolchain import Variant
@@ -26,8 +26,8 @@ def small_run(tmp_path_factory):
                                   custom_variants=custom))
     store = Store(d / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=9)
-    summary = analyse.summarise(store, run_id)
-    path = html.write(summary, d / "report.html", store)
+    summary = analysis.analyse(store, run_id)
+    path = html.write(summary, d / "report.html")
     return store, summary, path
 
 
@@ -41,6 +41,7 @@ def test_report_is_self_contained_and_escaped(small_run):
     assert text.count("<svg") >= 3  # sweep: rate and speedup curves; point: bars
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
 def test_report_renders_in_chromium(small_run, tmp_path):
     from playwright.sync_api import sync_playwright
@@ -70,8 +71,8 @@ def test_report_renders_in_chromium(small_run, tmp_path):
 def test_exports(small_run):
     _, summary, _ = small_run
     csv_text = exports.render(summary, "csv")
-    assert csv_text.splitlines()[0].startswith("table,") and csv_text.count("\ncomparison,") == len(summary["comparisons"])
+    assert csv_text.splitlines()[0].startswith("table,") and csv_text.count("\ncomparison,") == len(summary.comparisons)
     md = exports.render(summary, "markdown")
     assert md.startswith("# cpulab run") and "| sha256 |" in md
     import json
-    assert json.loads(exports.render(summary, "json"))["run_id"] == summary["run_id"]
+    assert json.loads(exports.render(summary, "json"))["run_id"] == summary.run_id

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from cpulab import analyse, plan as plans, run as runner
+from cpulab import analysis, plan as plans, run as runner
 from cpulab.store import Store
 
 FAST = dict(runs=2, samples=2, min_sample_time=0.001, warmup=0.0)
@@ -58,8 +58,8 @@ def test_identical_code_is_reported_not_measured(tmp_path):
     res = {r["variant"]: r for r in store.results(run_id)}
     assert res["O2-twin"]["status"] == "identical" and res["O2-twin"]["same_as"] == "O2"
     assert store.samples(res["O2-twin"]["id"]) == []
-    summary = analyse.summarise(store, run_id)
-    verdicts = {c["variant"]: c["verdict"] for c in summary["comparisons"]}
+    summary = analysis.summarise(store, run_id)
+    verdicts = {c.variant: c.verdict for c in summary.comparisons}
     assert verdicts["O2-twin"] == "identical code"
     assert verdicts["O0"] != "identical code"  # O0 emits other code
 
@@ -87,10 +87,10 @@ def test_identical_builds_are_same(tmp_path):
                                   measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=4)
-    comps = analyse.summarise(store, run_id)["comparisons"]
+    comps = analysis.summarise(store, run_id).comparisons
     assert len(comps) == 20
-    same = sum(c["verdict"] == "same" for c in comps)
-    assert same >= 19, [(round(c["ratio"], 4), c["p"]) for c in comps]
+    same = sum(c.verdict == "same" for c in comps)
+    assert same >= 19, [(round(c.ratio, 4), c.p) for c in comps]
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_artifact
 from cpulab import toolchain, workloads
-from cpulab.workloads import sha256_more
+from cpulab.workloads import sha256_file
 
 CORRECTNESS = ("--samples", "1", "--min-sample-time", "0.001", "--warmup", "0")
 # With a minimum sample time of 0 the harness settles on reps = 1 and calls k_run(ctx, 1)
@@ -172,7 +172,7 @@ def test_file_missing_path_fails_setup(build_kernel, tmp_path):
 # ---- the prepare hook ------------------------------------------------------------------
 
 def test_prepare_is_deterministic_and_sidecar_is_right(tmp_path, monkeypatch):
-    size = 3 * sha256_more.CHUNK // 2 + 5  # crosses a chunk boundary, not a multiple of 8
+    size = 3 * sha256_file.CHUNK // 2 + 5  # crosses a chunk boundary, not a multiple of 8
     files = []
     for sub in ("a", "b"):
         monkeypatch.setenv("CPULAB_CACHE_DIR", str(tmp_path / sub))
@@ -193,18 +193,18 @@ def test_prepare_is_deterministic_and_sidecar_is_right(tmp_path, monkeypatch):
 
 def test_prepare_reuses_file_and_rehashes_stale_sidecar(tmp_path, monkeypatch):
     monkeypatch.setenv("CPULAB_CACHE_DIR", str(tmp_path))
-    path, digest = sha256_more.data_file(4096)
+    path, digest = sha256_file.data_file(4096)
     st = path.stat()
-    assert sha256_more.data_file(4096) == (path, digest)
+    assert sha256_file.data_file(4096) == (path, digest)
     assert path.stat().st_mtime_ns == st.st_mtime_ns  # not rewritten
     # Same size, new content and mtime: the sidecar is stale and the digest is recomputed.
     path.write_bytes(b"x" * 4096)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    assert sha256_more.data_file(4096) == (path, hashlib.sha256(b"x" * 4096).hexdigest())
+    assert sha256_file.data_file(4096) == (path, hashlib.sha256(b"x" * 4096).hexdigest())
     # Wrong size: the file is made again.
     path.write_bytes(b"short")
-    assert sha256_more.data_file(4096) == (path, digest)
-    assert sha256_more.data_file(0)[1] == hashlib.sha256(b"").hexdigest()
+    assert sha256_file.data_file(4096) == (path, digest)
+    assert sha256_file.data_file(0)[1] == hashlib.sha256(b"").hexdigest()
 
 
 def test_prepare_concurrent_callers_see_whole_files(tmp_path, monkeypatch):
@@ -214,7 +214,7 @@ def test_prepare_concurrent_callers_see_whole_files(tmp_path, monkeypatch):
 
     def worker():
         try:
-            p, dgst = sha256_more.data_file(size)
+            p, dgst = sha256_file.data_file(size)
             results.append((p.stat().st_size, dgst, hashlib.sha256(p.read_bytes()).hexdigest()))
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)

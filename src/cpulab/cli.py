@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import analyse, machine, paths, plan as plans, run as runner, toolchain, workloads
+from . import analysis, machine, paths, plan as plans, run as runner, toolchain, workloads
+from .report.terminal import print_analysis, print_explain, print_summary
 from .execute import calibrate_timing
 from .store import Store, StoreError
 
@@ -59,6 +60,12 @@ db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
 
 
+def processes_option(**kw):
+    """Processes per result; --runs is its old name, still accepted."""
+    return click.option("--processes", "--runs", "processes", type=click.IntRange(1, kw.pop("most", 10000)),
+                        help="Processes per result, in interleaved rounds (--runs: deprecated alias).", **kw)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cpulab")
 def cli():
@@ -84,16 +91,17 @@ def main() -> None:
 @click.option("-v", "--variant", "variant_names", multiple=True, help="Build variant (repeatable).")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
-@click.option("--runs", type=click.IntRange(1, 10000), default=None, help="Processes per result, in interleaved rounds.")
+@processes_option(default=None)
 @click.option("--samples", type=click.IntRange(1, 10000), default=None, help="Samples per process.")
 @click.option("--min-sample-time", type=click.FloatRange(min=0.0001), default=None, help="Seconds one sample lasts at least.")
 @click.option("--profile", type=click.Choice(["quick", "full"]), default=None, help="Parameter grids: quick or full.")
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
-@click.option("--seed", type=int, default=None, help="Seed for the round order and layout padding.")
+@click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
+              help="Random seed for the round order and layout padding (--seed: deprecated alias).")
 @db_option
 @json_option
-def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, samples, min_sample_time,
-        profile, timer, seed, db, as_json):
+def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, samples, min_sample_time,
+        profile, timer, random_seed, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     try:
         if workload_names or variant_names or param_flags:
@@ -103,11 +111,11 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
                                  plans.parse_param_flags(list(param_flags)), baseline)
         else:
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
-        for attr, value in (("runs", runs), ("samples", samples), ("min_sample_time", min_sample_time),
+        for attr, value in (("runs", processes), ("samples", samples), ("min_sample_time", min_sample_time),
                             ("profile", profile), ("timer", timer)):
             if value is not None:
                 setattr(p, attr, value)
-        for attr, value in (("runs", runs), ("samples", samples)):
+        for attr, value in (("runs", processes), ("samples", samples)):
             if value is not None:  # the command line wins over every experiment's own count
                 for e in p.experiments:
                     setattr(e, attr, None)
@@ -119,17 +127,17 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
         fail(str(e))
     store = open_store(db)
     started = time.time()
-    run_id = execute(p, store, seed)
-    summary = analyse.summarise(store, run_id)
-    summary["wall_s"] = time.time() - started
+    run_id = execute(p, store, random_seed)
+    summary = analysis.analyse(store, run_id)
+    summary.wall_s = time.time() - started
     from .report import html
-    summary["report"] = str(html.write(summary, default_report_path(store, run_id), store))
+    summary.report = str(html.write(summary, default_report_path(store, run_id)))
     if as_json:
-        emit_json(summary)
+        emit_json(summary.to_dict())
     else:
-        analyse_print(summary)
-        console.print(f"[dim]run {run_id} stored in {store.path} ({summary['wall_s']:.0f} s)[/]")
-        out.print(f"report: {summary['report']}")
+        print_summary(summary, out)
+        console.print(f"[dim]run {run_id} stored in {store.path} ({summary.wall_s:.0f} s)[/]")
+        out.print(f"report: {summary.report}")
 
 
 def execute(p: plans.Plan, store: Store, seed: int | None = None) -> int:
@@ -145,18 +153,13 @@ def execute(p: plans.Plan, store: Store, seed: int | None = None) -> int:
             sys.exit(130)
 
 
-def sweep_plan(workload: str, variant: str, params: dict[str, list[str]], runs: int) -> plans.Plan:
+def sweep_plan(workload: str, variant: str, params: dict[str, list[str]], processes: int) -> plans.Plan:
     try:
         p = plans.from_flags([workload], [variant], params, variant)
     except plans.PlanError as e:
         fail(str(e))
-    p.runs, p.samples = runs, 3
+    p.runs, p.samples = processes, 3
     return p
-
-
-def analyse_print(summary: dict) -> None:
-    from .report.terminal import print_summary
-    print_summary(summary, out)
 
 
 @cli.command()
@@ -168,13 +171,13 @@ def compare(run_id, baseline, db, as_json):
     """Compare the variants of a run (default: the latest) against a baseline."""
     store = open_store(db)
     run_id = _run_id(store, run_id)
-    summary = analyse.summarise(store, run_id, baseline)
-    if baseline and not any(r["variant"] == baseline for r in summary["results"]):
+    summary = analysis.summarise(store, run_id, baseline)
+    if baseline and not any(r.variant == baseline for r in summary.results):
         fail(f"--baseline {baseline}: run {run_id} has no such variant")
     if as_json:
-        emit_json(summary)
+        emit_json(summary.to_dict())
     else:
-        analyse_print(summary)
+        print_summary(summary, out)
 
 
 @cli.command("list")
@@ -271,7 +274,7 @@ def report(run_id, output, db):
     from .report import html
     store = open_store(db)
     run_id = _run_id(store, run_id)
-    path = html.write(analyse.summarise(store, run_id), Path(output) if output else default_report_path(store, run_id), store)
+    path = html.write(analysis.summarise(store, run_id), Path(output) if output else default_report_path(store, run_id))
     click.echo(str(path))
 
 
@@ -284,7 +287,7 @@ def export(run_id, fmt, output, db):
     """Export a run's results and comparisons as JSON, CSV or Markdown."""
     from .report import exports
     store = open_store(db)
-    summary = analyse.summarise(store, _run_id(store, run_id))
+    summary = analysis.summarise(store, _run_id(store, run_id))
     text = exports.render(summary, fmt)
     if output:
         Path(output).write_text(text)
@@ -329,9 +332,7 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, row
     if as_json:
         emit_json({"workload": workload_name, "a": variant_a, "b": variant_b, **doc})
         return
-    from .report.terminal import explain_tables
-    for t in explain_tables(doc, variant_a, variant_b, rows):
-        out.print(t)
+    print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
 
 
 def parse_size(text: str) -> int:
@@ -348,42 +349,33 @@ def parse_size(text: str) -> int:
 @click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
 @click.option("--per-octave", type=click.IntRange(1, 16), default=4, show_default=True)
 @click.option("--variant", default="O2", show_default=True)
-@click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True)
+@processes_option(default=3, show_default=True, most=100)
 @click.option("--profile", type=click.Choice(["quick", "full"]), default="quick")
 @db_option
 @json_option
-def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_json):
+def memlat(pages, mode, max_size, per_octave, variant, processes, profile, db, as_json):
     """Load-to-use latency against working-set size, with the cache levels found in it."""
-    from .analysis import memory, sweeps
     from .workloads.memory import memlat_sizes
     hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     page_modes = (pages or ("4k,thp,huge" if profile == "full" else "4k,thp")).split(",")
     sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
     store = open_store(db)
-    run_id = execute(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": mode.split(",")}, runs),
+    run_id = execute(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": mode.split(",")}, processes),
                      store)
-    summary = analyse.summarise(store, run_id)
-    caches = memory.os_cache_sizes()
-    curves = sweeps.memlat_curves(summary["results"], caches)
-    store.add_analysis(run_id, "memlat-levels", curves)
-    from .analysis import steps, tlb
-    why = steps.explain_curves(curves, caches, *tlb.read_tlbs(cpuinfo_text=Path("/proc/cpuinfo").read_text()))
-    failed = [r for r in summary["results"] if r["status"] not in ("ok", "identical")]
-    doc = {"run_id": run_id, "machine": summary["machine"], "os_caches": caches,
+    summary = analysis.analyse(store, run_id)
+    curves = next(a.data for a in summary.analyses if a.kind == "memlat-levels")
+    failed = [r for r in summary.results if not r.status.measured]
+    doc = {"run_id": run_id, "machine": summary.machine, "os_caches": summary.machine.get("caches", []),
            "points": [{**pt, "series": c["series"]} for c in curves for pt in c["points"]],
            "levels": [{**lv, "series": c["series"]} for c in curves for lv in c["levels"]],
-           "steps": why,
-           "failures": [{"params": r["params"], "status": r["status"], "error": r["error"]} for r in failed]}
+           "steps": next((a.data for a in summary.analyses if a.kind == "memlat-steps"), None),
+           "failures": [{"params": r.params, "status": r.status, "error": r.error} for r in failed]}
     if as_json:
         emit_json(doc)
         return
-    from .report.terminal import memlat_tables
-    for t in memlat_tables(curves):
-        out.print(t)
-    for c in curves:
-        out.print(f"[bold]{c['series']}[/]: " + c["description"].replace("\n", "\n  "))
-    if why:
-        out.print("[bold]why each step[/]: " + why["description"].replace("\n", "\n  "))
+    print_analysis("memlat-levels", curves, out)
+    if doc["steps"]:
+        print_analysis("memlat-steps", doc["steps"], out)
     for f in doc["failures"]:
         out.print(f"[yellow]{f['params'].get('pages')} {f['params'].get('size')}: {f['status']}: {f['error']}[/]")
 
@@ -393,26 +385,23 @@ def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_jso
 @click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
 @click.option("--per-octave", type=click.IntRange(1, 16), default=1, show_default=True)
 @click.option("--variant", default="O3-native", show_default=True)
-@click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True)
+@processes_option(default=3, show_default=True, most=100)
 @click.option("--profile", type=click.Choice(["quick", "full"]), default="quick")
 @db_option
 @json_option
-def bandwidth(ops, max_size, per_octave, variant, runs, profile, db, as_json):
+def bandwidth(ops, max_size, per_octave, variant, processes, profile, db, as_json):
     """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
-    from .analysis import memory, sweeps
     from .workloads.memory import memlat_sizes
     hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
     store = open_store(db)
-    run_id = execute(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, runs), store)
-    summary = analyse.summarise(store, run_id)
-    rows = sweeps.bandwidth_rows(summary["results"], memory.os_cache_sizes())
-    store.add_analysis(run_id, "bandwidth", rows)
+    run_id = execute(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, processes), store)
+    summary = analysis.analyse(store, run_id)
+    rows = next(a.data for a in summary.analyses if a.kind == "bandwidth")
     if as_json:
-        emit_json({"run_id": run_id, "machine": summary["machine"], "rows": rows})
+        emit_json({"run_id": run_id, "machine": summary.machine, "rows": rows})
         return
-    from .report.terminal import bandwidth_table
-    out.print(bandwidth_table(rows))
+    print_analysis("bandwidth", rows, out)
 
 
 @cli.command()
@@ -452,8 +441,7 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
     if as_json:
         emit_json(doc)
         return
-    from .report.terminal import probe_table
-    out.print(probe_table(doc))
+    print_analysis("probe", doc, out)
 
 
 @cli.command()
@@ -472,8 +460,7 @@ def align(full, timer, db, as_json):
     if as_json:
         emit_json(doc)
         return
-    from .report.terminal import align_table
-    out.print(align_table(doc))
+    print_analysis("align", doc, out)
 
 
 @cli.command("runs")

@@ -13,7 +13,7 @@ import platform
 import socket
 from pathlib import Path
 
-from .analysis.memory import cache_name, os_cache_sizes
+from .analysis.cache_levels import cache_name, os_cache_sizes
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 

@@ -1,11 +1,15 @@
-"""The words every stage shares: the status of a result and the verdict of a comparison.
+"""The values every stage shares: the status of a result, the verdict of a comparison,
+and the typed summary of a run (Result, Comparison, Geomean, Analysis, Summary) that the
+analyse stage produces and every view draws.
 
-Both are string enums, so they compare equal to (and are stored and exported as) their
-plain values: `Status.OK == "ok"`.
+Status and Verdict are string enums, so they compare equal to (and are stored and
+exported as) their plain values: `Status.OK == "ok"`.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
+from typing import Any
 
 
 class Status(StrEnum):
@@ -33,3 +37,171 @@ class Verdict(StrEnum):
     INCONCLUSIVE = "inconclusive"  # too few processes for any difference to be significant
     IDENTICAL_CODE = "identical code"
     NO_BASELINE = "no baseline"
+    NOT_COMPARABLE = "not comparable: emulated vs native"  # qemu's time says nothing of the native core
+
+
+STATUS_DOC = ", ".join(s.value for s in Status)  # the one list of status words, for help and errors
+
+
+def params_key(params: dict[str, str]) -> tuple:
+    """A parameter point as a hashable key, whatever order its parameters came in."""
+    return tuple(sorted(params.items()))
+
+
+@dataclass
+class Result:
+    """One workload x variant x parameter point of a run, estimated from its samples.
+
+    `processes` and `invocations` are the same count (processes that gave samples);
+    `invocations` is the older JSON name, kept for readers of earlier documents."""
+    id: int
+    experiment: str
+    workload: str
+    variant: str
+    params: dict[str, str]
+    unit: str
+    rate_unit: str
+    per_clock_unit: str
+    status: Status
+    error: str = ""
+    same_as: str | None = None
+    notes: dict = field(default_factory=dict)
+    emulated: bool = False  # ran under qemu-user: the time is the emulator's
+    median: float | None = None
+    ci: list[float] | None = None
+    cv: float | None = None
+    processes: int = 0
+    invocations: int = 0
+    cycles_per_unit: float | None = None
+    cycles_per_unit_ci: list[float] | None = None
+    ns_per_unit: float | None = None
+    ipc: float | None = None
+    timer: str | None = None
+    core_per_tsc: float | None = None
+    samples: list[float] = field(default_factory=list)
+    real_s: float | None = None
+    user_s: float | None = None
+    sys_s: float | None = None
+    # One observation per process, for comparisons; not part of the document.
+    observations: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def point(self) -> tuple:
+        return params_key(self.params)
+
+    @property
+    def label(self) -> str:
+        """The variant as every view names it: emulated results say so."""
+        return self.variant + (" (emulated)" if self.emulated else "")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        del d["observations"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Result":
+        return cls(**_known(cls, {**d, "status": Status(d["status"])}))
+
+
+@dataclass
+class Comparison:
+    """A variant against its experiment's baseline at one parameter point."""
+    experiment: str
+    workload: str
+    params: dict[str, str]
+    baseline: str
+    variant: str
+    verdict: str  # a Verdict, or the variant's Status when it has nothing to compare
+    ratio: float | None = None  # variant rate / baseline rate: > 1 is faster
+    ci: list[float] | None = None
+    p: float | None = None  # Holm-corrected
+    p_raw: float | None = None
+
+    @property
+    def point(self) -> tuple:
+        return params_key(self.params)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Comparison":
+        return cls(**_known(cls, d))
+
+
+@dataclass
+class Geomean:
+    """The geometric mean of a variant's ratios over an experiment's parameter points."""
+    experiment: str
+    workload: str
+    variant: str
+    baseline: str
+    ratio: float
+    points: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Analysis:
+    """A derived finding stored with a run, as data: `kind` says which renderer draws it
+    (report/views.py), `key` tells several of one kind apart (a probe's body, a table's name)."""
+    kind: str
+    key: str
+    data: Any
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Summary:
+    """Everything every view of a run shows: what analyse produces, what presenters draw.
+    to_dict() is the `--json` document (README, "JSON output")."""
+    run_id: int
+    status: str
+    started: float
+    finished: float | None
+    plan: dict
+    machine: dict
+    conditions: dict
+    timing: dict
+    variants: list[dict]
+    results: list[Result]
+    comparisons: list[Comparison]
+    geomeans: list[Geomean]
+    analyses: list[Analysis]
+    # What each (workload, variant) was built from: {workload, variant, hash, commands}.
+    artifacts: list[dict] = field(default_factory=list)
+    wall_s: float | None = None  # set by `cpulab run`: how long the whole run took
+    report: str | None = None  # set by `cpulab run`: where its HTML report is
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("results", "comparisons", "geomeans", "analyses"):
+            d[name] = [x.to_dict() for x in d[name]]
+        for name in ("wall_s", "report"):
+            if d[name] is None:
+                del d[name]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Summary":
+        """A document as to_dict() wrote it (an export, a test fixture) back as a Summary."""
+        return cls(**{**_known(cls, d),
+                      "results": [Result.from_dict(r) for r in d["results"]],
+                      "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],
+                      "geomeans": [Geomean(**g) for g in d["geomeans"]],
+                      "analyses": [Analysis(**a) for a in d.get("analyses", [])]})
+
+
+def _known(cls, d: dict) -> dict:
+    """d's keys that are fields of cls; a key the model does not declare is an error, so
+    a field added to the document without a place in the model is found at once."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise TypeError(f"{cls.__name__}: no field {unknown[0]!r}")
+    return dict(d)

@@ -28,6 +28,8 @@ class Experiment:
     variants: list[str]
     baseline: str
     title: str = ""
+    intro: str = ""  # what the experiment asks, for the report
+    tag: str = ""  # where it comes from, e.g. the seed it redoes ("seed000")
     params: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # workload -> overrides
     runs: int | None = None  # processes per result here, if not the plan's
     samples: int | None = None  # samples per process here, if not the plan's
@@ -176,7 +178,7 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
 
 _PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer",
               "measure_identical", "probe_tables", "variants", "experiment"}
-_EXP_KEYS = {"name", "title", "workloads", "variants", "baseline", "params", "runs", "samples"}
+_EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "runs", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
 
@@ -216,6 +218,7 @@ def from_dict(d: dict, where: str) -> Plan:
                 except PlanError as e:
                     raise PlanError(f"{at}.params.{w}.{k}: {e}") from None
         exps.append(Experiment(name=str(ed.get("name", f"experiment-{i}")), title=str(ed.get("title", "")),
+                               intro=str(ed.get("intro", "")), tag=str(ed.get("tag", "")),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
                                variants=variants, baseline=str(ed.get("baseline", variants[0] if variants else "")),
                                params=params, runs=ed.get("runs"), samples=ed.get("samples")))

@@ -83,8 +83,8 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
         _measure(plan, store, targets, executor, progress, rng)
         progress.phase("tables", len(plan.probe_tables))
         for name in plan.probe_tables:
-            store.add_analysis(run_id, "table", probes.get(name).measure(timer=plan.timer, executor=executor),
-                               key=name)
+            probe = probes.get(name)
+            store.add_analysis(run_id, probe.kind, probe.measure(timer=plan.timer, executor=executor), key=name)
             progress.advance(name)
     return run_id
 

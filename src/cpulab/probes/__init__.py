@@ -24,7 +24,10 @@ from typing import Callable
 class Probe:
     name: str
     description: str
-    # measure(timer=..., executor=...) -> the analysis stored with the run
+    # The analysis kind its data is stored as: the one renderer that draws it
+    # (report/views.py ANALYSIS_VIEWS), e.g. "probe" or "align".
+    kind: str
+    # measure(timer=..., executor=...) -> the data stored with the run
     measure: Callable[..., dict]
 
 

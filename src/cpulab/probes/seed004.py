@@ -1,5 +1,6 @@
 """Seed 004's tables on this machine: table 2 (cycles per iteration of seven tiny loops,
-beside the article's figures and llvm-mca) and table 3 (load latency by alignment)."""
+beside the article's figures and llvm-mca) and table 3 (load latency by alignment).
+Both are stored as data (analysis kinds `probe` and `align`); report/views.py draws them."""
 from __future__ import annotations
 
 import shutil
@@ -75,43 +76,14 @@ def seed004_table(mca: bool = False, samples: int = 10, repeats: int = 5, iterat
     return rows
 
 
-# ---- the probes a plan can ask for (plan key probe_tables), as report-ready analyses ----
+# ---- the probes a plan can ask for (plan key probe_tables), stored as data ----
 
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}g}"
-
-
-def table2_analysis(timer: str = "auto", executor: Executor | None = None) -> dict:
-    """Seed 004 table 2 in the report's table form, llvm-mca beside it when installed."""
-    rows = seed004_table(mca=shutil.which("llvm-mca") is not None, timer=timer, executor=executor)
-    published = list(SEED004_PUBLISHED)
-    columns = ["col", "seed's loop", "x86-64 loop", "instr.", "cycles/iter", "min..max", "IPC", "ns/iter",
-               "llvm-mca cycles"] + [f"{c} (seed: cycles, IPC)" for c in published]
-    table = [[r["column"], r["seed_sequence"], r["sequence"], r["instructions"], _fmt(r["cycles_per_iteration"]),
-              f"{_fmt(r['cycles_min'])}..{_fmt(r['cycles_max'])}", _fmt(r["ipc"]), _fmt(r["ns_per_iteration"]),
-              (_fmt(r.get("mca_cycles_per_iteration")) + (" (disagrees)" if r.get("mca_disagrees") else ""))
-              if "mca_cpu" in r else "not installed"]
-             + [f"{r['seed_published'][c][0]:g}, {r['seed_published'][c][1]:g}" for c in published] for r in rows]
-    notes = ["Each loop runs as its own loop at N and 2N iterations in several processes; cycles per "
-             "iteration include the DEC/JNZ as in the seed and are the fastest run's (other tenants of this "
-             "core slow whole runs down); min..max is the spread over every run."]
-    if any(r.get("mca_disagrees") for r in rows):
-        notes.append(MCA_NOTE)
-    return {"title": "004 · Table 2: cycles per iteration of tiny loops (RDTSC, calibrated to core cycles)",
-            "columns": columns, "rows": table, "left": 3, "notes": notes, "data": rows}
-
-
-def table3_analysis(timer: str = "auto", executor: Executor | None = None) -> dict:
-    """Seed 004 table 3 (latency of a dependent load by alignment) in the report's form."""
-    t = align_table(timer=timer, executor=executor)
-    columns = ["group", "width", "offsets"] + [f"{lv.upper()} {u}" for lv in t["levels"] for u in ("cycles", "ns")]
-    table = [[r["interpretation"], r["width"], " ".join(map(str, r["offsets"]))]
-             + [_fmt(r[f"{lv}_{u}"]) for lv in t["levels"] for u in ("cycles", "ns")] for r in t["rows"]]
-    return {"title": "004 · Table 3: load-to-use latency by alignment, L1 hit and L1 miss / L2 hit",
-            "columns": columns, "rows": table, "left": 3, "notes": [t["note"]], "data": t["rows"]}
+def table2(timer: str = "auto", executor: Executor | None = None) -> dict:
+    """Seed 004 table 2 as a `probe` analysis, llvm-mca beside it when installed."""
+    return {"rows": seed004_table(mca=shutil.which("llvm-mca") is not None, timer=timer, executor=executor)}
 
 
 PROBES = [
-    Probe("seed004-table2", "cycles per iteration of seed 004's seven tiny loops", table2_analysis),
-    Probe("seed004-table3", "load-to-use latency by alignment (seed 004's table 3)", table3_analysis),
+    Probe("seed004-table2", "cycles per iteration of seed 004's seven tiny loops", "probe", table2),
+    Probe("seed004-table3", "load-to-use latency by alignment (seed 004's table 3)", "align", align_table),
 ]

@@ -55,6 +55,14 @@ class Workload:
     # Called with one parameter point before it runs; returns parameters to add (e.g. the
     # path of a data file it made and the digest Python's hashlib expects of it).
     prepare: Callable[[dict[str, str]], dict[str, str]] | None = None
+    # How it is shown (generic views read these; none of them knows a workload by name):
+    hidden_params: tuple[str, ...] = ()  # parameters no table shows (a file's path, its digest)
+    sweep_axis: str | None = None  # the numeric parameter its curves run along
+    times: bool = False  # show real/user/sys per repetition (the work is a whole file)
+    # The analyses (analysis/stage.py ANALYSES) made of its results after a run; with
+    # view="analysis" the report draws them instead of rate curves and knees.
+    analyses: tuple[str, ...] = ()
+    view: str = "rate"
 
     @property
     def source(self) -> Path:

@@ -22,5 +22,6 @@ WORKLOADS = [
         quick={"offset": _QUICK_OFFSETS, "width": ["4", "8"], "level": ["l1", "l2"]},
         full={"offset": [str(o) for o in range(64)], "width": ["4", "8"], "level": ["l1", "l2"],
               "at": ["line", "page-end"]},
+        sweep_axis="offset",
     ),
 ]

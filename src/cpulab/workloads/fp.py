@@ -35,6 +35,7 @@ WORKLOADS = [
         description="dot product of two n-vectors, plain C loop (2n flop); the serial sum "
                     "vectorises only when a variant allows reassociation",
         params=dict(PARAMS),
+        sweep_axis="n",
         **GRIDS,
     ),
     Workload(
@@ -45,6 +46,7 @@ WORKLOADS = [
         description="Euclidean distance of two n-vectors, plain C loop (3n flop, the sqrt "
                     "not counted)",
         params=dict(PARAMS),
+        sweep_axis="n",
         **GRIDS,
     ),
     Workload(
@@ -55,6 +57,7 @@ WORKLOADS = [
         description="in-place complex radix-2 FFT (iterative Cooley-Tukey, split re/im, "
                     "5 n log2 n flop), n a power of two",
         params=dict(PARAMS),
+        sweep_axis="n",
         **GRIDS,
     ),
     Workload(
@@ -67,6 +70,7 @@ WORKLOADS = [
         params=dict(PARAMS),
         libs=("-lfftw3", "-lfftw3f"),
         requires={"fftw3.h": "libfftw3-dev"},
+        sweep_axis="n",
         **GRIDS,
     ),
 ]

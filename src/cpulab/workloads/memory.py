@@ -48,6 +48,9 @@ WORKLOADS = [
         quick={"size": _strs(memlat_sizes(1 * KIB, 64 * MIB, 4)), "pages": ["4k", "thp"]},
         full={"size": _strs(memlat_sizes(1 * KIB, 256 * MIB, 4)), "pages": ["4k", "thp", "huge"],
               "mode": ["random", "sequential"]},
+        sweep_axis="size",
+        analyses=("memlat-levels", "memlat-steps"),
+        view="analysis",
     ),
     Workload(
         name="bandwidth",
@@ -58,5 +61,7 @@ WORKLOADS = [
         params={"op": "read", "size": str(64 * KIB)},
         quick={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 64 * MIB, 1))},
         full={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 256 * MIB, 2))},
+        sweep_axis="size",
+        analyses=("bandwidth",),
     ),
 ]

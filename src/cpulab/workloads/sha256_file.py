@@ -1,5 +1,5 @@
-"""More SHA-256: the x86 SHA extensions, the OpenSSL peer, and whole files as sha256deep
-hashes them (read() into a buffer, portable core).
+"""SHA-256 of whole files as sha256deep hashes them (read() into a buffer, portable core),
+and the deterministic data files it hashes.
 
 The file workload's ``prepare`` hook makes its data file once per size, in
 ``<cache>/files/sha256-<size>.bin`` (cache = $CPULAB_CACHE_DIR, else
@@ -129,26 +129,6 @@ def prepare_file(params: dict[str, str]) -> dict[str, str]:
 
 WORKLOADS = [
     Workload(
-        name="sha256-shani",
-        kernel="sha256_shani.c",
-        extra_sources=("sha256_core.h",),
-        unit="bytes",
-        description="SHA-256 of an in-memory buffer with the x86 SHA extensions (skipped without them)",
-        params={"size": "16384"},
-        full={"size": ["64", "1024", "16384", "1048576"]},
-    ),
-    Workload(
-        name="sha256-openssl",
-        kernel="sha256_openssl.c",
-        extra_sources=("sha256_core.h",),
-        unit="bytes",
-        description="SHA-256 of an in-memory buffer through OpenSSL's EVP interface (the peer)",
-        params={"size": "16384"},
-        full={"size": ["64", "1024", "16384", "1048576"]},
-        libs=("-lcrypto",),
-        requires={"openssl/evp.h": "libssl-dev"},
-    ),
-    Workload(
         name="sha256-file",
         kernel="sha256_file.c",
         extra_sources=("sha256_core.h",),
@@ -158,5 +138,8 @@ WORKLOADS = [
         quick={"size": ["10000000", "100000000"], "cache": ["warm"]},
         full={"size": ["10000000", "100000000", "1000000000"], "cache": ["warm"]},
         prepare=prepare_file,
+        hidden_params=("path", "expect"),
+        sweep_axis="size",
+        times=True,
     ),
 ]

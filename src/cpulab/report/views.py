@@ -1,0 +1,328 @@
+"""The tables of a run, built once from its Summary and drawn by every presenter.
+
+Results and comparisons: workload_tables (one per experiment and workload), geomean_table,
+result_list / comparison_list (every field, for exports), pivot_table (seed 004's
+table 1 layout).  Stored analyses: one renderer per kind in ANALYSIS_VIEWS, each turning
+the analysis' data into tables.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable
+
+from .. import workloads
+from ..analysis.cache_levels import human_bytes
+from ..model import Comparison, Result, Status, Summary, Verdict
+from .tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
+
+
+def workload_of(name: str) -> workloads.Workload | None:
+    """The workload's declaration, if this installation still has it (a store may be older)."""
+    try:
+        return workloads.get(name)
+    except KeyError:
+        return None
+
+
+def fmt_params(params: dict, workload: str | None = None) -> str:
+    """key=value ... without the parameters the workload declares hidden (a file's path)."""
+    w = workload_of(workload) if workload else None
+    hidden = w.hidden_params if w else ()
+    return " ".join(f"{k}={v}" for k, v in params.items() if k not in hidden) or "-"
+
+
+def comparisons_by_point(s: Summary) -> dict[tuple, Comparison]:
+    return {(c.experiment, c.workload, c.point, c.variant): c for c in s.comparisons}
+
+
+def _verdict(r: Result, c: Comparison | None) -> Cell:
+    if r.status == Status.IDENTICAL:
+        return Cell(Verdict.IDENTICAL_CODE, f"identical code (= {r.same_as})", "identical")
+    if r.status != Status.OK:
+        return Cell(r.status, f"{r.status}: {r.error}"[:100], "fail")
+    if c is None:
+        return Cell("baseline", tag="muted")
+    return Cell(c.verdict, tag=verdict_tag(c.verdict))
+
+
+def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
+    """One table per (experiment, workload): parameter points x variants, median with its
+    interval, per clock, percent of the best variant at that point, delta and verdict
+    against the baseline; real/user/sys per repetition where the workload asks for them."""
+    comps = comparisons_by_point(s)
+    groups: dict[tuple, list[Result]] = defaultdict(list)
+    for r in s.results:
+        groups[(r.experiment, r.workload)].append(r)
+    tables = {}
+    for (exp, wname), rows in groups.items():
+        w = workload_of(wname)
+        times = bool(w and w.times)
+        best: dict[tuple, float] = defaultdict(float)
+        for r in rows:
+            if r.median:
+                best[r.point] = max(best[r.point], r.median)
+        base = next((c.baseline for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)), "")
+        names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", rows[0].per_clock_unit, "% of max",
+                 f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
+        t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [95% CI]", columns(*names, left=2))
+        t.columns[names.index("verdict")].left = True
+        last = None
+        for r in rows:
+            c = comps.get((exp, wname, r.point, r.variant))
+            params = fmt_params(r.params, wname)
+            shown, last = (params if params != last else ""), params
+            compared = c is not None and c.ratio is not None and c.verdict != Verdict.IDENTICAL_CODE
+            cells = [Cell(params, shown), r.label,
+                     Cell(r.median, f"= {r.same_as}" if r.status == Status.IDENTICAL else None),
+                     Cell(r.ci, f"{fmt_num(r.ci[0])} .. {fmt_num(r.ci[1])}" if r.ci else ""),
+                     Cell(r.cv, f"{r.cv * 100:.1f}%" if r.cv is not None else ""),
+                     Cell(r.cycles_per_unit),
+                     Cell(r.median / best[r.point] if r.median else None,
+                          f"{100 * r.median / best[r.point]:.0f}%" if r.median else ""),
+                     Cell(c.ratio if compared else None, fmt_delta(c.ratio, c.ci) if compared else ""),
+                     Cell(c.p if compared else None, f"{c.p:.3f}" if compared and c.p is not None else ""),
+                     _verdict(r, c)]
+            if times:
+                cells += [Cell(r.real_s), Cell(r.user_s), Cell(r.sys_s)]
+            t.add(*cells)
+        tables[(exp, wname)] = t
+    return tables
+
+
+def geomean_table(s: Summary) -> Table | None:
+    rows = [g for g in s.geomeans if g.points > 1]
+    if not rows:
+        return None
+    t = Table("geomeans", "geometric mean of the ratio over parameter points",
+              columns("experiment", "workload", "variant", "vs", "geomean", "points", left=4))
+    for g in rows:
+        t.add(g.experiment, g.workload, g.variant, g.baseline, Cell(g.ratio, fmt_delta(g.ratio, None)), g.points)
+    return t
+
+
+RESULT_FIELDS = ["experiment", "workload", "variant", "params", "status", "unit", "rate_unit", "median", "ci_low",
+                 "ci_high", "cv", "cycles_per_unit", "ns_per_unit", "real_s", "user_s", "sys_s", "processes",
+                 "invocations", "timer", "emulated", "error"]
+COMPARISON_FIELDS = ["experiment", "workload", "params", "baseline", "variant", "ratio", "ci_low", "ci_high", "p",
+                     "verdict"]
+
+
+def _field_cells(x, names: list[str], workload: str) -> list[Cell]:
+    ci = x.ci or [None, None]
+    special = {"params": Cell(fmt_params(x.params, workload)), "ci_low": Cell(ci[0]), "ci_high": Cell(ci[1])}
+    return [special.get(n) or Cell(getattr(x, n)) for n in names]
+
+
+def result_list(s: Summary) -> Table:
+    """Every result, one row each, every field (CSV, Markdown)."""
+    t = Table("result", "results", columns(*RESULT_FIELDS, left=7))
+    for r in s.results:
+        t.add(*_field_cells(r, RESULT_FIELDS, r.workload))
+    return t
+
+
+def comparison_list(s: Summary) -> Table:
+    """Every comparison, one row each (CSV, Markdown, the report's last table)."""
+    t = Table("comparison", "every comparison: ratio of medians (variant / baseline, > 1 is faster)",
+              columns(*COMPARISON_FIELDS, left=5))
+    for c in s.comparisons:
+        cells = _field_cells(c, COMPARISON_FIELDS, c.workload)
+        cells[5] = Cell(c.ratio, f"{c.ratio:.3f}" if c.ratio is not None else "-")
+        cells[8] = Cell(c.p, f"{c.p:.3g}" if c.p is not None else "")
+        cells[9] = Cell(c.verdict, tag=verdict_tag(c.verdict))
+        t.add(*cells)
+    return t
+
+
+def pivot_table(results: list[Result]) -> Table | None:
+    """Seed 004's table 1 layout: variants as rows; for each workload and parameter point
+    a column of cycles per unit and one of percent of the best rate there ("% of max")."""
+    ok = [r for r in results if r.status == Status.OK and r.median]
+    points = sorted({(r.workload, fmt_params(r.params, r.workload)) for r in ok})
+    if not 2 <= len(points) <= 8 or len({r.unit for r in ok}) != 1:
+        return None  # a sweep has its curves; this layout is for a few workloads side by side
+    at = {(r.variant, r.workload, fmt_params(r.params, r.workload)): r for r in ok}
+    best = {p: max(r.median for (_, *q), r in at.items() if tuple(q) == p) for p in points}
+    names = ["variant"]
+    for w, ps in points:
+        names += [f"{w} {ps} {ok[0].per_clock_unit}", "% of max"]
+    t = Table("pivot", "per clock, and percent of the best variant at each point (the seed's table 1 layout)",
+              columns(*names))
+    for v in dict.fromkeys(r.variant for r in ok):
+        cells: list[Any] = [v]
+        for p in points:
+            r = at.get((v, *p))
+            cells += [Cell(r.cycles_per_unit if r else None),
+                      Cell(r.median / best[p] if r else None, f"{100 * r.median / best[p]:.0f}%" if r else "-")]
+        t.add(*cells)
+    return t
+
+
+# ---- stored analyses: one renderer per kind ------------------------------------------
+
+def probe_tables(data: dict) -> list[Table]:
+    """`cpulab probe` (one loop) or the rows of seed 004's table 2, with the seed's own
+    figures beside them when the rows carry them."""
+    rows = data.get("rows") or [data]
+    published = list(rows[0].get("seed_published", {})) if rows else []
+    names = (["col", "seed's loop"] if published else []) + \
+        ["loop", "instr.", "cycles/iter", "min..max", "IPC", "ns/iter", "llvm-mca", "timer"] + \
+        [f"{c} (seed: cycles, IPC)" for c in published]
+    title = ("004 · Table 2: cycles per iteration of tiny loops (RDTSC, calibrated to core cycles)" if published
+             else "cycles per iteration (core cycles; fastest of the N and 2N runs; min..max over all runs)")
+    t = Table("probe", title, columns(*names, left=3 if published else 1))
+    for r in rows:
+        mca = r.get("mca_cycles_per_iteration", (r.get("mca") or {}).get("cycles_per_iteration"))
+        cells: list[Any] = [r["column"], r["seed_sequence"]] if published else []
+        cells += [r.get("sequence") or r.get("body"), r["instructions"], Cell(r["cycles_per_iteration"]),
+                  Cell([r["cycles_min"], r["cycles_max"]], f"{fmt_num(r['cycles_min'])}..{fmt_num(r['cycles_max'])}"),
+                  Cell(r["ipc"]), Cell(r["ns_per_iteration"]),
+                  Cell(mca, (fmt_num(mca) + (" (disagrees)" if r.get("mca_disagrees") else "")) if mca else "-",
+                       "fail" if r.get("mca_disagrees") else ""),
+                  r["timer"]]
+        cells += [Cell(r["seed_published"][c], "{:g}, {:g}".format(*r["seed_published"][c])) for c in published]
+        t.add(*cells)
+    if published:
+        t.notes.append("Each loop runs as its own loop at N and 2N iterations in several processes; cycles per "
+                       "iteration include the DEC/JNZ as in the seed and are the fastest run's (other tenants of "
+                       "this core slow whole runs down); min..max is the spread over every run.")
+    t.notes += sorted({r["mca_note"] for r in rows if r.get("mca_disagrees") and r.get("mca_note")})
+    return [t]
+
+
+def align_tables(data: dict) -> list[Table]:
+    """Seed 004's table 3: dependent-load latency per alignment group, width and level."""
+    levels = data["levels"]
+    t = Table("align", "004 · Table 3: load-to-use latency by alignment, L1 hit and L1 miss / L2 hit",
+              columns(*(["group", "width", "offsets"] + [f"{lv.upper()} {u}" for lv in levels
+                                                            for u in ("cycles", "ns")]), left=3))
+    for r in data["rows"]:
+        t.add(r["interpretation"], r["width"], Cell(r["offsets"]),
+              *[Cell(r[f"{lv}_{u}"]) for lv in levels for u in ("cycles", "ns")])
+    if data.get("note"):
+        t.notes.append(data["note"])
+    return [t]
+
+
+def memlat_tables(curves: list[dict]) -> list[Table]:
+    """Per curve: the levels found (against the OS's caches), then every point."""
+    tables = []
+    for c in curves:
+        t = Table("levels", f"memlat {c['series']} ({c['variant']}): levels found",
+                  columns("level", "up to", "ns/load", "cycles/load", "points", "OS cache it matches", left=0))
+        for i, lv in enumerate(c["levels"], 1):
+            match = Cell(lv["matches"]) if lv["matches"] else \
+                Cell(None, f"none (nearest {lv.get('nearest', '-')})", "fail")
+            t.add(i, Cell(lv["size_bytes"], human_bytes(lv["size_bytes"])), Cell(lv["ns"]), Cell(lv["cycles"]),
+                  lv["points"], match)
+        t.notes += c["description"].splitlines()
+        pts = Table("points", f"memlat {c['series']} ({c['variant']}): points",
+                    columns("working set", "ns/load", "cycles/load", left=0))
+        for p in c["points"]:
+            pts.add(Cell(p["size_bytes"], human_bytes(p["size_bytes"])), Cell(p["ns"]), Cell(p["cycles"]))
+        tables += [t, pts]
+    return tables
+
+
+def bandwidth_tables(rows: list[dict]) -> list[Table]:
+    t = Table("bandwidth", "bandwidth (STREAM byte counting)",
+              columns("variant", "op", "working set", "fits in", "MB/s", "95% CI", "bytes/cycle", left=2))
+    for r in rows:
+        ci = r["mb_per_s_ci"]
+        t.add(r["variant"], r["op"], Cell(r["size_bytes"], human_bytes(r["size_bytes"])), r["level"],
+              Cell(r["mb_per_s"]), Cell(ci, f"{fmt_num(ci[0])}..{fmt_num(ci[1])}" if ci else ""),
+              Cell(r["bytes_per_cycle"]))
+    return [t]
+
+
+def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
+    """The sentence of why and the counts of two kernels' code, then their hot regions
+    side by side (changed rows tagged; with a profile, each instruction's share of the
+    region's samples)."""
+    a, b = doc["a_name"], doc["b_name"]
+    t = Table("code", doc.get("title") or ("generated code" + ("  (identical executables)" if doc["identical"] else "")),
+              columns("", a, b), notes=[doc["why"]] if doc.get("why") else [])
+    t.add("kernel instructions", doc["a"]["kernel_instructions"], doc["b"]["kernel_instructions"])
+    t.add("kernel bytes", doc["a"]["kernel_bytes"], doc["b"]["kernel_bytes"])
+    ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
+    profiled = doc.get("profiled")
+    if ha and hb:
+        t.add("hot region" + ("" if profiled else " (static guess)"),
+              f"{ha['function']} @ {ha['start']}", f"{hb['function']} @ {hb['start']}")
+        if profiled:
+            t.add("share of samples", Cell(ha["sample_share"], f"{ha['sample_share']:.0%}"),
+                  Cell(hb["sample_share"], f"{hb['sample_share']:.0%}"))
+        for key in ("instructions", "bytes", "alignment"):
+            t.add(key if key == "alignment" else f"{key} per iteration", ha[key], hb[key])
+        for kind in ha.get("kinds", {}):
+            t.add(f"  {kind}", ha["kinds"][kind], hb["kinds"][kind])
+        if ha.get("mca") or hb.get("mca"):
+            t.add("llvm-mca cycles/iteration (a model)",
+                  *[Cell((h.get("mca") or {}).get("cycles_per_iteration")) for h in (ha, hb)])
+    tables = [t]
+    if doc["rows"]:
+        shown = doc["rows"][:max_rows] if max_rows else doc["rows"]
+        share = profiled and ha and hb and "samples" in ha
+        cols = (a, "%", "", b, "%") if share else (a, "", b)
+        lt = Table("listing", f"hot regions side by side ({len(shown)} of {len(doc['rows'])} rows; "
+                              "yellow: changed, red: only on one side)", columns(*cols, left=len(cols)), code=True)
+        ia = ib = 0
+        tot_a, tot_b = (sum(ha["samples"]) or 1, sum(hb["samples"]) or 1) if share else (1, 1)
+        for left, right, tag in shown:
+            style = {"=": "", "~": "changed", "<": "only", ">": "only"}[tag]
+            cells = [Cell(left, tag=style if tag != ">" else "")]
+            if share:
+                n = ha["samples"][ia] if left else 0
+                cells.append(Cell(n / tot_a if n else None, f"{100 * n / tot_a:.1f}" if n else ""))
+            cells += [Cell(tag, "" if tag == "=" else tag), Cell(right, tag=style if tag != "<" else "")]
+            if share:
+                n = hb["samples"][ib] if right else 0
+                cells.append(Cell(n / tot_b if n else None, f"{100 * n / tot_b:.1f}" if n else ""))
+            ia, ib = ia + bool(left), ib + bool(right)
+            lt.add(*cells)
+        tables.append(lt)
+    return tables
+
+
+def memlat_steps_tables(data: dict) -> list[Table]:
+    """Each step of the latency curve, what explains it and with which evidence."""
+    t = Table("steps", "memlat: why each step",
+              columns("at", "to", "ns/load", "cycles/load", "cause", "matches", "nearest", "huge pages keep it", left=0),
+              notes=data["description"].splitlines())
+    for st in data["steps"]:
+        keeps = st["huge_pages_keep_it"]
+        t.add(Cell(st["edge_bytes"], human_bytes(st["edge_bytes"])),
+              Cell(st["next_bytes"], human_bytes(st["next_bytes"]) if st["next_bytes"] else "-"),
+              Cell(st["to_ns"], f"{fmt_num(st['from_ns'])} -> {fmt_num(st['to_ns'])}"),
+              Cell(st["to_cycles"], f"{fmt_num(st['from_cycles'])} -> {fmt_num(st['to_cycles'])}"),
+              st["cause"], ", ".join(st["matches"]) or "-", ", ".join(st["nearest"]),
+              "unknown" if keeps is None else "yes" if keeps else "no")
+    return [t]
+
+
+def legacy_table(data: dict) -> list[Table]:
+    """Stores written before analyses were data kept probe tables preformatted (kind "table")."""
+    t = Table("table", data.get("title", "table"), columns(*data["columns"], left=data.get("left", 1)),
+              notes=list(data.get("notes", [])))
+    for row in data["rows"]:
+        t.add(*row)
+    return [t]
+
+
+ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
+    "table": legacy_table,
+    "probe": probe_tables,
+    "align": align_tables,
+    "memlat-levels": memlat_tables,
+    "memlat-steps": memlat_steps_tables,
+    "bandwidth": bandwidth_tables,
+    "explain": explain_tables,
+}
+
+
+def analysis_tables(kind: str, data: Any) -> list[Table]:
+    """The tables of a stored analysis; a kind this version cannot draw says so."""
+    view = ANALYSIS_VIEWS.get(kind)
+    if view is None:
+        return [Table(kind, f"{kind}: stored, but this version of cpulab has no view of it", columns("analysis"))]
+    return view(data)

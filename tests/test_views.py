@@ -1,0 +1,141 @@
+"""Pure logic on fixture documents, nothing built or run: the model's JSON round trip,
+comparisons, the memlat sweep analysis, and the table views with their four drawers."""
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from cpulab.analysis.summary import compare_results, geomeans
+from cpulab.analysis.sweeps import memlat_curves
+from cpulab.model import Result, Status, Summary, Verdict
+from cpulab.report import exports, html
+from cpulab.report.tables import to_markdown, to_rich
+from cpulab.report.views import (ANALYSIS_VIEWS, analysis_tables, comparison_list, fmt_params, memlat_tables,
+                                 result_list, workload_tables)
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "summary.json"
+
+
+@pytest.fixture
+def doc() -> dict:
+    return json.loads(FIXTURE.read_text())
+
+
+@pytest.fixture
+def summary(doc) -> Summary:
+    return Summary.from_dict(doc)
+
+
+def test_json_document_round_trips(doc, summary):
+    assert json.loads(json.dumps(summary.to_dict(), default=str)) == doc
+    assert all(r["processes"] == r["invocations"] for r in doc["results"])
+
+
+def test_a_field_the_model_does_not_declare_is_an_error(doc):
+    doc["results"][0]["speed"] = 1.0
+    with pytest.raises(TypeError, match="speed"):
+        Summary.from_dict(doc)
+
+
+def _result(variant, obs, status=Status.OK, same_as=None, size="64"):
+    return Result(id=0, experiment="e", workload="sha256", variant=variant, params={"size": size}, unit="bytes",
+                  rate_unit="MB/s", per_clock_unit="cycles/byte", status=status, same_as=same_as,
+                  median=sorted(obs)[len(obs) // 2] if obs else None, observations=list(obs))
+
+
+def test_comparisons_verdicts():
+    base = [100.0 + i * 0.1 for i in range(10)]
+    results = [_result("O2", base), _result("fast", [2 * x for x in base]), _result("twin", [], Status.IDENTICAL, "O2"),
+               _result("broken", [], Status.CRASH), _result("O2", [], Status.CRASH, size="128"),
+               _result("fast", [1.0] * 10, size="128")]
+    comps = {(c.variant, c.params["size"]): c for c in compare_results(results, {"e": "O2"})}
+    assert comps[("fast", "64")].verdict == Verdict.FASTER and comps[("fast", "64")].ratio == pytest.approx(2, rel=0.01)
+    assert comps[("twin", "64")].verdict == Verdict.IDENTICAL_CODE and comps[("twin", "64")].ratio == 1.0
+    assert comps[("broken", "64")].verdict == Status.CRASH
+    assert comps[("fast", "128")].verdict == Verdict.NO_BASELINE
+    g = geomeans(list(comps.values()))
+    assert [(x.variant, x.points) for x in g if x.variant == "fast"] == [("fast", 1)]
+
+
+def test_memlat_curve_levels_from_results():
+    """A synthetic staircase: 1.5 ns up to 32 KiB, 5 ns up to 1 MiB, 80 ns beyond."""
+    caches = [{"level": 1, "type": "Data", "size_bytes": 32768, "name": "L1d 32 KiB"},
+              {"level": 2, "type": "Unified", "size_bytes": 1 << 20, "name": "L2 1 MiB"}]
+    results = []
+    for k in range(10, 27):
+        size = 1 << k
+        ns = 1.5 if size <= 32768 else 5.0 if size <= 1 << 20 else 80.0
+        r = _result("O2", [1.0], size=str(size))
+        r.workload, r.params, r.ns_per_unit, r.cycles_per_unit = "memlat", {"size": str(size), "pages": "4k"}, ns, 3 * ns
+        results.append(r)
+    curves = memlat_curves(results, caches)
+    assert len(curves) == 1 and curves[0]["series"] == "pages=4k"
+    assert [lv["matches"] for lv in curves[0]["levels"]] == ["L1d 32 KiB", "L2 1 MiB", "memory"]
+    levels, points = memlat_tables(curves)
+    assert len(levels.rows) == 3 and len(points.rows) == len(results)
+
+
+def test_workload_table_rows_and_verdicts(summary):
+    tables = workload_tables(summary)
+    assert list(tables) == [("cli", "sha256")]
+    t = tables[("cli", "sha256")]
+    assert len(t.rows) == len(summary.results)
+    names = [c.name for c in t.columns]
+    verdicts = [row[names.index("verdict")] for row in t.rows]
+    assert {str(v) for v in verdicts if v.value == "baseline"} == {"baseline"}
+    assert all(v.tag for v in verdicts)
+    share = [row[names.index("% of max")].value for row in t.rows if row[names.index("% of max")].value]
+    assert max(share) == 1.0 and all(0 < x <= 1 for x in share)
+
+
+def test_hidden_parameters_are_the_workloads_to_declare():
+    assert fmt_params({"size": "10", "path": "/tmp/x", "expect": "ab"}, "sha256-file") == "size=10"
+    assert fmt_params({"size": "10", "path": "/tmp/x"}, "sha256") == "size=10 path=/tmp/x"
+
+
+def test_csv_has_plain_values_and_a_row_per_result_and_comparison(summary):
+    text = exports.render(summary, "csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["table"] for r in rows].count("result") == len(summary.results)
+    assert [r["table"] for r in rows].count("comparison") == len(summary.comparisons)
+    medians = [float(r["median"]) for r in rows if r["table"] == "result" and r["median"]]
+    assert medians == pytest.approx([r.median for r in summary.results if r.median is not None])
+
+
+def test_markdown_escapes_pipes(summary):
+    t = result_list(summary)
+    t.rows[0][0].value = "a|b"
+    md = to_markdown(t)
+    assert "a\\|b" in md
+    header = md.splitlines()[2]
+    assert header.count("|") == len(t.columns) + 1
+
+
+def test_every_analysis_kind_has_one_renderer_and_each_draws(summary):
+    for a in summary.analyses:
+        for t in analysis_tables(a.kind, a.data):
+            assert t.rows and all(len(r) == len(t.columns) for r in t.rows)
+            to_rich(t)  # draws without markup errors (a probe body may hold [brackets])
+    assert {"probe", "align", "memlat-levels", "bandwidth", "explain"} <= set(ANALYSIS_VIEWS)
+    assert "no view" in analysis_tables("unknown-kind", {})[0].title
+
+
+def test_html_shows_every_stored_analysis_escaped_without_a_store(summary):
+    text = html.render(summary)
+    for t in ("004 · Table 3", "bandwidth (STREAM byte counting)", "cycles per iteration"):
+        assert t in text
+    assert "<script>alert" not in text and "&lt;script&gt;" in text
+    assert "<b>imul</b>" not in text
+    assert text.count("<svg") >= 2  # the sweep's rate and speedup curves
+    assert comparison_list(summary).rows and "gcc -O0 -c kernel.c" in text
+
+
+def test_ratio_cells_keep_the_plain_ratio(summary):
+    t = comparison_list(summary)
+    names = [c.name for c in t.columns]
+    for row, c in zip(t.rows, summary.comparisons):
+        v = row[names.index("ratio")].value
+        assert v == c.ratio and (v is None or math.isfinite(v))
