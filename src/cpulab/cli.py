@@ -90,10 +90,12 @@ def main() -> None:
 @click.option("--profile", type=click.Choice(["quick", "full"]), default=None, help="Parameter grids: quick or full.")
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
 @click.option("--seed", type=int, default=None, help="Seed for the round order and layout padding.")
+@click.option("--cold", is_flag=True, default=None,
+              help="Programs: evict their input files from the page cache before each run.")
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, samples, min_sample_time,
-        profile, timer, seed, db, as_json):
+        profile, timer, seed, cold, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     try:
         if workload_names or variant_names or param_flags:
@@ -104,7 +106,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
         else:
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
         for attr, value in (("runs", runs), ("samples", samples), ("min_sample_time", min_sample_time),
-                            ("profile", profile), ("timer", timer)):
+                            ("profile", profile), ("timer", timer), ("cold", cold)):
             if value is not None:
                 setattr(p, attr, value)
         for attr, value in (("runs", runs), ("samples", samples)):

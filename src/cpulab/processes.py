@@ -125,10 +125,10 @@ def process_notes(reports: list[dict]) -> dict:
 
 # ---- page cache --------------------------------------------------------------------
 
-def evict(files: list[str]) -> str:
+def evict(files: list[str], drop_caches: bool = True) -> str:
     """Drop files from the page cache before a cold run; returns the method used:
     drop_caches (all clean pages, needs root) or posix_fadvise DONTNEED (these files)."""
-    if os.geteuid() == 0:
+    if drop_caches and os.geteuid() == 0:
         try:
             os.sync()
             Path("/proc/sys/vm/drop_caches").write_text("1\n")
@@ -138,7 +138,6 @@ def evict(files: list[str]) -> str:
     for f in files:
         fd = os.open(f, os.O_RDONLY)
         try:
-            os.fdatasync(fd) if os.access(f, os.W_OK) else None
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -158,6 +157,7 @@ class ProcessTarget:
     cold_files: list[str] = field(default_factory=list)  # evicted before each run when cold
     env: dict[str, str] = field(default_factory=dict)
     live: bool = True
+    evicted_with: str = ""  # how the page cache was emptied before its cold runs
     reports: list[dict] = field(default_factory=list)
 
 
@@ -187,7 +187,7 @@ def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Ro
             _fail(store, t, Status.SETUP_FAILED, f"prepare {shlex.join(p)}: {out.status}: {out.error}")
             return None
     if how.cold and t.cold_files:
-        evict(t.cold_files)
+        t.evicted_with = evict(t.cold_files)
     return _run(executor, t, t.command, t.check, False, how.timeout)
 
 
@@ -225,7 +225,8 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, executor: E
                                  + (f"  {out.status}: {out.error[:60]}" if out.status != Status.OK else ""))
     for t in targets:
         if t.reports:
-            store.set_notes(t.result_id, process_notes(t.reports))
+            store.set_notes(t.result_id, {**process_notes(t.reports),
+                                          **({"cache": f"cold ({t.evicted_with})"} if t.evicted_with else {})})
 
 
 # ---- cpulab time -------------------------------------------------------------------
