@@ -236,3 +236,17 @@ def test_time_scans_prepare_and_no_shell(tmp_path):
 def test_time_bad_input_is_one_line_exit_2(tmp_path, args, message):
     r = cli("time", *args, db=tmp_path / "s.sqlite")
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_seed002_example_plan_parses(tmp_path):
+    text = (Path(__file__).resolve().parents[1] / "examples" / "seed002-hashdeep.toml").read_text()
+    src = tmp_path / "hashdeep"
+    src.mkdir()
+    plan_file = tmp_path / "seed002.toml"
+    plan_file.write_text(text.replace('"~/src/hashdeep"', json.dumps(str(src))))
+    if shutil.disk_usage(tmp_path).free < (3 << 30):  # its 1.1 GiB of inputs plus the margin
+        pytest.skip("needs 3 GiB free disk for the inputs check")
+    p = plans.load(str(plan_file))
+    prog = p.programs["hashdeep"]
+    assert [pt["file"] for pt in prog.grid()] == ["10M", "100M", "1G"]
+    assert programs.run_argv(prog, {"build": "/b", "file": "/f"}) == ["/b/src/sha256deep", "/f"]

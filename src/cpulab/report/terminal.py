@@ -95,10 +95,33 @@ def print_summary(summary: dict, console: Console) -> None:
         console.print(t)
     if (g := geomean_table(summary)) is not None:
         console.print(g)
+    if (pt := process_table(summary)) is not None:
+        console.print(pt)
     console.print("[dim]verdict: faster/slower only when p < 0.05 after Holm, the interval excludes 0 and "
                   "|delta| >= 1% (layout noise); inconclusive when so few runs could never reach p < 0.05 "
                   "(use more --runs); otherwise same. Each observation is one process (the median of its "
                   "samples).[/]")
+
+
+def process_table(summary: dict) -> Table | None:
+    """Whole processes (cpulab time, programs): median wall, user and sys per run, and the
+    medians of what wait4 said besides time."""
+    rows = [r for r in summary["results"] if r["unit"] == "runs"]
+    if not rows:
+        return None
+    t = Table(title="per process: medians", title_justify="left")
+    for col in ("workload", "params", "variant", "wall ms", "user ms", "sys ms", "max RSS KiB",
+                "ctx vol/invol", "status"):
+        t.add_column(col, justify="left" if col in ("workload", "params", "variant", "status") else "right")
+    for r in rows:
+        n = r["notes"]
+        ms = [fmt_num(r[k] * 1e3) if r[k] is not None else "-" for k in ("real_s", "user_s", "sys_s")]
+        ctx = (f"{fmt_num(n['median_voluntary_switches'])}/{fmt_num(n['median_involuntary_switches'])}"
+               if "median_voluntary_switches" in n else "-")
+        status = r["status"] + (f": {r['error'][:70]}" if r["error"] else "") + (f" [{n['cache']}]" if "cache" in n else "")
+        t.add_row(r["workload"], fmt_params(r["params"]), r["variant"], *ms,
+                  fmt_num(n.get("median_max_rss_kb")), ctx, status)
+    return t
 
 
 def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list[Table]:
