@@ -207,6 +207,10 @@ def test_time_commands_gives_verdicts_and_exports(tmp_path):
     assert c["baseline"] == "true" and c["variant"] == "sleep 0.05"
     assert c["verdict"] == "slower"  # 50 ms of sleep against a few ms: far beyond noise
     assert "sleep 0.05" in export.read_text()
+    html = tmp_path / "r.html"
+    r = cli("report", "-o", str(html), db=tmp_path / "s.sqlite")  # the report reads a time run unchanged
+    assert r.returncode == 0, r.stderr
+    assert "sleep 0.05" in html.read_text() and "real s" in html.read_text()
 
 
 def test_time_scans_prepare_and_no_shell(tmp_path):

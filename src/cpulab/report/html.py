@@ -117,7 +117,9 @@ def workload_part(s: dict, exp: str, wname: str, store: Store | None) -> dict:
         labels = [_series_name(r, None, varying) for r in ok]
         part["plots"].append(plots.bars(labels, [r["median"] for r in ok], [tuple(r["ci"]) for r in ok], unit,
                                         f"{wname}: median {unit} with 95% intervals"))
-    part["tables"].append(results_table(rows, comps, any("file_bytes" in r["notes"] for r in rows)))
+    # real/user/sys where the work is a file, or a whole process (cpulab time, programs)
+    part["tables"].append(results_table(rows, comps, any("file_bytes" in r["notes"] or r["unit"] == "runs"
+                                                         for r in rows)))
     part["why"] += studies.notes_for(wname, ok, s)
     if store is not None:
         part["explain"] = explain_largest(s, exp, wname, store)
