@@ -6,7 +6,7 @@ to the CPU cpulab pins to) and with `cpulab time`, alternating the two tools in 
 so machine drift hits both.  Prints each median and their difference; the goal is
 within 2%.
 
-    PYTHONPATH=src python bench/hyperfine_agreement.py [--runs 30] [--blocks 3]
+    PYTHONPATH=src python bench/hyperfine_agreement.py [--runs 15] [--blocks 10]
 """
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def cpulab_median(cmd: list[str], runs: int, cpu: int, db: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=30, help="processes per tool per block")
-    ap.add_argument("--blocks", type=int, default=3, help="alternating blocks of hyperfine and cpulab")
+    ap.add_argument("--runs", type=int, default=15, help="processes per tool per block")
+    ap.add_argument("--blocks", type=int, default=10, help="alternating blocks of hyperfine and cpulab")
     args = ap.parse_args()
     if not shutil.which("hyperfine"):
         sys.exit("hyperfine not found: apt-get install hyperfine")
