@@ -117,3 +117,27 @@ def build_artifact(workload: Workload, variant: Variant, cache_dir: Path | None 
     return build_executable(workload.source, variant, libs=workload.libs,
                             extra_sources=tuple(KERNEL_DIR / s for s in workload.extra_sources),
                             cache_dir=cache_dir)
+
+
+def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str = "gcc",
+               cache_dir: Path | None = None) -> Path:
+    """A standalone helper program of cpulab's own (one C file, no harness), built once
+    and cached by its source, flags and compiler version."""
+    source = Path(source)
+    h = hashlib.sha256(source.read_bytes())
+    h.update(json.dumps([compiler, compiler_version(compiler), list(cflags)]).encode())
+    root = Path(cache_dir or paths.artifact_dir())
+    exe = root / f"tool-{h.hexdigest()[:24]}" / source.stem
+    if exe.exists():
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(f".{source.stem}.{os.getpid()}")
+    cmd = [compiler, *cflags, str(source), "-o", str(tmp)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"{' '.join(cmd)}: {e}") from None
+    if p.returncode != 0:
+        raise BuildError("; ".join([ln for ln in p.stderr.splitlines() if ln.strip()][:6]))
+    os.replace(tmp, exe)  # atomic: a concurrent builder's copy is the same program
+    return exe

@@ -98,10 +98,12 @@ def main() -> None:
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
 @click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
               help="Random seed for the round order and layout padding (--seed: deprecated alias).")
+@click.option("--cold", is_flag=True, default=None,
+              help="Programs: evict their input files from the page cache before each run.")
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, samples, min_sample_time,
-        profile, timer, random_seed, db, as_json):
+        profile, timer, random_seed, cold, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     try:
         if workload_names or variant_names or param_flags:
@@ -112,7 +114,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
         else:
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
         for attr, value in (("runs", processes), ("samples", samples), ("min_sample_time", min_sample_time),
-                            ("profile", profile), ("timer", timer)):
+                            ("profile", profile), ("timer", timer), ("cold", cold)):
             if value is not None:
                 setattr(p, attr, value)
         for attr, value in (("runs", processes), ("samples", samples)):
@@ -461,6 +463,71 @@ def align(full, timer, db, as_json):
         emit_json(doc)
         return
     print_analysis("align", doc, out)
+
+
+@cli.command("time")
+@click.argument("commands", nargs=-1, required=True)
+@click.option("-r", "--processes", "--runs", "runs", type=click.IntRange(1, 100000), default=10, show_default=True,
+              help="Timed processes per command, in interleaved random rounds (--runs as in hyperfine).")
+@click.option("-w", "--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
+              help="Untimed runs of each command first.")
+@click.option("-p", "--prepare", default=None, help="Command run before each run of each command (untimed).")
+@click.option("-s", "--setup", default=None, help="Command run once before all runs.")
+@click.option("-c", "--cleanup", default=None, help="Command run once after all runs.")
+@click.option("-P", "--parameter-scan", "int_scans", nargs=3, multiple=True, metavar="NAME LO HI",
+              help="Run each command with {NAME} = LO, LO+1, ..., HI.")
+@click.option("-L", "--parameter-list", "list_scans", nargs=2, multiple=True, metavar="NAME A,B,C",
+              help="Run each command with {NAME} = A, B and C.")
+@click.option("-n", "--name", "names", multiple=True, help="Name of each command, in order (default: its text).")
+@click.option("-S", "--shell", is_flag=True, help="Run commands through /bin/sh -c (default: split, no shell).")
+@click.option("-i", "--ignore-failure", is_flag=True, help="Time commands whatever their exit status.")
+@click.option("--cpu", type=int, default=None, help="CPU to pin to (default: the last one).")
+@click.option("--timeout", type=click.FloatRange(min=0.001), default=300.0, show_default=True,
+              help="Seconds one run may take.")
+@click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
+              help="Random seed for the round order and layout padding (--seed: deprecated alias).")
+@click.option("--export-json", type=click.Path(dir_okay=False), default=None)
+@click.option("--export-csv", type=click.Path(dir_okay=False), default=None)
+@click.option("--export-markdown", type=click.Path(dir_okay=False), default=None)
+@db_option
+@json_option
+def time_(commands, runs, warmup, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
+          cpu, timeout, random_seed, export_json, export_csv, export_markdown, db, as_json):
+    """Time whole commands, the first being the baseline: wall, user and sys per run,
+    peak RSS and context switches from wait4, verdicts as for kernels."""
+    import os
+    from . import processes
+    from .report import exports
+    if cpu is not None and cpu not in os.sched_getaffinity(0):
+        fail(f"--cpu {cpu}: not one of the CPUs this process may use")
+    try:
+        scans = {name: processes.scan_values(lo, hi, name) for name, lo, hi in int_scans}
+        scans.update({name: plans.parse_param_values(values) for name, values in list_scans})
+    except (processes.CommandError, plans.PlanError) as e:
+        fail(str(e))
+    store = open_store(db)
+    how = processes.Rounds(runs=runs, warmup=warmup, timeout=timeout)
+    with Progress(TextColumn("{task.description:8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}"), console=console, transient=True) as bar:
+        try:
+            run_id = processes.time_commands(
+                store, list(commands), names=list(names), scans=scans, how=how, shell=shell, prepare=prepare,
+                setup=setup, cleanup=cleanup, check=processes.Check(exit=None) if ignore_failure else processes.Check(),
+                cpu=cpu, seed=random_seed, progress=RichProgress(bar), argv=sys.argv)
+        except processes.CommandError as e:
+            fail(str(e))
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted: run {store.latest_run()} keeps what was measured[/]")
+            sys.exit(130)
+    summary = analysis.summarise(store, run_id)
+    for fmt, path in (("json", export_json), ("csv", export_csv), ("markdown", export_markdown)):
+        if path:
+            Path(path).write_text(exports.render(summary, fmt))
+    if as_json:
+        emit_json(summary.to_dict())
+    else:
+        print_summary(summary, out)
+        console.print(f"[dim]run {run_id} stored in {store.path}[/]")
 
 
 @cli.command("runs")

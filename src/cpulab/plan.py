@@ -51,6 +51,8 @@ class Plan:
     # Probes run after the workloads, by name (probes.registry()), e.g. seed004-table2.
     probe_tables: list[str] = field(default_factory=list)
     custom_variants: dict[str, Variant] = field(default_factory=dict)
+    programs: dict = field(default_factory=dict)  # name -> programs.Program: [program.NAME] tables
+    cold: bool = False  # evict program inputs from the page cache before each run
 
     def runs_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
@@ -156,6 +158,8 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
             _check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
                    f"{at}: {key}", f"must be a whole number >= 1, got {v!r}")
         for w in e.workloads:
+            if w in plan.programs:
+                continue  # checked by _validate_programs
             try:
                 wl = workloads.get(w)
             except KeyError as err:
@@ -173,11 +177,28 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
                 raise PlanError(f"{at}: variants: {err.args[0]}") from None
         _check(e.baseline in e.variants, f"{at}: baseline",
                f"{e.baseline!r} is not one of its variants ({', '.join(e.variants)})")
+    _validate_programs(plan, where)
     return plan
 
 
+def _validate_programs(plan: Plan, where: str) -> None:
+    from . import programs
+    try:
+        programs.check_plan_programs(plan, where)
+    except programs.CommandError as e:
+        raise PlanError(str(e)) from None
+
+
+def _programs_from_toml(table, where: str) -> dict:
+    from . import programs
+    try:
+        return programs.parse_programs(table, where)
+    except programs.CommandError as e:
+        raise PlanError(str(e)) from None
+
+
 _PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer",
-              "measure_identical", "probe_tables", "variants", "experiment"}
+              "measure_identical", "probe_tables", "variants", "experiment", "program", "cold"}
 _EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "runs", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
@@ -224,6 +245,7 @@ def from_dict(d: dict, where: str) -> Plan:
                                params=params, runs=ed.get("runs"), samples=ed.get("samples")))
     try:
         plan = Plan(name=str(d.get("name", Path(where).stem)), experiments=exps, custom_variants=custom,
+                    programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
                     **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",
                                          "profile", "timer", "measure_identical") if k in d},
                     probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))

@@ -81,6 +81,7 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     with recorded_run(store, plan.as_dict(), plan.timer, argv, executor) as run_id:
         targets = _build_all(plan, store, run_id, progress)
         _measure(plan, store, targets, executor, progress, rng)
+        _measure_programs(plan, store, run_id, executor, progress, rng)
         progress.phase("tables", len(plan.probe_tables))
         for name in plan.probe_tables:
             probe = probes.get(name)
@@ -89,10 +90,18 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     return run_id
 
 
+def _measure_programs(plan: Plan, store: Store, run_id: int, executor: Executor, progress: Progress,
+                      rng: random.Random) -> None:
+    """[program.NAME] workloads: built from their own source trees, timed as whole processes."""
+    if plan.programs:
+        from . import programs
+        programs.run_in_plan(plan, store, run_id, executor, progress, rng)
+
+
 def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> list[Target]:
     """Build every (workload, variant) once; record skips and build failures; mark
     variants whose executable is byte-identical to an earlier one's as 'identical'."""
-    pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants]
+    pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants if w not in plan.programs]
     progress.phase("build", len(pairs))
     recorded_variants: set[str] = set()
     targets: list[Target] = []

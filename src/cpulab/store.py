@@ -205,6 +205,13 @@ class Store:
             c.execute("UPDATE results SET notes = ?, status = 'ok' WHERE id = ? AND status = 'pending'",
                       (json.dumps(out.get("notes", {})), result_id))
 
+    def set_notes(self, result_id: int, notes: dict) -> None:
+        """Add to a result's notes (e.g. medians over its processes of peak RSS)."""
+        with self.tx() as c:
+            row = c.execute("SELECT notes FROM results WHERE id = ?", (result_id,)).fetchone()
+            c.execute("UPDATE results SET notes = ? WHERE id = ?",
+                      (json.dumps({**json.loads(row[0]), **notes}), result_id))
+
     def add_analysis(self, run_id: int, kind: str, data, key: str = "") -> None:
         with self.tx() as c:
             c.execute("INSERT OR REPLACE INTO analyses VALUES (?, ?, ?, ?)", (run_id, kind, key, json.dumps(data)))

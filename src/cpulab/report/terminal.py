@@ -7,7 +7,7 @@ from rich.console import Console
 
 from ..model import Summary
 from .tables import fmt_num, to_rich
-from .views import analysis_tables, explain_tables, geomean_table, workload_tables
+from .views import analysis_tables, explain_tables, geomean_table, process_table, workload_tables
 
 
 def print_summary(summary: Summary, console: Console) -> None:
@@ -18,6 +18,8 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(to_rich(t))
     if (g := geomean_table(summary)) is not None:
         console.print(to_rich(g))
+    if (pt := process_table(summary)) is not None:
+        console.print(to_rich(pt))
     console.print("[dim]verdict: faster/slower only when p < 0.05 after Holm, the interval excludes 0 and "
                   "|delta| >= 1% (layout noise); inconclusive when so few processes could never reach p < 0.05 "
                   "(use more --processes); otherwise same. Each observation is one process (the median of its "

@@ -56,7 +56,7 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
     tables = {}
     for (exp, wname), rows in groups.items():
         w = workload_of(wname)
-        times = bool(w and w.times)
+        times = bool(w and w.times) or rows[0].unit == "runs"  # whole processes: cpulab time, programs
         best: dict[tuple, float] = defaultdict(float)
         for r in rows:
             if r.median:
@@ -87,6 +87,27 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
             t.add(*cells)
         tables[(exp, wname)] = t
     return tables
+
+
+def process_table(s: Summary) -> Table | None:
+    """Whole processes (cpulab time, programs): median wall, user and sys per run, and the
+    medians of what wait4 said besides time."""
+    rows = [r for r in s.results if r.unit == "runs"]
+    if not rows:
+        return None
+    t = Table("processes", "per process: medians",
+              columns("workload", "params", "variant", "wall ms", "user ms", "sys ms", "max RSS KiB",
+                      "ctx vol/invol", "status", left=3))
+    t.columns[-1].left = True
+    for r in rows:
+        n = r.notes
+        ctx = (f"{fmt_num(n['median_voluntary_switches'])}/{fmt_num(n['median_involuntary_switches'])}"
+               if "median_voluntary_switches" in n else "-")
+        status = r.status + (f": {r.error[:70]}" if r.error else "") + (f" [{n['cache']}]" if "cache" in n else "")
+        t.add(r.workload, fmt_params(r.params, r.workload), r.label,
+              *[Cell(v * 1e3 if v is not None else None) for v in (r.real_s, r.user_s, r.sys_s)],
+              Cell(n.get("median_max_rss_kb")), ctx, status)
+    return t
 
 
 def geomean_table(s: Summary) -> Table | None:

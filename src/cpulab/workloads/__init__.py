@@ -26,6 +26,7 @@ UNITS = {
     "loads": ("Mloads/s", 1e6, "cycles/load"),
     "elements": ("Melem/s", 1e6, "cycles/element"),
     "iterations": ("Miter/s", 1e6, "cycles/iteration"),
+    "runs": ("runs/s", 1.0, "cycles/run"),  # whole processes (cpulab time, programs)
 }
 
 

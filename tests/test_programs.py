@@ -1,0 +1,256 @@
+"""Your own programs and `cpulab time`: build from a source tree with a Makefile the test
+writes, check before timing, failures recorded per variant, bad input caught up front."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cpulab import plan as plans, processes, programs, run as runner, toolchain
+from cpulab.execute import Finished, LocalExecutor
+from cpulab.model import Status
+from cpulab.processes import Check, ProcessJob
+from cpulab.store import Store
+
+# One C program, told by its first argument how to behave, reading the input file it is given.
+PROGRAM_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "ok";
+    unsigned long sum = 0, n = 0;
+    if (argc > 2) {
+        FILE *f = fopen(argv[2], "rb");
+        if (!f) return 3;
+        int c;
+        while ((c = getc(f)) != EOF) { sum = sum * 31 + (unsigned)c; n++; }
+        fclose(f);
+    }
+    if (!strcmp(mode, "crash")) raise(SIGSEGV);
+    if (!strcmp(mode, "hang")) for (;;) pause();
+    if (!strcmp(mode, "wrong")) { printf("nonsense\n"); return 0; }
+    printf("%016lx %lu\n", sum, n);
+    return 0;
+}
+"""
+MAKEFILE = "prog: prog.c\n\t$(CC) $(CFLAGS) -o prog prog.c\n"
+
+
+def cli(*args, db, timeout=240):
+    env = {**os.environ, "CPULAB_DB": str(db), "PYTHONPATH": str(Path(programs.__file__).parents[1])}
+    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.fixture
+def source(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "prog.c").write_text(PROGRAM_C)
+    (src / "Makefile").write_text(MAKEFILE)
+    return src
+
+
+def program_table(src: Path, mode: str = "ok", **over) -> dict:
+    return {"source": str(src), "build": ["make CC={cc} CFLAGS='{cflags}'"],
+            "run": "{build}/prog " + mode + " {file}", "check": {"exit": 0, "stdout_regex": "^[0-9a-f]{16} [0-9]+$"},
+            "inputs": {"file": {"random_file": ["4K", "64K"]}}, **over}
+
+
+def plan_dict(progs: dict, variants=("O2", "O3"), **over) -> dict:
+    return {"name": "progs", "runs": 3, "timeout": 5,
+            "experiment": [{"name": "p", "workloads": list(progs), "variants": list(variants), "baseline": variants[0]}],
+            "program": progs, **over}
+
+
+def test_program_built_per_variant_checked_and_timed(source, tmp_path):
+    p = plans.from_dict(plan_dict({"good": program_table(source)}), "t.toml")
+    store = Store(tmp_path / "s.sqlite")
+    run_id = runner.run_plan(p, store, seed=1)
+    results = store.results(run_id)
+    assert {(r["variant"], r["params"]["file"]) for r in results} == {(v, s) for v in ("O2", "O3") for s in ("4K", "64K")}
+    assert all(r["status"] == "ok" and r["unit"] == "runs" for r in results), results
+    for r in results:
+        samples = store.samples(r["id"])
+        assert len(samples) == 3  # one sample per timed process
+        assert all(0 < s["ns"] < 5e9 and s["user_s"] >= 0 for s in samples)
+        assert r["notes"]["median_max_rss_kb"] > 0
+    # each variant's copy was built with its own flags, and the exact commands are kept
+    builds = {a["key"]: a["data"] for a in store.analyses(run_id, "program-build")}
+    assert "-O3" in builds["good/O3"]["commands"][0] and "-O2" in builds["good/O2"]["commands"][0]
+    assert Path(builds["good/O2"]["log"]).read_text().startswith("$ make")
+    assert not (source / "prog").exists()  # the source tree is never modified
+    # built once: a second build of the same inputs is the cached one
+    again = programs.build_program(p.programs["good"], toolchain.BUILTIN["O2"])
+    assert again.tree == builds["good/O2"]["tree"]
+
+
+def test_build_failure_check_failure_crash_and_hang_are_recorded(source, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(source, broken)
+    (broken / "prog.c").write_text("int main( { syntax error here\n")
+    progs = {"broken": program_table(broken), "wrong": program_table(source, "wrong"),
+             "crash": program_table(source, "crash"), "hang": program_table(source, "hang"),
+             "good": program_table(source)}
+    d = plan_dict(progs, variants=("O2",))
+    d["timeout"] = 1
+    p = plans.from_dict(d, "t.toml")
+    store = Store(tmp_path / "s.sqlite")
+    run_id = runner.run_plan(p, store, seed=2)
+    by = {}
+    for r in store.results(run_id):
+        by.setdefault(r["workload"], set()).add(r["status"])
+        if r["workload"] != "good":
+            assert not store.samples(r["id"]), f"{r['workload']} was timed"  # failed the check: never timed
+    assert by == {"broken": {"build-failed"}, "wrong": {"verify-failed"}, "crash": {"crash"},
+                  "hang": {"timeout"}, "good": {"ok"}}
+    err = next(r["error"] for r in store.results(run_id) if r["workload"] == "broken")
+    assert "make" in err and "error" in err  # the failing step and the last lines of its log
+
+
+def test_process_job_reads_the_launcher_report():
+    job = ProcessJob(["sh", "-c", "echo 0123456789abcdef 5; exit 0"], processes.launcher(),
+                     Check(0, "^[0-9a-f]{16} "), capture_stdout=True, timeout=10)
+    out = LocalExecutor().execute(job)
+    assert out.status == Status.OK, out.error
+    assert 0 < out.data["wall_s"] < 10 and out.data["max_rss_kb"] > 0
+    wrong = LocalExecutor().execute(ProcessJob(["sh", "-c", "exit 3"], processes.launcher(), Check(0), timeout=10))
+    assert wrong.status == Status.VERIFY_FAILED and "exit status 3" in wrong.error
+    missing = LocalExecutor().execute(ProcessJob(["/nonexistent/cmd"], processes.launcher(), timeout=10))
+    assert missing.status == Status.ERROR and "No such file" in missing.error
+
+
+def test_launcher_wall_time_covers_the_command():
+    """A physical property with a wide margin: a 50 ms sleep takes 50 ms to 2 s."""
+    out = LocalExecutor().execute(ProcessJob(["sleep", "0.05"], processes.launcher(), timeout=10))
+    assert 0.05 <= out.data["wall_s"] < 2.0
+    assert out.data["user_s"] + out.data["sys_s"] < out.data["wall_s"]  # sleeping costs no CPU
+
+
+def test_random_inputs_are_made_once_and_sized(tmp_path):
+    f = programs.random_file(12345)
+    assert f.stat().st_size == 12345
+    mtime = f.stat().st_mtime_ns
+    assert programs.random_file(12345).stat().st_mtime_ns == mtime  # cached, not rewritten
+    # not drop_caches here: as root that would empty the page cache of the whole machine
+    assert processes.evict([str(f)], drop_caches=False) == "posix_fadvise"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"run": "{build}/prog ok {nofile}"}, "unknown template field {nofile}"),
+    ({"build": ["make CC={compiler}"]}, "unknown template field {compiler}"),
+    ({"source": "/no/such/source"}, "does not exist"),
+    ({"check": {"stdout_regex": "([unclosed"}}, "not a valid regular expression"),
+    ({"inputs": {"file": {"random_file": ["1024G"]}}}, "GiB free"),
+    ({"inputs": {"file": {"random_file": ["ten"]}}}, "size 'ten'"),
+    ({"frobnicate": 1}, "unknown key 'frobnicate'"),
+])
+def test_bad_program_input_is_one_line_exit_2_before_building(source, tmp_path, change, message):
+    plan_file = tmp_path / "bad.toml"
+    plan_file.write_text(_toml(plan_dict({"x": program_table(source, **change)})))
+    r = cli("run", str(plan_file), db=tmp_path / "s.sqlite")
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not any((Path(os.environ["CPULAB_CACHE_DIR"]) / "programs").glob("x-*"))  # nothing was built
+
+
+def _toml(d: dict, prefix: str = "") -> str:
+    """Just enough TOML for these plans: scalars and lists at top, tables below."""
+    lines, tables = [], []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            tables.append((k, v))
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            for item in v:
+                lines.append(f"[[{prefix}{k}]]\n" + _toml(item))
+        else:
+            lines.append(f"{k} = {json.dumps(v)}")
+    out = "\n".join(ln for ln in lines if not ln.startswith("[[")) + "\n"
+    out += "\n".join(ln for ln in lines if ln.startswith("[[")) + "\n"
+    for k, v in tables:
+        if all(isinstance(x, dict) for x in v.values()) and k == "program":
+            for name, body in v.items():
+                inline = {kk: vv for kk, vv in body.items()}
+                out += f"[program.{name}]\n" + "\n".join(f"{kk} = {_inline(vv)}" for kk, vv in inline.items()) + "\n"
+        else:
+            out += f"{k} = {_inline(v)}\n"
+    return out
+
+
+def _inline(v) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_inline(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(_inline(x) for x in v) + "]"
+    return json.dumps(v)
+
+
+def test_time_commands_gives_verdicts_and_exports(tmp_path):
+    export = tmp_path / "out.csv"
+    r = cli("time", "--runs", "6", "--warmup", "1", "true", "sleep 0.05", "--export-csv", str(export), "--json",
+            db=tmp_path / "s.sqlite")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    res = {x["variant"]: x for x in doc["results"]}
+    assert set(res) == {"true", "sleep 0.05"} and all(x["status"] == "ok" and x["invocations"] == 6
+                                                       for x in res.values())
+    assert res["sleep 0.05"]["real_s"] >= 0.05  # physical: it cannot finish sooner
+    (c,) = doc["comparisons"]
+    assert c["baseline"] == "true" and c["variant"] == "sleep 0.05"
+    assert c["verdict"] == "slower"  # 50 ms of sleep against a few ms: far beyond noise
+    assert "sleep 0.05" in export.read_text()
+    html = tmp_path / "r.html"
+    r = cli("report", "-o", str(html), db=tmp_path / "s.sqlite")  # the report reads a time run unchanged
+    assert r.returncode == 0, r.stderr
+    assert "sleep 0.05" in html.read_text() and "real s" in html.read_text()
+
+
+def test_time_scans_prepare_and_no_shell(tmp_path):
+    marker = tmp_path / "prepared"
+    r = cli("time", "--runs", "2", "--warmup", "0", "-L", "n", "1,2", "-P", "k", "0", "1",
+            "--prepare", f"touch {marker}", "echo {n} {k} $HOME", "--json", db=tmp_path / "s.sqlite")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert sorted((x["params"]["n"], x["params"]["k"]) for x in doc["results"]) == \
+        [("1", "0"), ("1", "1"), ("2", "0"), ("2", "1")]
+    assert marker.exists()
+    # no shell: a shell operator is an argument, so `false || true` runs false and fails its check
+    r = cli("time", "--runs", "2", "false || true", "--json", db=tmp_path / "s.sqlite")
+    assert r.returncode == 0, r.stderr
+    (res,) = json.loads(r.stdout)["results"]
+    assert res["status"] == "verify-failed"
+    r = cli("time", "--runs", "2", "--shell", "false || true", "--json", db=tmp_path / "s.sqlite")
+    assert json.loads(r.stdout)["results"][0]["status"] == "ok"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-P", "n", "a", "3", "true"], "-P n"),
+    (["true", "echo 'unclosed"], "No closing quotation"),
+    (["-n", "a", "true", "false"], "--name given 1 times"),
+    (["--cpu", "999", "true"], "--cpu 999"),
+])
+def test_time_bad_input_is_one_line_exit_2(tmp_path, args, message):
+    r = cli("time", *args, db=tmp_path / "s.sqlite")
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_seed002_example_plan_parses(tmp_path):
+    text = (Path(__file__).resolve().parents[1] / "examples" / "seed002-hashdeep.toml").read_text()
+    src = tmp_path / "hashdeep"
+    src.mkdir()
+    plan_file = tmp_path / "seed002.toml"
+    plan_file.write_text(text.replace('"~/src/hashdeep"', json.dumps(str(src))))
+    if shutil.disk_usage(tmp_path).free < (3 << 30):  # its 1.1 GiB of inputs plus the margin
+        pytest.skip("needs 3 GiB free disk for the inputs check")
+    p = plans.load(str(plan_file))
+    prog = p.programs["hashdeep"]
+    assert [pt["file"] for pt in prog.grid()] == ["10M", "100M", "1G"]
+    assert programs.run_argv(prog, {"build": "/b", "file": "/f"}) == ["/b/src/sha256deep", "/f"]
