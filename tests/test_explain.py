@@ -95,3 +95,14 @@ def test_instruction_kinds():
     assert kinds("jne <f+0x10>") == {"branch"}
     assert kinds("vaddpd ymm0,ymm1,ymm2") == {"vector"}
     assert kinds("mulsd xmm0,QWORD PTR [rax]") == {"load", "fp-scalar"}
+
+
+def test_a_whole_program_is_profiled_into_its_own_binary():
+    src = Path(__file__).resolve().parent / "kernels" / "hotcold_program.c"
+    a, b = (str(build.build_tool(src, (flag,))) for flag in ("-O1", "-O2"))
+    doc = explain.explain_programs(a, [a], b, [b], ("O1", "O2"))
+    ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
+    assert explain.stem(ha["function"]) == explain.stem(hb["function"]) == "hot", (ha["function"], hb["function"])
+    assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5
+    assert doc["a"]["profile"]["ticks"] >= 20  # 1 ms of CPU time a tick over ~0.3 s: a wide floor
+    assert all(d["function"] for d in doc["differences"])

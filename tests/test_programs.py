@@ -254,3 +254,26 @@ def test_seed002_example_plan_parses(tmp_path):
     prog = p.programs["hashdeep"]
     assert [pt["file"] for pt in prog.grid()] == ["10M", "100M", "1G"]
     assert programs.run_argv(prog, {"build": "/b", "file": "/f"}) == ["/b/src/sha256deep", "/f"]
+
+
+def test_explain_a_program_under_two_variants(source, tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text(textwrap.dedent(f"""\
+        [program.good]
+        source = "{source}"
+        build = ["make CC={{cc}} CFLAGS='{{cflags}}'"]
+        run = "{{build}}/prog ok {{file}}"
+        [program.good.inputs]
+        file = {{ random_file = ["32M"] }}
+        [[experiment]]
+        name = "p"
+        workloads = ["good"]
+        variants = ["O0", "O2"]
+        """))
+    r = cli("explain", "O0", "O2", "--program", "good", "--plan", str(plan), "--json", db=tmp_path / "s.sqlite")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["program"] == "good" and doc["a"]["functions"] and doc["b"]["functions"]
+    assert any(d["function"] == "main" for d in doc["differences"])  # -O0 and -O2 main differ
+    r = cli("explain", "O0", "O2", "--program", "nosuch", "--plan", str(plan), db=tmp_path / "s.sqlite")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nosuch" in r.stderr

@@ -304,11 +304,22 @@ def export(run_id, fmt, output, db):
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value: the parameter point to profile at.")
 @click.option("--profile-code/--no-profile-code", default=True, show_default=True,
               help="Find the hot region from a sampled profile of both builds (else a static guess).")
+@click.option("--program", "program_name", default=None,
+              help="Explain two builds of this program of --plan instead of a kernel.")
+@click.option("--plan", "plan_file", default=None, help="The plan that declares --program.")
 @click.option("--rows", type=int, default=60, show_default=True, help="Rows of the side-by-side listing to print.")
 @json_option
-def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, rows, as_json):
-    """Where the kernel spends its time under two variants, and that code side by side."""
+def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, program_name, plan_file, rows, as_json):
+    """Where the kernel (or a program) spends its time under two variants, and that code
+    side by side."""
     from . import build, explain
+    if program_name:
+        doc = explain_program(variant_a, variant_b, program_name, plan_file, param_flags, profile_code)
+        if as_json:
+            emit_json({"program": program_name, "a": variant_a, "b": variant_b, **doc})
+        else:
+            print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
+        return
     try:
         w = workloads.get(workload_name)
         va, vb = toolchain.get(variant_a), toolchain.get(variant_b)
@@ -335,6 +346,34 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, row
         emit_json({"workload": workload_name, "a": variant_a, "b": variant_b, **doc})
         return
     print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
+
+
+def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | None, param_flags,
+                    profile_code: bool) -> dict:
+    """Build the plan's program under both variants and explain them (one-line errors)."""
+    from . import explain, programs
+    if not plan_file:
+        fail("--program needs --plan FILE (the plan that declares it)")
+    try:
+        p_plan = plans.load(plan_file)
+        p = p_plan.programs[name]
+        va, vb = p_plan.variant(variant_a), p_plan.variant(variant_b)
+        point = {**p.grid()[0], **{k: v[0] for k, v in plans.parse_param_flags(list(param_flags)).items()}}
+    except plans.PlanError as e:
+        fail(str(e))
+    except KeyError as e:
+        fail(e.args[0] if e.args and " " in str(e.args[0]) else
+             f"--program {name}: not in {plan_file} (it has: {', '.join(p_plan.programs) or 'none'})")
+    runs = []
+    for v in (va, vb):
+        b = programs.build_program(p, v)
+        if b.status != "ok" or not b.exe:
+            fail(f"program {name} under {v.name}: {b.error or 'its run template names no built file'}")
+        runs.append((b.exe, programs.point_argv(p, v, b, point)[1]))
+    try:
+        return explain.explain_programs(*runs[0], *runs[1], (variant_a, variant_b), profile_code)
+    except RuntimeError as e:
+        fail(str(e))
 
 
 def parse_size(text: str) -> int:

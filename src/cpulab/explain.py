@@ -308,10 +308,9 @@ def side_by_side(a: list[Instruction], b: list[Instruction]) -> list[tuple[str, 
     return rows
 
 
-def summary_of(artifact_path: str, prof: dict | None = None, function: str | None = None) -> dict:
-    """One build's kernel code; with a profile, the sampled region (in `function`'s stem
-    when given, else in the hottest function)."""
-    funcs = kernel_functions(artifact_path)
+def summary_of(funcs: dict[str, Function], prof: dict | None = None, function: str | None = None) -> dict:
+    """One build's code (a kernel's functions, or a program's); with a profile, the
+    sampled region (in `function`'s stem when given, else in the hottest function)."""
     out = {
         "functions": [{"name": n, "instructions": len(f.instructions), "bytes": f.size_bytes,
                        "loops": len(f.loops())} for n, f in sorted(funcs.items())],
@@ -372,9 +371,16 @@ def explain(artifact_a: str, artifact_b: str, params: dict[str, str] | None = No
     profile of each artifact at `params` to find the regions (0: the static guess)."""
     pa = profile(artifact_a, params, profile_code, executor) if profile_code else None
     pb = profile(artifact_b, params, profile_code, executor) if profile_code else None
-    a = summary_of(artifact_a, pa)
-    # Line B up on A's hot function, unless B's own hottest function is hotter in both.
-    b = summary_of(artifact_b, pb, a["hot_loop"]["function"] if a["hot_loop"] else None)
+    return compare_code(kernel_functions(artifact_a), kernel_functions(artifact_b), pa, pb, names,
+                        Path(artifact_a).read_bytes() == Path(artifact_b).read_bytes())
+
+
+def compare_code(funcs_a: dict[str, Function], funcs_b: dict[str, Function], pa: dict | None, pb: dict | None,
+                 names: tuple[str, str], identical: bool) -> dict:
+    """Two builds' code summaries, their hot regions lined up on the same function (B on
+    A's hottest) and aligned side by side, and the sentence of why."""
+    a = summary_of(funcs_a, pa)
+    b = summary_of(funcs_b, pb, a["hot_loop"]["function"] if a["hot_loop"] else None)
     rows = []
     if a["hot_loop"] and b["hot_loop"]:
         rows = side_by_side(a["hot_loop"].pop("_instructions"), b["hot_loop"].pop("_instructions"))
@@ -384,5 +390,102 @@ def explain(artifact_a: str, artifact_b: str, params: dict[str, str] | None = No
     for side in (a, b):
         if side["hot_loop"]:
             side["hot_loop"].pop("_instructions", None)
-    return {"a": a, "b": b, "rows": rows, "why": why(*names, a, b), "profiled": bool(profile_code),
-            "identical": Path(artifact_a).read_bytes() == Path(artifact_b).read_bytes()}
+    return {"a": a, "b": b, "rows": rows, "why": why(*names, a, b), "profiled": pa is not None and pb is not None,
+            "identical": identical}
+
+
+# ---- whole programs (explain --program) ---------------------------------------------------
+
+PRELOAD_SOURCE = Path(__file__).resolve().parent / "native" / "profile_preload.c"
+
+
+def file_offset_to_address(executable: str, offset: int) -> int | None:
+    """The link-time address of a byte of the file, through its PT_LOAD segments."""
+    with open(executable, "rb") as f:
+        for seg in ELFFile(f).iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_offset"] <= offset < seg["p_offset"] + seg["p_filesz"]:
+                return offset - seg["p_offset"] + seg["p_vaddr"]
+    return None
+
+
+def read_program_profile(text: str, executable: str) -> dict[int, int] | None:
+    """A preload profile file -> {link-time address in `executable`: samples}, or None if
+    this process did not map the executable (the launcher, a shell in between)."""
+    real = str(Path(executable).resolve())
+    maps, pcs = [], Counter()
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "pc":
+            pcs[int(rest, 16)] += 1
+        elif kind == "map":
+            f = rest.split(maxsplit=5)
+            if len(f) == 6 and f[5].strip() == real:
+                lo, hi = (int(x, 16) for x in f[0].split("-"))
+                maps.append((lo, hi, int(f[2], 16)))
+    if not maps:
+        return None
+    out: Counter = Counter()
+    for pc, n in pcs.items():
+        for lo, hi, off in maps:
+            if lo <= pc < hi and (addr := file_offset_to_address(executable, pc - lo + off)) is not None:
+                out[addr] += n
+                break
+    return dict(out)
+
+
+def profile_program(executable: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 300,
+                    executor: Executor | None = None) -> dict:
+    """Run a built program once with the sampling preload library -> a profile of the
+    addresses in its own binary (CPU time, 1 ms ticks)."""
+    import tempfile
+
+    from .build import build_tool
+    from .processes import ProcessJob, launcher
+    lib = build_tool(PRELOAD_SOURCE, ("-O2", "-shared", "-fPIC"))
+    with tempfile.TemporaryDirectory(prefix="cpulab-profile-") as d:
+        job = ProcessJob(argv, launcher(), check=None, timeout=timeout,
+                         env={**(env or {}), "LD_PRELOAD": str(lib), "CPULAB_PROFILE_OUT": f"{d}/profile"})
+        out = (executor or default_executor()).execute(job)
+        if out.status != Status.OK:
+            raise RuntimeError(f"profiling {argv[0]}: {out.status}: {out.error}")
+        found = [p for f in sorted(Path(d).iterdir())
+                 if (p := read_program_profile(f.read_text(), executable)) is not None]
+    if not found:
+        raise RuntimeError(f"profiling {argv[0]}: no profile of {executable} came back "
+                           "(it is not the program run, or it left by _exit or a signal)")
+    pcs = found[0]
+    if not pcs:
+        raise RuntimeError(f"profiling {argv[0]}: it used less than one tick (1 ms) of CPU time in its own "
+                           "code: nothing to sample; give it more work")
+    return {"pcs": pcs, "ticks": sum(pcs.values()), "period_us": 1000, "timer": "itimer-prof",
+            "cycles_per_unit": None, "unit": "runs", "wall_s": out.data.get("wall_s")}
+
+
+def size_differences(funcs_a: dict[str, Function], funcs_b: dict[str, Function], limit: int = 15) -> list[dict]:
+    """The functions whose code differs most between two builds (by symbol, clone
+    suffixes aside): size in bytes and instructions on each side, largest change first."""
+    by_stem = lambda funcs: {stem(n): f for n, f in funcs.items()}
+    sa, sb = by_stem(funcs_a), by_stem(funcs_b)
+    rows = []
+    for name in set(sa) | set(sb):
+        fa, fb = sa.get(name), sb.get(name)
+        if fa and fb and [i.normalised for i in fa.instructions] == [i.normalised for i in fb.instructions]:
+            continue
+        rows.append({"function": name, "a_bytes": fa.size_bytes if fa else None, "b_bytes": fb.size_bytes if fb else None,
+                     "a_instructions": len(fa.instructions) if fa else None,
+                     "b_instructions": len(fb.instructions) if fb else None})
+    rows.sort(key=lambda r: -abs((r["b_bytes"] or 0) - (r["a_bytes"] or 0)))
+    return rows[:limit]
+
+
+def explain_programs(exe_a: str, argv_a: list[str], exe_b: str, argv_b: list[str], names: tuple[str, str],
+                     profile_code: bool = True, executor: Executor | None = None) -> dict:
+    """Two builds of a program: the functions that differ most, and (profiled) the hot
+    region of each lined up on the same function, side by side."""
+    funcs_a = {n: f for n, f in disassemble(Path(exe_a)).items() if f.instructions}
+    funcs_b = {n: f for n, f in disassemble(Path(exe_b)).items() if f.instructions}
+    pa = profile_program(exe_a, argv_a, executor=executor) if profile_code else None
+    pb = profile_program(exe_b, argv_b, executor=executor) if profile_code else None
+    doc = compare_code(funcs_a, funcs_b, pa, pb, names, Path(exe_a).read_bytes() == Path(exe_b).read_bytes())
+    doc["differences"] = size_differences(funcs_a, funcs_b)
+    return doc

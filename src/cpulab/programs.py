@@ -231,6 +231,12 @@ def run_argv(p: Program, values: dict[str, str]) -> list[str]:
     return [w.format_map(values) for w in shlex.split(p.run)]
 
 
+def point_argv(p: Program, v: Variant, b: ProgramBuild, point: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The input files of one parameter point (made once, cached) and the run's argv."""
+    files = {k: str(random_file(parse_size(s, k))) for k, s in point.items()}
+    return files, run_argv(p, {**template_values(v, Path(b.tree)), **files})
+
+
 def build_key(p: Program, v: Variant) -> str:
     h = hashlib.sha256(source_hash(Path(p.source)).encode())
     h.update(json.dumps([list(p.build), p.run, v.compiler, toolchain.compiler_version(v.compiler),
@@ -355,8 +361,7 @@ def _program_targets(plan, e, names: list[str], store, run_id: int, progress) ->
                                    b.hash if b and b.status == "ok" else None, experiment=e.name)
             if status != "pending":
                 continue
-            files = {k: str(random_file(parse_size(s, k))) for k, s in point.items()}
-            argv = run_argv(p, {**template_values(v, Path(b.tree)), **files})
+            files, argv = point_argv(p, v, b, point)
             targets.append(ProcessTarget(rid, f"{pname} {vname} {' '.join(point.values())}", argv, p.check,
                                          cold_files=list(files.values()), env=dict(v.env)))
         progress.advance(f"{pname} / {vname}" + (f": {status}" if status != "pending" else ""))

@@ -281,6 +281,13 @@ def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
             t.add("llvm-mca cycles/iteration (a model)",
                   *[Cell((h.get("mca") or {}).get("cycles_per_iteration")) for h in (ha, hb)])
     tables = [t]
+    if doc.get("differences"):
+        d = Table("differences", "functions whose code differs most (by symbol)",
+                  columns("function", f"{a} bytes", f"{b} bytes", f"{a} instructions", f"{b} instructions"))
+        for r in doc["differences"]:
+            d.add(r["function"], Cell(r["a_bytes"]), Cell(r["b_bytes"]), Cell(r["a_instructions"]),
+                  Cell(r["b_instructions"]))
+        tables.append(d)
     if doc["rows"]:
         shown = doc["rows"][:max_rows] if max_rows else doc["rows"]
         share = profiled and ha and hb and "samples" in ha
