@@ -73,7 +73,8 @@ def results_table(rows: list[dict], comps: dict, show_times: bool) -> dict:
     for r in rows:
         c = comps.get((r["experiment"], r["workload"], _pkey(r), r["variant"]))
         verdict = ("identical code (= " + r["same_as"] + ")" if r["status"] == "identical" else
-                   f"{r['status']}: {r['error']}" if r["status"] != "ok" else c["verdict"] if c else "baseline")
+                   (f"{r['status']}: {r['error']}" if r["error"] else r["status"]) if r["status"] != "ok" else
+                   c["verdict"] if c else "baseline")
         delta = "" if not c or c["ratio"] is None or c["verdict"] == "identical code" else \
             f"{(c['ratio'] - 1) * 100:+.1f}% [{(c['ci'][0] - 1) * 100:+.1f}, {(c['ci'][1] - 1) * 100:+.1f}]"
         row = [fmt_params(r["params"]), r["variant"], fmt_num(r["median"]),
@@ -211,10 +212,19 @@ def render(s: dict, store: Store | None = None) -> str:
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["started"])))
 
 
+class ReportError(Exception):
+    """The report could not be drawn or written (one line); the stored run is untouched."""
+
+
 def write(s: dict, path: Path, store: Store | None = None) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(render(s, store))
-    tmp.replace(path)
+    try:
+        text = render(s, store)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    except Exception as e:  # drawing, templating or writing: the report is a view, the run is already stored
+        detail = " ".join(f"{type(e).__name__}: {e}".split())  # one line, even for matplotlib's messages
+        raise ReportError(f"report {path} cannot be drawn: {detail[:300]}") from e
     return path

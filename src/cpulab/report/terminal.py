@@ -1,7 +1,10 @@
-"""Terminal views: rich tables of a summary, of what is available, of the doctor's checks."""
+"""Terminal views: rich tables of a summary, of what is available, of the doctor's checks.
+Names, parameters, errors and code come from plans and tools: they are escaped, so that
+rich never reads "[rax]" or "a[/b]" as markup."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..analysis.memory import human_bytes
@@ -44,12 +47,12 @@ def results_tables(summary: dict) -> list[Table]:
         key = (r["experiment"], r["workload"])
         if key not in tables:
             base = next((c["baseline"] for c in summary["comparisons"] if (c["experiment"], c["workload"]) == key), "")
-            t = tables[key] = Table(title=f"{r['workload']} ({r['experiment']}): median [95% CI], "
-                                          f"delta vs {base} [95% CI]", title_justify="left")
+            t = tables[key] = Table(title=escape(f"{r['workload']} ({r['experiment']}): median [95% CI], "
+                                                 f"delta vs {base} [95% CI]"), title_justify="left")
             for col, just in (("params", "left"), ("variant", "left"), (r["rate_unit"], "right"), ("cv", "right"),
                               (r["per_clock_unit"], "right"), ("vs " + base, "right"), ("p", "right"),
                               ("verdict", "left")):
-                t.add_column(col, justify=just)
+                t.add_column(escape(col), justify=just)
         params = fmt_params(r["params"])
         shown = params if last_params.get(key) != params else ""
         last_params[key] = params
@@ -62,15 +65,15 @@ def results_tables(summary: dict) -> list[Table]:
         if r["status"] == "identical":
             verdict, median = "identical code", f"= {r['same_as']}"
         elif r["status"] != "ok":
-            verdict = f"{r['status']}: {r['error']}"[:100]
+            verdict = (f"{r['status']}: {r['error']}" if r["error"] else r["status"])[:100]
         elif c is None:
             verdict = "baseline"
         else:
             verdict = c["verdict"]
             if c["ratio"] is not None and verdict != "identical code":
                 delta, p = fmt_delta(c["ratio"], c["ci"]), f"{c['p']:.3f}"
-        tables[key].add_row(shown, r["variant"], median, cv, per_clock, delta, p,
-                            f"[{VERDICT_STYLE.get(verdict, 'yellow')}]{verdict}[/]")
+        tables[key].add_row(escape(shown), escape(r["variant"]), escape(median), cv, per_clock, delta, p,
+                            f"[{VERDICT_STYLE.get(verdict, 'yellow')}]{escape(verdict)}[/]")
     return list(tables.values())
 
 
@@ -82,15 +85,27 @@ def geomean_table(summary: dict) -> Table | None:
     for col in ("experiment", "workload", "variant", "vs", "geomean", "points"):
         t.add_column(col)
     for g in rows:
-        t.add_row(g["experiment"], g["workload"], g["variant"], g["baseline"], fmt_delta(g["ratio"], None),
-                  str(g["points"]))
+        t.add_row(escape(g["experiment"]), escape(g["workload"]), escape(g["variant"]), escape(g["baseline"]),
+                  fmt_delta(g["ratio"], None), str(g["points"]))
     return t
+
+
+def run_status_note(summary: dict) -> str:
+    """What an unfinished run's tables are: partial, and how to finish them."""
+    rid = summary["run_id"]
+    if summary["status"] == "running":
+        return f"run {rid} is still running: these results are partial"
+    return (f"run {rid} stopped before its end ({summary['status']}): these are the results measured by then; "
+            f"'cpulab run --resume {rid}' measures the rest")
 
 
 def print_summary(summary: dict, console: Console) -> None:
     m, timing = summary["machine"], summary["timing"]
-    console.print(f"[bold]{m['cpu_model']}[/] ({m['cpus']} CPUs, {m['kernel']}); timer [bold]{timing.get('timer')}[/], "
+    console.print(f"[bold]{escape(m['cpu_model'])}[/] ({m['cpus']} CPUs, {escape(m['kernel'])}); "
+                  f"timer [bold]{timing.get('timer')}[/], "
                   f"TSC {fmt_num((timing.get('tsc_hz') or 0) / 1e9)} GHz, core/TSC {fmt_num(timing.get('core_per_tsc'))}")
+    if summary["status"] != "done":
+        console.print(f"[yellow]{escape(run_status_note(summary))}[/]", soft_wrap=True)
     for t in results_tables(summary):
         console.print(t)
     if (g := geomean_table(summary)) is not None:
@@ -106,24 +121,24 @@ def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list[Table]:
     t = Table(title="generated code" + ("  (identical executables)" if doc["identical"] else ""),
               title_justify="left")
     for col in ("", a, b):
-        t.add_column(col, justify="right")
+        t.add_column(escape(col), justify="right")
     t.add_row("kernel instructions", str(doc["a"]["kernel_instructions"]), str(doc["b"]["kernel_instructions"]))
     t.add_row("kernel bytes", str(doc["a"]["kernel_bytes"]), str(doc["b"]["kernel_bytes"]))
     ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
     if ha and hb:
-        t.add_row("hot loop", f"{ha['function']} @ {ha['start']}", f"{hb['function']} @ {hb['start']}")
+        t.add_row("hot loop", escape(f"{ha['function']} @ {ha['start']}"), escape(f"{hb['function']} @ {hb['start']}"))
         for key in ("instructions", "bytes", "alignment"):
             t.add_row(f"hot loop {key}", str(ha[key]), str(hb[key]))
     tables = [t]
     if doc["rows"]:
         lt = Table(title=f"hot loops side by side (first {min(max_rows, len(doc['rows']))} of {len(doc['rows'])} rows)",
                    title_justify="left")
-        lt.add_column(a)
+        lt.add_column(escape(a))
         lt.add_column("", width=1)
-        lt.add_column(b)
+        lt.add_column(escape(b))
         style = {"=": "", "~": "yellow", "<": "red", ">": "red"}
         for left, right, tag in doc["rows"][:max_rows]:
-            lt.add_row(left, tag if tag != "=" else "", right, style=style[tag])
+            lt.add_row(escape(left), tag if tag != "=" else "", escape(right), style=style[tag])
         tables.append(lt)
     return tables
 
@@ -132,15 +147,16 @@ def memlat_tables(curves: list[dict]) -> list[Table]:
     """Per curve: the levels found (against the OS's caches), then every point."""
     tables = []
     for c in curves:
-        t = Table(title=f"memlat {c['series']} ({c['variant']}): levels", title_justify="left")
+        t = Table(title=escape(f"memlat {c['series']} ({c['variant']}): levels"), title_justify="left")
         for col in ("level", "up to", "ns/load", "cycles/load", "points", "OS cache"):
             t.add_column(col, justify="right")
         for i, lv in enumerate(c["levels"], 1):
-            match = lv["matches"] or ("[yellow]none[/] (nearest " + lv.get("nearest", "-") + ")")
+            match = escape(lv["matches"]) if lv["matches"] else \
+                "[yellow]none[/] (nearest " + escape(lv.get("nearest", "-")) + ")"
             t.add_row(str(i), human_bytes(lv["size_bytes"]), fmt_num(lv["ns"]), fmt_num(lv["cycles"]), str(lv["points"]),
                       match)
         tables.append(t)
-        pts = Table(title=f"memlat {c['series']}: points", title_justify="left")
+        pts = Table(title=escape(f"memlat {c['series']}: points"), title_justify="left")
         for col in ("working set", "ns/load", "cycles/load"):
             pts.add_column(col, justify="right")
         for p in c["points"]:
@@ -155,7 +171,8 @@ def bandwidth_table(rows: list[dict]) -> Table:
         t.add_column(col, justify="right")
     for r in rows:
         ci = r["mb_per_s_ci"]
-        t.add_row(r["variant"], r["op"], human_bytes(r["size_bytes"]), r["level"], fmt_num(r["mb_per_s"]),
+        t.add_row(escape(r["variant"]), escape(r["op"]), human_bytes(r["size_bytes"]), r["level"],
+                  fmt_num(r["mb_per_s"]),
                   f"{fmt_num(ci[0])}..{fmt_num(ci[1])}" if ci else "", fmt_num(r["bytes_per_cycle"]))
     return t
 
@@ -170,7 +187,8 @@ def probe_table(doc: dict) -> Table:
     for r in rows:
         mca = r.get("mca_cycles_per_iteration", (r.get("mca") or {}).get("cycles_per_iteration"))
         flag = " [yellow](disagrees)[/]" if r.get("mca_disagrees") else ""
-        t.add_row(r.get("sequence") or r.get("body"), str(r["instructions"]), fmt_num(r["cycles_per_iteration"]),
+        t.add_row(escape(r.get("sequence") or r.get("body")), str(r["instructions"]),
+                  fmt_num(r["cycles_per_iteration"]),
                   f"{fmt_num(r['cycles_min'])}..{fmt_num(r['cycles_max'])}", fmt_num(r["ipc"]),
                   fmt_num(r["ns_per_iteration"]), (fmt_num(mca) + flag) if mca else "-", r["timer"])
     return t
