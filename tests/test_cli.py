@@ -82,3 +82,35 @@ def test_probe_json_and_bad_assembly(tmp_path):
     assert 0.5 < doc["cycles_per_iteration"] < 2.0  # a dependent add chain: about 1 cycle
     bad = cpulab("probe", "frobnicate rax", db=db)
     assert bad.returncode == 2 and "frobnicate" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_store_problems_are_one_line_and_exit_2(tmp_path):
+    import sqlite3
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not sqlite at all" * 100)
+    foreign = tmp_path / "theirs.sqlite"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE notes (text TEXT)")
+    con.commit()
+    con.close()
+    for db, words in ((junk, "is not a cpulab database"), (foreign, "is an SQLite database of something else")):
+        p = cpulab("runs", db=db)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and words in lines[0], p.stderr
+    assert [r[0] for r in sqlite3.connect(foreign).execute("SELECT name FROM sqlite_master")] == ["notes"]
+
+
+def test_resume_and_report_refusals(tmp_path):
+    db = tmp_path / "db.sqlite"
+    assert cpulab("run", "-w", "sha256", "-v", "O2", "-p", "size=64", "--runs", "1", "--samples", "1",
+                  "--min-sample-time", "0.001", db=db).returncode == 0
+    for args, words in ((["run", "--resume", "1", "--runs", "3"], "drop --processes/--runs"),
+                        (["run", "--resume", "1"], "the run is done"),
+                        (["run", "--resume", "7"], "no run 7"),
+                        (["report", "1", "-o", str(tmp_path / "file" / "r.html")], "cannot be drawn")):
+        if args[0] == "report":
+            (tmp_path / "file").write_text("a file where a directory should be")
+        p = cpulab(*args, db=db)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and words in lines[0], (args, p.stderr)
+    assert json.loads(cpulab("runs", "--json", db=db).stdout)[0]["status"] == "done"

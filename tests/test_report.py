@@ -76,3 +76,44 @@ def test_exports(small_run):
     assert md.startswith("# cpulab run") and "| sha256 |" in md
     import json
     assert json.loads(exports.render(summary, "json"))["run_id"] == summary.run_id
+
+
+def test_labels_are_plain_text_in_plots_html_and_terminal(tmp_path):
+    """Names that mean something to mathtext, HTML, rich markup or matplotlib's legend
+    ('$', '_', '^', '<x>', '[/b]', a leading '_') are shown as written, never parsed."""
+    from rich.console import Console
+    from cpulab.report.terminal import print_summary
+    names = ["a$b<x>", "p$_^$q", "_under", "c[/b]"]
+    custom = {n: Variant(n, cflags=("-O2", f"-DLABEL_{i}")) for i, n in enumerate(names)}
+    exps = [plans.Experiment("sweep", ["sha256"], ["O2", *names], "O2",
+                             params={"sha256": {"size": ["256", "1024", "4096"]}}),
+            plans.Experiment("point", ["sha256"], ["O2", *names], "O2", params={"sha256": {"size": ["1024"]}})]
+    p = plans.validate(plans.Plan("labels", exps, runs=2, samples=1, min_sample_time=0.001, warmup=0.0,
+                                  measure_identical=True, custom_variants=custom))
+    store = Store(tmp_path / "db.sqlite")
+    summary = analysis.summarise(store, runner.run_plan(p, store, seed=11))
+    text = html.write(summary, tmp_path / "report.html").read_text()
+    for n in names:
+        escaped = n.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        # the results tables, the bar labels and the legend of every sweep plot
+        assert text.count(escaped) >= 4, n
+    assert "<x>" not in text
+    console = Console(record=True, width=200)
+    print_summary(summary, console)
+    shown = console.export_text()
+    for n in names:
+        assert n in shown
+
+
+def test_a_report_that_cannot_be_drawn_is_one_line(small_run, tmp_path, monkeypatch):
+    from cpulab.report import plots
+    store, summary, _ = small_run
+    before = (store.run(summary.run_id), store.results(summary.run_id))
+
+    def broken(*args, **kwargs):
+        raise ValueError("cannot draw\nthis plot")
+    monkeypatch.setattr(plots, "curves", broken)
+    with pytest.raises(html.ReportError, match="broken.html cannot be drawn: ValueError: cannot draw this plot"):
+        html.write(summary, tmp_path / "broken.html")
+    assert not (tmp_path / "broken.html").exists()
+    assert (store.run(summary.run_id), store.results(summary.run_id)) == before

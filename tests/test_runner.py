@@ -1,10 +1,14 @@
-"""The runner: failures are kept per variant, identical code is found, Ctrl-C keeps data."""
+"""The runner: failures are kept per variant, identical code is found, Ctrl-C, SIGTERM and
+SIGHUP keep data, a killed run reads as interrupted and --resume completes it."""
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+
+import pytest
 
 from cpulab import analysis, plan as plans, run as runner
 from cpulab.store import Store
@@ -121,3 +125,117 @@ def test_missing_library_names_the_package():
     why = toolchain.library_reason(toolchain.BUILTIN["O2"], "no_such_header_here.h", ("-lnosuchlib",), "libnosuch-dev")
     assert "install libnosuch-dev" in why and "no_such_header_here.h" in why
     assert toolchain.library_reason(toolchain.BUILTIN["O2"], "stdio.h", ("-lm",), "libc6-dev") == ""
+
+
+def test_variants_differing_only_in_environment_are_both_measured(tmp_path):
+    from cpulab import build
+    from cpulab.toolchain import Variant
+    env = (("CPULAB_TEST_SETTING", "1"),)
+    custom = {"O2-env": Variant("O2-env", env=env), "O2-env-twin": Variant("O2-env-twin", env=env)}
+    p = make_plan(["sha256"], ["O2", "O2-env", "O2-env-twin"], {"sha256": {"size": ["256"]}}, custom)
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store, seed=5)
+    res = {r["variant"]: r for r in store.results(run_id)}
+    assert res["O2-env"]["status"] == "ok" and len(store.samples(res["O2-env"]["id"])) == FAST["runs"] * FAST["samples"]
+    assert res["O2-env-twin"]["status"] == "identical" and res["O2-env-twin"]["same_as"] == "O2-env"
+    # ABI flags change what runs as well, even where the bytes (the code hash) are equal.
+    art = build.Artifact("x", "h", "same-bytes", 1, "gcc", ())
+    assert runner._execution_key(Variant("a"), art) != runner._execution_key(Variant("b", abi_flags=("-m32",)), art)
+    assert runner._execution_key(Variant("a"), art) == runner._execution_key(Variant("b", cflags=("-O3",)), art)
+
+
+def start_cli_run(db, *args):
+    return subprocess.Popen([sys.executable, "-m", "cpulab.cli", "run", "-w", "sha256", *args],
+                            env={**os.environ, "CPULAB_DB": str(db)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def processes_stored(db) -> int:
+    try:
+        return sqlite3.connect(db).execute(
+            "SELECT count(*) FROM (SELECT DISTINCT result_id, invocation FROM samples)").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def measured_children() -> list[int]:
+    """Pids of artifacts running now (this session's artifact cache is its own)."""
+    cache = os.environ["CPULAB_CACHE_DIR"]
+    pids = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and open(f"/proc/{d}/cmdline", "rb").read().startswith(cache.encode()):
+                pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+def wait_until(cond, timeout=120.0):
+    deadline = time.time() + timeout
+    while not cond():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, sig):
+    db = tmp_path / "db.sqlite"
+    # Processes of about half a second each, so that one is being measured when the signal comes.
+    proc = start_cli_run(db, "-v", "O2", "-v", "O1", "-p", "size=1024", "--runs", "50", "--samples", "5",
+                         "--min-sample-time", "0.1")
+    wait_until(lambda: processes_stored(db) >= 2 and measured_children())
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert measured_children() == []  # the process being measured was killed with the run, not orphaned
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
+    assert processes_stored(db) >= 2
+    assert f"interrupted ({signal.Signals(sig).name})" in err and "cpulab run --resume 1" in err
+
+
+def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
+    db = tmp_path / "db.sqlite"
+    runs, samples = 4, 2
+    proc = start_cli_run(db, "-v", "O2", "-v", "O1", "-p", "size=256,1024,4096", "--runs", str(runs),
+                         "--samples", str(samples), "--min-sample-time", "0.02")
+    wait_until(lambda: processes_stored(db) >= 2)
+    proc.kill()  # SIGKILL: no clean-up at all, the run row still says 'running'
+    proc.communicate(timeout=60)
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT status FROM runs").fetchone()[0] == "running"
+    before = set(con.execute("SELECT result_id, invocation, idx, ns FROM samples"))
+    assert 2 * samples <= len(before) < 6 * runs * samples
+
+    listed = json.loads(cli_json(db, "runs"))
+    assert [r["status"] for r in listed] == ["interrupted"]
+    doc = json.loads(cli_json(db, "compare"))
+    assert doc["status"] == "interrupted"
+    assert "run 1 stopped before its end (interrupted)" in subprocess.run(
+        [sys.executable, "-m", "cpulab.cli", "compare"], capture_output=True, text=True,
+        env={**os.environ, "CPULAB_DB": str(db)}, timeout=120).stdout
+    for r in doc["results"]:  # measured results say ok, never-measured ones say pending
+        assert r["status"] == ("ok" if r["invocations"] else "pending"), r
+    assert sum(r["invocations"] for r in doc["results"]) < 6 * runs
+
+    p = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--resume", "1", "--json"], capture_output=True,
+                       text=True, env={**os.environ, "CPULAB_DB": str(db)}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["run_id"] == 1 and doc["status"] == "done" and len(doc["results"]) == 6
+    for r in doc["results"]:
+        assert r["status"] == "ok" and r["invocations"] == runs and len(r["samples"]) == runs * samples
+    after = set(con.execute("SELECT result_id, invocation, idx, ns FROM samples"))
+    assert before <= after and len(after) == 6 * runs * samples
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    again = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--resume", "1"], capture_output=True,
+                           text=True, env={**os.environ, "CPULAB_DB": str(db)}, timeout=60)
+    assert again.returncode == 2 and "the run is done" in again.stderr
+
+
+def cli_json(db, *args) -> str:
+    p = subprocess.run([sys.executable, "-m", "cpulab.cli", *args, "--json"], capture_output=True, text=True,
+                       env={**os.environ, "CPULAB_DB": str(db)}, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout

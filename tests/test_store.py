@@ -1,6 +1,10 @@
-"""The SQLite store: schema version, round trips, and concurrent writers."""
+"""The SQLite store: schema version, round trips, concurrent writers, locked and foreign
+files, and runs whose owner is gone."""
 import multiprocessing as mp
+import os
+import socket
 import sqlite3
+import subprocess
 
 import pytest
 
@@ -33,7 +37,7 @@ def test_schema_version_and_round_trip(tmp_path):
 def test_not_a_database(tmp_path):
     bad = tmp_path / "junk.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="junk.sqlite"):
+    with pytest.raises(StoreError, match="junk.sqlite is not a cpulab database"):
         Store(bad)
 
 
@@ -60,3 +64,85 @@ def test_two_processes_write_at_once(tmp_path):
     assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 300
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 600
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+
+
+def test_locked_store_says_locked(tmp_path):
+    path = tmp_path / "db.sqlite"
+    s = Store(path, timeout=0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's writer, past our timeout
+    with pytest.raises(StoreError, match=r"store .*db\.sqlite is locked by another process"):
+        new_run(s)
+    holder.execute("ROLLBACK")
+    assert new_run(s) == 1  # the failed write left nothing half-done
+    # A new store whose file another process holds exclusively cannot even be set up.
+    fresh = tmp_path / "fresh.sqlite"
+    holder = sqlite3.connect(fresh, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(StoreError, match="is locked by another process"):
+        Store(fresh, timeout=0.2)
+    holder.execute("ROLLBACK")
+
+
+def test_foreign_sqlite_file_is_refused_untouched(tmp_path):
+    path = tmp_path / "theirs.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE people (name TEXT)")
+    con.execute("INSERT INTO people VALUES ('ada')")
+    con.commit()
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="theirs.sqlite is an SQLite database of something else") as e:
+        Store(path)
+    assert "\n" not in str(e.value)
+    assert path.read_bytes() == before  # no cpulab tables, no WAL conversion
+    assert not (tmp_path / "theirs.sqlite-wal").exists()
+
+
+def test_empty_file_becomes_a_store(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    path.touch()
+    assert Store(path).schema_version() == len(MIGRATIONS)
+
+
+def _set_owner(path, **cols):
+    con = sqlite3.connect(path)
+    con.execute("UPDATE runs SET " + ", ".join(f"{k} = ?" for k in cols), tuple(cols.values()))
+    con.commit()
+
+
+def test_run_of_a_dead_owner_reads_interrupted(tmp_path):
+    path = tmp_path / "db.sqlite"
+    s = Store(path)
+    run = new_run(s)
+    assert s.run(run)["status"] == "running" and s.runs()[0]["status"] == "running"
+    with pytest.raises(StoreError, match="still running"):
+        s.claim_run(run)  # its owner (this process) is alive
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    _set_owner(path, owner_pid=gone.pid)
+    assert s.run(run)["status"] == "interrupted" and s.runs()[0]["status"] == "interrupted"
+    _set_owner(path, owner_pid=os.getpid(), owner_boot_id="an-earlier-boot")
+    assert s.run(run)["status"] == "interrupted"  # the machine restarted since
+    _set_owner(path, owner_pid=os.getpid(), owner_boot_id="", owner_started=1)
+    assert s.run(run)["status"] == "interrupted"  # the pid was reused by a later process
+    _set_owner(path, owner_host="another-host")
+    assert s.run(run)["status"] == "running"  # no way to tell from here
+    _set_owner(path, owner_host=socket.gethostname(), owner_pid=gone.pid)
+    s.claim_run(run)  # resuming makes this process the owner again
+    assert s.run(run)["status"] == "running" and s.run(run)["owner_pid"] == os.getpid()
+
+
+def test_a_store_of_schema_1_is_migrated_and_readable(tmp_path):
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                      " INSERT INTO schema_version VALUES (1);"
+                      " INSERT INTO machines VALUES ('m1', '{}', 0);"
+                      " INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv)"
+                      "  VALUES ('m1', 0, 'running', '{\"experiments\": []}', '{}', '{}', '[]');")
+    con.close()
+    s = Store(path)
+    assert s.schema_version() == len(MIGRATIONS)
+    assert s.run(1)["status"] == "running"  # an owner from before migration 2 is not known to be gone
+    assert new_run(s) == 2 and s.run(2)["owner_pid"] == os.getpid()

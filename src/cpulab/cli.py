@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -79,10 +80,12 @@ def main() -> None:
     except click.exceptions.UsageError as e:
         where = f"{e.ctx.command_path}: " if e.ctx else ""
         fail(f"{where}{e.format_message()}")
-    except click.exceptions.Abort:
-        sys.exit(130)
+    except click.exceptions.Abort as e:  # click's wrapping of an interrupt outside a run
+        sys.exit(e.__cause__.exit_status if isinstance(e.__cause__, runner.Interrupted) else 130)
     except click.ClickException as e:
         fail(e.format_message())
+    except StoreError as e:
+        fail(str(e))
 
 
 @cli.command()
@@ -100,11 +103,24 @@ def main() -> None:
               help="Random seed for the round order and layout padding (--seed: deprecated alias).")
 @click.option("--cold", is_flag=True, default=None,
               help="Programs: evict their input files from the page cache before each run.")
+@click.option("--resume", type=int, default=None, metavar="RUN",
+              help="Finish a stopped run: measure what it is missing, under the plan it stored.")
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, samples, min_sample_time,
-        profile, timer, random_seed, cold, db, as_json):
+        profile, timer, random_seed, cold, resume, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
+    if resume is not None:
+        given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
+                                          ("--variant", variant_names), ("--param", param_flags),
+                                          ("--baseline", baseline), ("--processes/--runs", processes), ("--samples", samples),
+                                          ("--min-sample-time", min_sample_time), ("--profile", profile),
+                                          ("--timer", timer)) if value]
+        if given:
+            fail(f"--resume {resume} measures the plan the run stored; drop {', '.join(given)}")
+        store = open_store(db)
+        finish(resumable_plan(store, resume), store, random_seed, as_json, resume)
+        return
     try:
         if workload_names or variant_names or param_flags:
             if plan_file:
@@ -127,32 +143,64 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
         plans.validate(p, plan_file or "plan")
     except plans.PlanError as e:
         fail(str(e))
-    store = open_store(db)
+    finish(p, open_store(db), random_seed, as_json)
+
+
+def resumable_plan(store: Store, run_id: int) -> plans.Plan:
+    """The stored plan of a run that can be resumed here, or a one-line refusal."""
+    try:
+        r = store.run(run_id)
+    except StoreError as e:
+        fail(str(e))
+    if r["status"] in ("running", "done"):
+        fail(f"--resume {run_id}: the run is {r['status']}; only a stopped run (interrupted or failed) is resumed")
+    if not r["plan"].get("experiments"):
+        fail(f"--resume {run_id}: a {r['plan'].get('name', 'probe')} run has no plan to resume")
+    if r["machine_id"] != machine.fingerprint_id(machine.fingerprint()):
+        fail(f"--resume {run_id}: the run was measured on machine {r['machine_id']}; resume it there")
+    try:
+        return plans.from_stored(r["plan"], f"run {run_id}")
+    except plans.PlanError as e:
+        fail(str(e))
+
+
+def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, resume: int | None = None) -> None:
+    """Measure (or finish) a plan, then print the comparison and write the report.  A report
+    that cannot be drawn is one line and exit status 2, after the results are printed."""
     started = time.time()
-    run_id = execute(p, store, random_seed)
+    run_id = execute(p, store, random_seed, resume)
     summary = analysis.analyse(store, run_id)
     summary.wall_s = time.time() - started
     from .report import html
-    summary.report = str(html.write(summary, default_report_path(store, run_id)))
+    report_error = ""
+    try:
+        summary.report = str(html.write(summary, default_report_path(store, run_id)))
+    except html.ReportError as e:
+        summary.report, report_error = None, str(e)
     if as_json:
         emit_json(summary.to_dict())
     else:
         print_summary(summary, out)
-        console.print(f"[dim]run {run_id} stored in {store.path} ({summary.wall_s:.0f} s)[/]")
-        out.print(f"report: {summary.report}")
+        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({summary.wall_s:.0f} s)[/]")
+        if summary.report:
+            out.print(f"report: {summary.report}", markup=False)
+    if report_error:
+        fail(report_error)
 
 
-def execute(p: plans.Plan, store: Store, seed: int | None = None) -> int:
-    """Run a plan with a progress bar; on Ctrl-C say where the measured part is, exit 130."""
+def execute(p: plans.Plan, store: Store, seed: int | None = None, resume: int | None = None) -> int:
+    """Run a plan with a progress bar; on Ctrl-C, SIGTERM or SIGHUP say where the measured
+    part is and exit with 128 + the signal (130 for Ctrl-C)."""
     with Progress(TextColumn("{task.description:8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[status]}"), console=console, transient=True) as bar:
+                  TextColumn("{task.fields[status]}", markup=False), console=console, transient=True) as bar:
         try:
-            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed)
-        except KeyboardInterrupt:
-            rid = store.latest_run()
-            console.print(f"[yellow]interrupted: run {rid} keeps what was measured "
-                          f"(cpulab compare {rid})[/]")
-            sys.exit(130)
+            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed, resume=resume)
+        except runner.Interrupted as e:
+            if e.run_id is not None:
+                console.print(f"[yellow]interrupted ({e}): run {e.run_id} keeps what was measured "
+                              f"(cpulab compare {e.run_id}; cpulab run --resume {e.run_id} finishes it)[/]",
+                              soft_wrap=True)
+            sys.exit(e.exit_status)
 
 
 def sweep_plan(workload: str, variant: str, params: dict[str, list[str]], processes: int) -> plans.Plan:
@@ -201,15 +249,16 @@ def list_(as_json):
     for c in ("name", "unit", "parameters (default)", "description"):
         t.add_column(c)
     for w in wl:
-        t.add_row(w["name"], w["unit"], " ".join(f"{k}={v}" for k, v in w["params"].items()), w["description"])
+        t.add_row(w["name"], w["unit"], escape(" ".join(f"{k}={v}" for k, v in w["params"].items())),
+                  escape(w["description"]))
     out.print(t)
     t = Table(title="variants", title_justify="left")
     for c in ("name", "here", "compiler", "flags", "description"):
         t.add_column(c)
     for v in vs:
         flags = " ".join(v["abi_flags"] + v["cflags"] + (["| link:"] + v["ldflags"] if v["ldflags"] else []))
-        t.add_row(v["name"], "[green]yes[/]" if v["available"] else f"[yellow]skipped: {v['reason']}[/]",
-                  v["compiler"], flags, v["description"])
+        here = "[green]yes[/]" if v["available"] else f"[yellow]skipped: {escape(v['reason'])}[/]"
+        t.add_row(escape(v["name"]), here, v["compiler"], escape(flags), escape(v["description"]))
     out.print(t)
     out.print(f"built-in plans: {', '.join(plan_names)}")
 
@@ -244,7 +293,7 @@ def doctor(as_json):
     for k, v in cond.items():
         t.add_row(k, str(v))
     for k, v in tools.items():
-        t.add_row(k, v or "[yellow]not found[/]")
+        t.add_row(k, escape(v) if v else "[yellow]not found[/]")
     out.print(t)
     for w in doc["warnings"]:
         out.print(f"[yellow]warning:[/] {w}")
@@ -276,7 +325,11 @@ def report(run_id, output, db):
     from .report import html
     store = open_store(db)
     run_id = _run_id(store, run_id)
-    path = html.write(analysis.summarise(store, run_id), Path(output) if output else default_report_path(store, run_id))
+    path = Path(output) if output else default_report_path(store, run_id)
+    try:
+        path = html.write(analysis.summarise(store, run_id), path)
+    except html.ReportError as e:
+        fail(str(e))
     click.echo(str(path))
 
 
@@ -418,7 +471,8 @@ def memlat(pages, mode, max_size, per_octave, variant, processes, profile, db, a
     if doc["steps"]:
         print_analysis("memlat-steps", doc["steps"], out)
     for f in doc["failures"]:
-        out.print(f"[yellow]{f['params'].get('pages')} {f['params'].get('size')}: {f['status']}: {f['error']}[/]")
+        failure = f"{f['params'].get('pages')} {f['params'].get('size')}: {f['status']}: {f['error']}"
+        out.print(f"[yellow]{escape(failure)}[/]")
 
 
 @cli.command()

@@ -294,3 +294,15 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
                      baseline=baseline or ("O2" if "O2" in variants else variants[0]),
                      params={w: p for w, p in per_workload.items() if p})
     return validate(Plan(name="command line", experiments=[exp]), "command line")
+
+
+def from_stored(d: dict, where: str) -> Plan:
+    """The Plan a run stored (Plan.as_dict), read back to resume that run."""
+    try:
+        custom = {name: Variant(**{**v, "cflags": tuple(v["cflags"]), "ldflags": tuple(v["ldflags"]),
+                                   "abi_flags": tuple(v["abi_flags"]), "env": tuple(v["env"].items())})
+                  for name, v in d["custom_variants"].items()}
+        plan = Plan(**{**d, "experiments": [Experiment(**e) for e in d["experiments"]], "custom_variants": custom})
+    except (KeyError, TypeError, AttributeError) as e:
+        raise PlanError(f"{where}: the stored plan cannot be read back ({type(e).__name__}: {e})") from None
+    return validate(plan, where)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,47 +45,99 @@ class Target:
     artifact: build.Artifact | None = None
     live: bool = True
     emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
+    done: int = 0  # processes measured so far: the next invocation number
 
 
 def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, str]:
     return {**params, **w.prepare(params)} if w.prepare else dict(params)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP: the run stops cleanly and what was measured stays.
+    run_id is the run it stopped (None before one was recorded)."""
+
+    def __init__(self, signum: int = signal.SIGINT, run_id: int | None = None):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.run_id = signum, run_id
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum  # as a shell reports a process ended by that signal
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def stop_signals_interrupt():
+    """While the block runs, SIGTERM and SIGHUP raise Interrupted as Ctrl-C raises
+    KeyboardInterrupt; the executor kills the process being measured when it is
+    interrupted, so no child outlives the run.  Repeats are ignored until the block has
+    ended, so the clean-up (one store write) is not cut short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals; a caller's thread keeps its defaults
+        return
+
+    def stop(signum, frame):
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 @contextmanager
 def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
-                 executor: Executor | None = None):
-    """A run row with the machine's fingerprint and timing; yields its id and marks it
-    done, interrupted (Ctrl-C: what was stored stays) or failed when the block ends."""
-    # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
-    probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
-    timing = calibrate_timing(probe_art.path, timer, executor)
-    fp = machine.fingerprint(timing)
-    run_id = store.start_run(fp, machine.fingerprint_id(fp), plan, machine.conditions(), timing,
-                             argv if argv is not None else sys.argv)
-    status = "failed"
-    try:
-        yield run_id
-        status = "done"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        store.finish_run(run_id, status)
+                 resume: int | None = None, executor: Executor | None = None):
+    """A run row with the machine's fingerprint and timing (or, with resume, a stopped run
+    taken over); yields its id and marks it done, interrupted (Ctrl-C, SIGTERM, SIGHUP:
+    what was stored stays; Interrupted is raised with the run id) or failed."""
+    with stop_signals_interrupt():
+        if resume is None:
+            # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
+            probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
+            timing = calibrate_timing(probe_art.path, timer, executor)
+            fp = machine.fingerprint(timing)
+            run_id = store.start_run(fp, machine.fingerprint_id(fp), plan, machine.conditions(), timing,
+                                     argv if argv is not None else sys.argv)
+        else:
+            store.claim_run(resume)
+            run_id = resume
+        status = "failed"
+        try:
+            yield run_id
+            status = "done"
+        except KeyboardInterrupt as e:
+            status = "interrupted"
+            raise Interrupted(getattr(e, "signum", signal.SIGINT), run_id) from None
+        finally:
+            store.finish_run(run_id, status)
 
 
 def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
-             argv: list[str] | None = None, seed: int | None = None) -> int:
+             argv: list[str] | None = None, seed: int | None = None, resume: int | None = None) -> int:
     """Build and measure everything in the plan, then its probe tables; returns the run
-    id.  On Ctrl-C the run is marked interrupted and everything measured stays."""
+    id.  On Ctrl-C, SIGTERM or SIGHUP the run is marked interrupted and everything
+    measured stays.  resume: the id of a stopped run of this plan, to measure what it
+    is missing."""
     executor = executor or LocalExecutor(seed=seed)
     progress = progress or QuietProgress()
     rng = random.Random(seed)
-    with recorded_run(store, plan.as_dict(), plan.timer, argv, executor) as run_id:
-        targets = _build_all(plan, store, run_id, progress)
+    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, executor) as run_id:
+        targets = _build_all(plan, store, run_id, progress) if resume is None else \
+            _unfinished(plan, store, run_id, progress)
         _measure(plan, store, targets, executor, progress, rng)
-        _measure_programs(plan, store, run_id, executor, progress, rng)
-        progress.phase("tables", len(plan.probe_tables))
-        for name in plan.probe_tables:
+        if resume is None:  # a resumed run's programs keep what they had (see README)
+            _measure_programs(plan, store, run_id, executor, progress, rng)
+        made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
+        tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
+        progress.phase("tables", len(tables))
+        for name in tables:
             probe = probes.get(name)
             store.add_analysis(run_id, probe.kind, probe.measure(timer=plan.timer, executor=executor), key=name)
             progress.advance(name)
@@ -133,12 +187,13 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
             targets.append(t)
         progress.advance(f"{wname} / {vname}" + (f": {status}" if status != "pending" else ""))
 
-    # Identical code: measure the first variant with that code, point the rest at it.
+    # Identical code run the same way: measure the first such variant, point the rest at it.
     first_with: dict[tuple, str] = {}
     for t in targets:
         if not t.live:
             continue
-        key = (t.experiment, t.workload, json.dumps(t.params, sort_keys=True), t.artifact.code_hash)
+        run_as = _execution_key(plan.variant(t.variant), t.artifact)
+        key = (t.experiment, t.workload, json.dumps(t.params, sort_keys=True), run_as)
         if key in first_with and first_with[key] != t.variant and not plan.measure_identical:
             t.live = False
             store.mark_identical(t.result_id, first_with[key])
@@ -147,13 +202,51 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
     return targets
 
 
+def _execution_key(v: toolchain.Variant, art: build.Artifact) -> tuple:
+    """What decides how a measured process behaves: the executable's bytes, and what the
+    variant sets around it (environment; ABI flags).  Equal keys need one measurement."""
+    return art.code_hash, tuple(sorted(v.env)), tuple(v.abi_flags)
+
+
+def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> list[Target]:
+    """The results of a stopped run that are owed processes (pending, or ok with fewer
+    than the plan's runs), with their artifacts (from the cache).  A result whose build
+    now differs from the measured one (compiler or sources changed) becomes an error
+    rather than mixing two executables under one name; its samples stay."""
+    done = store.processes_measured(run_id)
+    owed = [r for r in store.results(run_id)
+            if r["status"] in ("pending", "ok") and done.get(r["id"], 0) < plan.runs_of(r["experiment"])]
+    progress.phase("build", len(owed))
+    built: dict[tuple[str, str], tuple[build.Artifact | None, str]] = {}  # (artifact, why not)
+    targets = []
+    for r in owed:
+        pair = (r["workload"], r["variant"])
+        if pair not in built:
+            try:
+                built[pair] = build.build_artifact(workloads.get(r["workload"]), plan.variant(r["variant"])), ""
+            except build.BuildError as e:
+                built[pair] = None, f"not resumed: the build fails now: {e}"
+        art, why = built[pair]
+        if art is not None and art.hash != r["artifact_hash"]:
+            why = "not resumed: the build differs from the one measured (compiler or sources changed)"
+        if why:
+            store.set_status(r["id"], "error", why)
+        else:
+            targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], art,
+                                  done=done.get(r["id"], 0)))
+        progress.advance(f"{r['workload']} / {r['variant']}" + (f": {why}" if why else ""))
+    return targets
+
+
 def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor, progress: Progress,
              rng: random.Random) -> None:
+    """Rounds until every live target has the plan's number of processes (a resumed
+    target starts from the processes it already has)."""
     live = [t for t in targets if t.live]
-    progress.phase("measure", sum(plan.runs_of(t.experiment) for t in live))
+    progress.phase("measure", sum(plan.runs_of(t.experiment) - t.done for t in live))
     prepared: dict[int, dict[str, str]] = {}
-    for rnd in range(max((plan.runs_of(t.experiment) for t in live), default=0)):
-        order = [t for t in live if t.live and rnd < plan.runs_of(t.experiment)]
+    for _ in range(max((plan.runs_of(t.experiment) - t.done for t in live), default=0)):
+        order = [t for t in live if t.live and t.done < plan.runs_of(t.experiment)]
         rng.shuffle(order)
         for t in order:
             w = workloads.get(t.workload)
@@ -170,10 +263,12 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
                              plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env),
                              emulator=t.emulator)
             out = executor.execute(job)
+            progress_label = f"round {t.done + 1}/{plan.runs_of(t.experiment)}  {t.workload} {t.variant}"
             if out.status == "ok":
-                store.add_invocation(t.result_id, rnd, out.data, out.layout_pad)
+                store.add_invocation(t.result_id, t.done, out.data, out.layout_pad)
+                t.done += 1
             else:
                 t.live = False
                 store.set_status(t.result_id, out.status, out.error)
-            progress.advance(f"round {rnd + 1}/{plan.runs_of(t.experiment)}  {t.workload} {t.variant}"
+            progress.advance(progress_label
                              + (f"  {out.status}: {out.error[:60]}" if out.status != "ok" else ""))

@@ -3,10 +3,14 @@
 WAL mode and a busy timeout let several `cpulab run` processes write at once; each
 write is one short IMMEDIATE transaction, so nothing measured is lost on Ctrl-C.
 Schema changes are numbered migrations applied in order from `schema_version`.
+A run row names its owner (pid, process start time, boot id, host): a run left
+`running` by an owner that no longer exists (SIGKILL, power loss) reads as `interrupted`.
 """
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -87,60 +91,145 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX results_run ON results(run_id);
     """,
+    # 2: who is measuring a run, so that a dead owner's run is known to be over
+    """
+    ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN owner_started INTEGER;  -- the owner's start, clock ticks after boot
+    ALTER TABLE runs ADD COLUMN owner_boot_id TEXT;     -- /proc/sys/kernel/random/boot_id
+    ALTER TABLE runs ADD COLUMN owner_host TEXT;
+    """,
 ]
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(str(path), timeout=60, isolation_level=None)
-    con.row_factory = sqlite3.Row
-    con.execute("PRAGMA busy_timeout = 60000")
-    con.execute("PRAGMA journal_mode = WAL")
-    con.execute("PRAGMA foreign_keys = ON")
-    return con
 
 
 class StoreError(Exception):
     pass
 
 
+def _is_locked(e: sqlite3.Error) -> bool:
+    """Another connection holds the lock this one waited for (busy_timeout ran out)."""
+    code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF  # the primary code of an extended one
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _locked(path: Path, timeout: float) -> StoreError:
+    return StoreError(f"store {path} is locked by another process (waited {timeout:g} s)")
+
+
+def _store_error(path: Path, e: sqlite3.Error, timeout: float) -> StoreError:
+    """One line saying what is wrong with the store on opening: locked, unopenable, not SQLite."""
+    if _is_locked(e):
+        return _locked(path, timeout)
+    if getattr(e, "sqlite_errorcode", 0) == sqlite3.SQLITE_CANTOPEN:
+        return StoreError(f"store {path} cannot be opened ({e})")
+    return StoreError(f"store {path} is not a cpulab database ({e})")
+
+
+def _boot_id() -> str:
+    """This boot's random id: a pid names one process only within one boot."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _process_started(pid: int) -> int | None:
+    """When process pid started (clock ticks after boot), None if there is no such process.
+    With the pid it names one process: a reused pid has a later start."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22; the command name (field 2) may hold spaces, so count after its ')'.
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def _owner() -> dict:
+    pid = os.getpid()
+    return {"owner_pid": pid, "owner_started": _process_started(pid), "owner_boot_id": _boot_id(),
+            "owner_host": socket.gethostname()}
+
+
+def _owner_gone(run: dict) -> bool:
+    """Whether the process that owns a run is known to have ended.  Unknown owners (runs
+    from before migration 2) and owners on another host are not known to be gone."""
+    if run.get("owner_pid") is None or run.get("owner_host") != socket.gethostname():
+        return False
+    if run.get("owner_boot_id") and run["owner_boot_id"] != _boot_id():
+        return True  # the machine restarted since
+    started = _process_started(run["owner_pid"])
+    return started is None or (run.get("owner_started") is not None and started != run["owner_started"])
+
+
+def _shown_status(run: dict) -> str:
+    """A run's status as it stands: 'running' whose owner is gone is 'interrupted'."""
+    return "interrupted" if run["status"] == "running" and _owner_gone(run) else run["status"]
+
+
 class Store:
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
+    def __init__(self, path: Path | str, timeout: float = 60.0):
+        """Open (creating if new) a cpulab store; timeout: seconds to wait for another
+        writer's lock before saying the store is locked."""
+        self.path, self.timeout = Path(path), timeout
         try:
-            self.con = _connect(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"store {self.path} cannot be created ({e.strerror})") from None
+        try:
+            self.con = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
+            self.con.row_factory = sqlite3.Row
+            self.con.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             self._migrate()
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: not a cpulab database ({e})") from None
+            self.con.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as e:
+            raise _store_error(self.path, e, timeout) from None
 
     @contextmanager
     def tx(self):
-        """One write transaction; taken IMMEDIATE so concurrent writers queue, not fail."""
-        self.con.execute("BEGIN IMMEDIATE")
+        """One write transaction; taken IMMEDIATE so concurrent writers queue, not fail.
+        A lock held by another process past the timeout is a StoreError saying so."""
         try:
+            self.con.execute("BEGIN IMMEDIATE")
             yield self.con
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        else:
             self.con.execute("COMMIT")
+        except BaseException as e:
+            if self.con.in_transaction:
+                self.con.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error) and _is_locked(e):
+                raise _locked(self.path, self.timeout) from None
+            raise
+
+    def _stored_version(self) -> int:
+        """The schema version; 0 for an empty database.  A database of something else (tables,
+        but no cpulab schema_version) is refused before anything in it is changed."""
+        tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "schema_version" in tables:
+            row = self.con.execute("SELECT version FROM schema_version").fetchone()
+            if row is not None:
+                return row[0]
+        if tables - {"schema_version"}:
+            raise StoreError(f"store {self.path} is an SQLite database of something else (tables but no cpulab "
+                             "schema_version); cpulab leaves it alone: give another --db")
+        return 0
 
     def _migrate(self) -> None:
+        """Bring the schema up to date.  An up-to-date store takes no write lock, so reading
+        it never waits behind a long writer."""
+        version = self._stored_version()
+        if version > len(MIGRATIONS):
+            raise StoreError(f"{self.path}: schema version {version} is newer than this cpulab "
+                             f"({len(MIGRATIONS)}); upgrade cpulab")
+        if version == len(MIGRATIONS):
+            return
+        self.con.execute("PRAGMA journal_mode = WAL")  # only on a store that is ours (or empty)
         with self.tx() as c:
-            c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = c.execute("SELECT version FROM schema_version").fetchone()
-            version = row[0] if row else 0
-            if version > len(MIGRATIONS):
-                raise StoreError(f"{self.path}: schema version {version} is newer than this cpulab "
-                                 f"({len(MIGRATIONS)}); upgrade cpulab")
+            version = self._stored_version()  # again, under the lock: another process may have migrated
             for sql in MIGRATIONS[version:]:
                 for stmt in sql.split(";"):
                     if stmt.strip():
                         c.execute(stmt)
-            if row is None:
-                c.execute("INSERT INTO schema_version VALUES (?)", (len(MIGRATIONS),))
-            else:
-                c.execute("UPDATE schema_version SET version = ?", (len(MIGRATIONS),))
+            c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            c.execute("DELETE FROM schema_version")
+            c.execute("INSERT INTO schema_version VALUES (?)", (len(MIGRATIONS),))
 
     def schema_version(self) -> int:
         return self.con.execute("SELECT version FROM schema_version").fetchone()[0]
@@ -153,11 +242,27 @@ class Store:
             c.execute("INSERT OR IGNORE INTO machines VALUES (?, ?, ?)",
                       (machine_id, json.dumps(fingerprint), time.time()))
             cur = c.execute(
-                "INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv)"
-                " VALUES (?, ?, 'running', ?, ?, ?, ?)",
-                (machine_id, time.time(), json.dumps(plan), json.dumps(conditions),
-                 json.dumps(timing), json.dumps(argv)))
+                "INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv, owner_pid,"
+                " owner_started, owner_boot_id, owner_host) VALUES (:machine_id, :started, 'running', :plan,"
+                " :conditions, :timing, :argv, :owner_pid, :owner_started, :owner_boot_id, :owner_host)",
+                {"machine_id": machine_id, "started": time.time(), "plan": json.dumps(plan),
+                 "conditions": json.dumps(conditions), "timing": json.dumps(timing), "argv": json.dumps(argv),
+                 **_owner()})
             return int(cur.lastrowid)
+
+    def claim_run(self, run_id: int) -> None:
+        """Make this process the owner of a stopped run, to finish it (cpulab run --resume).
+        Refused while its owner is still measuring it."""
+        with self.tx() as c:
+            row = c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no run {run_id} in {self.path}")
+            if _shown_status(dict(row)) == "running":
+                raise StoreError(f"run {run_id} is still running (pid {row['owner_pid']} on "
+                                 f"{row['owner_host'] or 'an unknown host'})")
+            c.execute("UPDATE runs SET status = 'running', finished = NULL, owner_pid = :owner_pid,"
+                      " owner_started = :owner_started, owner_boot_id = :owner_boot_id, owner_host = :owner_host"
+                      " WHERE id = :id", {**_owner(), "id": run_id})
 
     def finish_run(self, run_id: int, status: str) -> None:
         with self.tx() as c:
@@ -230,12 +335,16 @@ class Store:
         d = dict(row)
         for k in ("plan", "conditions", "timing", "argv", "fingerprint"):
             d[k] = json.loads(d[k])
+        d["status"] = _shown_status(d)
         return d
 
     def runs(self) -> list[dict]:
-        return [dict(r) for r in self.con.execute(
-            "SELECT r.id, r.started, r.finished, r.status, r.machine_id, count(x.id) AS results"
+        rows = [dict(r) for r in self.con.execute(
+            "SELECT r.id, r.started, r.finished, r.status, r.machine_id, count(x.id) AS results,"
+            " r.owner_pid, r.owner_started, r.owner_boot_id, r.owner_host"
             " FROM runs r LEFT JOIN results x ON x.run_id = r.id GROUP BY r.id ORDER BY r.id")]
+        return [{k: v for k, v in {**r, "status": _shown_status(r)}.items() if not k.startswith("owner_")}
+                for r in rows]
 
     def variants(self, run_id: int) -> list[dict]:
         return [{**json.loads(r["definition"]), "compiler_version": r["compiler_version"]}
@@ -249,6 +358,13 @@ class Store:
             d["notes"] = json.loads(d["notes"])
             out.append(d)
         return out
+
+    def processes_measured(self, run_id: int) -> dict[int, int]:
+        """Result id -> the next invocation number (processes measured so far) of a run's
+        results that have samples."""
+        return {r[0]: r[1] for r in self.con.execute(
+            "SELECT s.result_id, max(s.invocation) + 1 FROM samples s JOIN results x ON x.id = s.result_id"
+            " WHERE x.run_id = ? GROUP BY s.result_id", (run_id,))}
 
     def samples(self, result_id: int) -> list[dict]:
         return [dict(r) for r in self.con.execute(

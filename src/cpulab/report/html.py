@@ -127,11 +127,20 @@ def render(s: Summary) -> str:
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))
 
 
+class ReportError(Exception):
+    """The report could not be drawn or written (one line); the stored run is untouched."""
+
+
 def write(s: Summary, path: Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(render(s))
-    tmp.replace(path)
+    try:
+        text = render(s)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    except Exception as e:  # drawing, templating or writing: the report is a view, the run is already stored
+        detail = " ".join(f"{type(e).__name__}: {e}".split())  # one line, even for matplotlib's messages
+        raise ReportError(f"report {path} cannot be drawn: {detail[:300]}") from e
     return path
 

@@ -11,8 +11,9 @@ from ..analysis.cache_levels import human_bytes
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# Labels are plain text: a variant named "a$b" must not be read as mathtext.
 plt.rcParams.update({"figure.dpi": 96, "font.size": 9, "svg.fonttype": "none", "axes.grid": True,
-                     "grid.alpha": 0.3})
+                     "grid.alpha": 0.3, "text.parse_math": False})
 
 
 def _svg(fig) -> str:
@@ -52,10 +53,12 @@ def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: st
            levels: list[dict] | None = None) -> str:
     """One line per variant: y against x (log2 x axis), cache sizes marked."""
     fig, ax = plt.subplots(figsize=(7, 3.6))
+    lines, names = [], []
     for name, pts in series.items():
         pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name)
+            lines += ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3)
+            names.append(name)
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
@@ -70,5 +73,6 @@ def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: st
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     if len(series) > 1:
-        ax.legend(fontsize=7)
+        # Given explicitly: matplotlib would drop a label that starts with "_" from its own legend.
+        ax.legend(lines, names, fontsize=7)
     return _svg(fig)

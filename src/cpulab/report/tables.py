@@ -99,9 +99,12 @@ TERMINAL_STYLE = {"faster": "bold green", "slower": "bold red", "same": "dim", "
 def to_rich(t: Table):
     from rich.markup import escape
     from rich.table import Table as RichTable
-    rt = RichTable(title=t.title, title_justify="left", caption="\n".join(t.notes) or None, caption_justify="left")
+    # Names, parameters, errors and code come from plans and tools: escaped, so that rich
+    # never reads "[rax]" or "a[/b]" as markup.
+    rt = RichTable(title=escape(t.title), title_justify="left", caption=escape("\n".join(t.notes)) or None,
+                   caption_justify="left")
     for c in t.columns:
-        rt.add_column(c.name, justify="left" if c.left else "right")
+        rt.add_column(escape(c.name), justify="left" if c.left else "right")
     for row in t.rows:
         rt.add_row(*(f"[{TERMINAL_STYLE[c.tag]}]{escape(str(c))}[/]" if c.tag else escape(str(c)) for c in row))
     return rt

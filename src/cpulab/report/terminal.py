@@ -4,16 +4,29 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..model import Summary
 from .tables import fmt_num, to_rich
 from .views import analysis_tables, explain_tables, geomean_table, process_table, workload_tables
 
 
+def run_status_note(summary: Summary) -> str:
+    """What an unfinished run's tables are: partial, and how to finish them."""
+    rid = summary.run_id
+    if summary.status == "running":
+        return f"run {rid} is still running: these results are partial"
+    return (f"run {rid} stopped before its end ({summary.status}): these are the results measured by then; "
+            f"'cpulab run --resume {rid}' measures the rest")
+
+
 def print_summary(summary: Summary, console: Console) -> None:
     m, timing = summary.machine, summary.timing
-    console.print(f"[bold]{m['cpu_model']}[/] ({m['cpus']} CPUs, {m['kernel']}); timer [bold]{timing.get('timer')}[/], "
+    console.print(f"[bold]{escape(m['cpu_model'])}[/] ({m['cpus']} CPUs, {escape(m['kernel'])}); "
+                  f"timer [bold]{timing.get('timer')}[/], "
                   f"TSC {fmt_num((timing.get('tsc_hz') or 0) / 1e9)} GHz, core/TSC {fmt_num(timing.get('core_per_tsc'))}")
+    if summary.status != "done":
+        console.print(f"[yellow]{escape(run_status_note(summary))}[/]", soft_wrap=True)
     for t in workload_tables(summary).values():
         console.print(to_rich(t))
     if (g := geomean_table(summary)) is not None:
