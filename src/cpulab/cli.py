@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import analyse, machine, paths, plan as plans, run as runner, toolchain, workloads
+from . import analyse, machine, params, paths, plan as plans, run as runner, toolchain, workloads
 from .store import Store, StoreError
 
 console = Console(stderr=True)
@@ -83,16 +83,20 @@ def main() -> None:
 @click.option("-v", "--variant", "variant_names", multiple=True, help="Build variant (repeatable).")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
-@click.option("--runs", type=click.IntRange(1, 10000), default=None, help="Processes per result, in interleaved rounds.")
-@click.option("--samples", type=click.IntRange(1, 10000), default=None, help="Samples per process.")
-@click.option("--min-sample-time", type=click.FloatRange(min=0.0001), default=None, help="Seconds one sample lasts at least.")
+@click.option("--runs", type=click.IntRange(*plans.LIMITS["runs"]), default=None,
+              help="Processes per result, in interleaved rounds.")
+@click.option("--samples", type=click.IntRange(*plans.LIMITS["samples"]), default=None, help="Samples per process.")
+@click.option("--min-sample-time", type=click.FloatRange(*plans.LIMITS["min_sample_time"]), default=None,
+              help="Seconds one sample lasts at least.")
 @click.option("--profile", type=click.Choice(["quick", "full"]), default=None, help="Parameter grids: quick or full.")
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
 @click.option("--seed", type=int, default=None, help="Seed for the round order and layout padding.")
+@click.option("--dry-run", is_flag=True, help="Validate the plan and print it with canonical parameter values; "
+                                              "build and measure nothing.")
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, samples, min_sample_time,
-        profile, timer, seed, db, as_json):
+        profile, timer, seed, dry_run, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     try:
         if workload_names or variant_names or param_flags:
@@ -116,6 +120,9 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
         plans.validate(p, plan_file or "plan")
     except plans.PlanError as e:
         fail(str(e))
+    if dry_run:
+        print_plan(p, as_json)
+        return
     store = open_store(db)
     started = time.time()
     run_id = execute(p, store, seed)
@@ -131,6 +138,23 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
         out.print(f"report: {summary['report']}")
 
 
+def print_plan(p: plans.Plan, as_json: bool) -> None:
+    """A validated plan: its settings and, per experiment, the results it would make."""
+    if as_json:
+        emit_json(p.as_dict())
+        return
+    out.print(f"plan {p.name}: runs {p.runs}, samples {p.samples}, min_sample_time {p.min_sample_time:g} s, "
+              f"profile {p.profile}")
+    for e in p.experiments:
+        n = len(e.variants) * sum(len(workloads.get(w).grid(p.profile, e.params.get(w))) for w in e.workloads)
+        out.print(f"  {e.name}: {', '.join(e.workloads)} x {', '.join(e.variants)} (baseline {e.baseline}): "
+                  f"{n} result{'s' if n != 1 else ''}")
+        for w, given in e.params.items():
+            out.print(f"    {w}: " + " ".join(f"{k}={','.join(v)}" for k, v in given.items()))
+    if p.probe_tables:
+        out.print(f"  probe tables: {', '.join(p.probe_tables)}")
+
+
 def execute(p: plans.Plan, store: Store, seed: int | None = None) -> int:
     """Run a plan with a progress bar; on Ctrl-C say where the measured part is, exit 130."""
     with Progress(TextColumn("{task.description:8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -144,9 +168,9 @@ def execute(p: plans.Plan, store: Store, seed: int | None = None) -> int:
             sys.exit(130)
 
 
-def sweep_plan(workload: str, variant: str, params: dict[str, list[str]], runs: int) -> plans.Plan:
+def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], runs: int) -> plans.Plan:
     try:
-        p = plans.from_flags([workload], [variant], params, variant)
+        p = plans.from_flags([workload], [variant], sweep, variant)
     except plans.PlanError as e:
         fail(str(e))
     p.runs, p.samples = runs, 3
@@ -180,7 +204,8 @@ def compare(run_id, baseline, db, as_json):
 @json_option
 def list_(as_json):
     """Workloads, variants, and which variants can be built here."""
-    wl = [{"name": w.name, "unit": w.unit, "description": w.description, "params": w.params,
+    wl = [{"name": w.name, "unit": w.unit, "description": w.description, "params": w.defaults(),
+           "accepts": {k: p.describe() for k, p in w.params.items()},
            "quick": w.quick, "full": w.full, "requires": w.requires} for w in workloads.registry().values()]
     vs = []
     for v in toolchain.BUILTIN.values():
@@ -192,10 +217,11 @@ def list_(as_json):
         emit_json({"workloads": wl, "variants": vs, "plans": plan_names})
         return
     t = Table(title="workloads", title_justify="left")
-    for c in ("name", "unit", "parameters (default)", "description"):
+    for c in ("name", "unit", "parameters: default (accepted)", "description"):
         t.add_column(c)
     for w in wl:
-        t.add_row(w["name"], w["unit"], " ".join(f"{k}={v}" for k, v in w["params"].items()), w["description"])
+        t.add_row(w["name"], w["unit"], "\n".join(f"{k}={v} ({w['accepts'][k]})" for k, v in w["params"].items()),
+                  w["description"])
     out.print(t)
     t = Table(title="variants", title_justify="left")
     for c in ("name", "here", "compiler", "flags", "description"):
@@ -321,11 +347,11 @@ def explain_(variant_a, variant_b, workload_name, rows, as_json):
         out.print(t)
 
 
-def parse_size(text: str) -> int:
+def parse_size(option: str, text: str) -> int:
     try:
-        return plans.parse_size(text)
-    except plans.PlanError as e:
-        fail(str(e))
+        return params.parse_size(text)
+    except params.ParamError as e:
+        fail(f"{option}: {e}")
 
 
 @cli.command()
@@ -342,7 +368,7 @@ def memlat(pages, mode, max_size, per_octave, variant, runs, profile, db, as_jso
     """Load-to-use latency against working-set size, with the cache levels found in it."""
     from .analysis import memory, sweeps
     from .workloads.memory import memlat_sizes
-    hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
+    hi = parse_size("--max-size", max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     page_modes = (pages or ("4k,thp,huge" if profile == "full" else "4k,thp")).split(",")
     sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
     store = open_store(db)
@@ -381,7 +407,7 @@ def bandwidth(ops, max_size, per_octave, variant, runs, profile, db, as_json):
     """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
     from .analysis import memory, sweeps
     from .workloads.memory import memlat_sizes
-    hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
+    hi = parse_size("--max-size", max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
     store = open_store(db)
     run_id = execute(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, runs), store)
