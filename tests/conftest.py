@@ -72,7 +72,7 @@ def misbehave(monkeypatch):
     """Register the test-only 'misbehave' workload (tests/kernels/misbehave.c)."""
     from cpulab import workloads
     w = workloads.Workload(name="misbehave", kernel=str(TEST_KERNELS / "misbehave.c"), unit="iterations",
-                           description="fails on purpose", params={"mode": "ok"})
+                           description="fails on purpose", params={"mode": workloads.Param("ok", "text")})
     table = {**workloads.registry(), "misbehave": w}
     monkeypatch.setattr(workloads, "registry", lambda: table)
     return w

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from cpulab import paths
+
 
 def cpulab(*args, db=None):
     env = dict(os.environ)
@@ -17,12 +19,13 @@ def cpulab(*args, db=None):
 
 def test_run_json_document(tmp_path):
     db = tmp_path / "db.sqlite"
-    p = cpulab("run", "-w", "sha256", "-v", "O0", "-v", "O2", "-p", "size=1024,4096", "--runs", "3",
+    p = cpulab("run", "-w", "sha256", "-v", "O0", "-v", "O2", "-p", "size=1K,4KiB", "--runs", "3",
                "--samples", "2", "--min-sample-time", "0.002", "--json", db=db)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["run_id"] == 1 and doc["machine"]["cpu_model"]
     assert len(doc["results"]) == 4
+    assert sorted({r["params"]["size"] for r in doc["results"]}) == ["1024", "4096"]  # stored canonical
     for r in doc["results"]:
         assert {"workload", "variant", "params", "unit", "median", "ci", "cycles_per_unit", "samples", "status",
                 "error"} <= set(r)
@@ -58,6 +61,15 @@ def test_list_and_doctor_json():
     (["run", "-w", "nope"], "unknown workload 'nope'"),
     (["run", "--runs", "0"], "--runs"),
     (["run", "-w", "sha256", "-p", "size"], "key=value"),
+    (["run", "-w", "sha256", "-p", "size=1e6"], "--param size: '1e6' is not a size"),
+    (["run", "-w", "sha256", "-p", "size=16K", "-p", "size=1K"], "given twice"),
+    (["run", "-w", "sha256", "-p", "size=4096T"], "of memory"),
+    (["run", "-w", "sha256-file", "-p", "size=4096T"], "is free there"),
+    (["run", "-v", "O2", "-v", "O2"], "'O2' is listed twice"),
+    (["run", "-w", "sha256", "-w", "sha256"], "'sha256' is listed twice"),
+    (["run", "--runs", "1000000000"], "--runs"),
+    (["run", "--min-sample-time", "nan"], "min_sample_time"),
+    (["memlat", "--max-size", "1.5G"], "--max-size: '1.5G'"),
     (["run", "/no/such/plan.toml"], "/no/such/plan.toml"),
     (["compare", "99"], "no run 99"),
     (["frobnicate"], "frobnicate"),
@@ -71,6 +83,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], p.stderr
+    assert not list((paths.cache_dir() / "files").glob("sha256-4503599627370496*"))  # nothing written
+
+
+def test_dry_run_prints_the_canonical_plan_and_measures_nothing(tmp_path):
+    db = tmp_path / "db.sqlite"
+    p = cpulab("run", "-w", "sha256", "-v", "O2", "-p", "size=16K..64K", "--dry-run", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["experiments"][0]["params"] == {"sha256": {"size": ["16384", "32768", "65536"]}}
+    assert not db.exists()
 
 
 def test_probe_json_and_bad_assembly(tmp_path):

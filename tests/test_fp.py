@@ -179,7 +179,7 @@ def test_workload_declarations():
     for name, (src, libs) in KERNELS.items():
         w = workloads.get(name)
         assert w.kernel == src and w.unit == "flop" and tuple(w.libs) == libs
-        assert w.params == {"n": "1024", "precision": "double"}
+        assert w.defaults() == {"n": "1024", "precision": "double"}
         assert all(s.exists() for s in w.sources())
         for profile, lo_hi_step in (("quick", 2), ("full", 1)):
             grid = w.grid(profile)

@@ -1,4 +1,5 @@
 """The native harness: timers, calibration, the known-answer gate, the JSON protocol."""
+import json
 import math
 import subprocess
 
@@ -32,7 +33,6 @@ def test_perf_timer_works_or_says_why(build_kernel):
     exe = build_kernel("sha256.c")
     p = subprocess.run([str(exe), "--timer", "perf", "--samples", "1", "--min-sample-time", "0.001"],
                        capture_output=True, text=True)
-    import json
     r = json.loads(p.stdout)
     if r["status"] == "ok":  # a machine with counters: cycles and instructions both counted
         assert r["timer"] == "perf" and all(c > 0 for c in r["cycles"]) and all(i > 0 for i in r["instructions"])
@@ -52,7 +52,6 @@ def test_sample_lasts_at_least_min_sample_time(build_kernel):
 def test_failed_known_answer_is_never_timed(build_kernel):
     exe = build_kernel(str(TEST_KERNELS / "misbehave.c"))
     p = subprocess.run([str(exe), "--param", "mode=wrong"], capture_output=True, text=True)
-    import json
     r = json.loads(p.stdout)
     assert p.returncode == 3 and r["status"] == "verify-failed" and "42" in r["error"]
     assert "ns" not in r
@@ -78,3 +77,50 @@ def test_add_chain_calibration_is_stable(build_kernel):
     a = [run_artifact(exe, "--calibrate-only")["core_per_tsc"] for _ in range(3)]
     assert all(math.isfinite(x) for x in a)
     assert max(a) / min(a) < 1.3
+
+
+FAST = ("--samples", "1", "--min-sample-time", "0.0001", "--warmup", "0")
+
+
+@pytest.mark.parametrize("value, got", [("16", 16), ("0", 0), ("-42", -42), ("9007199254740992", 2**53)])
+def test_decimal_integer_parameters_are_read_whole(build_kernel, value, got):
+    r = run_artifact(build_kernel(str(TEST_KERNELS / "param_echo.c")), "--param", f"i={value}", *FAST)
+    assert r["status"] == "ok" and r["notes"]["i"] == got
+
+
+@pytest.mark.parametrize("value", ["16K", "1e6", "010", "0x10", "1.5", " 16", "16 ", "", "-", "+5",
+                                   "99999999999999999999"])
+def test_unreadable_integer_parameter_is_setup_failed_naming_it(build_kernel, value):
+    """What strtoll would have misread (16K as 16, 1e6 as 1, 010 as 8) fails the point."""
+    exe = build_kernel(str(TEST_KERNELS / "param_echo.c"))
+    p = subprocess.run([str(exe), "--param", f"i={value}", *FAST], capture_output=True, text=True)
+    r = json.loads(p.stdout)
+    assert p.returncode == 3 and r["status"] == "setup-failed", r
+    assert f"parameter i={value} " in r["error"] and "ns" not in r
+
+
+@pytest.mark.parametrize("value, got", [("1.5", 1.5), ("-2", -2.0), ("1e-3", 1e-3), ("0.25E2", 25.0)])
+def test_decimal_number_parameters_are_read_whole(build_kernel, value, got):
+    r = run_artifact(build_kernel(str(TEST_KERNELS / "param_echo.c")), "--param", f"x={value}", *FAST)
+    assert r["status"] == "ok" and r["notes"]["x"] == got
+
+
+@pytest.mark.parametrize("value", ["1.5s", "0x1p3", "inf", "nan", "1e999", "", "1,5"])
+def test_unreadable_number_parameter_is_setup_failed_naming_it(build_kernel, value):
+    r = run_artifact(build_kernel(str(TEST_KERNELS / "param_echo.c")), "--param", f"x={value}", *FAST)
+    assert r["status"] == "setup-failed" and f"parameter x={value} " in r["error"]
+
+
+def test_a_real_kernel_given_16K_fails_instead_of_hashing_16_bytes(build_kernel):
+    exe = build_kernel("sha256.c")
+    bad = run_artifact(exe, "--param", "size=16K", *FAST)
+    assert bad["status"] == "setup-failed" and "size=16K" in bad["error"]
+    good = run_artifact(exe, "--param", "size=16384", *FAST)
+    assert good["status"] == "ok" and good["work"] == good["reps"] * 16384
+
+
+@pytest.mark.parametrize("args", [("--samples", "5x"), ("--samples", "010"), ("--warmup", "abc"),
+                                  ("--warmup", "-1"), ("--min-sample-time", "-1"), ("--min-sample-time", "nan")])
+def test_unreadable_harness_option_is_usage_error(build_kernel, args):
+    p = subprocess.run([str(build_kernel("sha256.c")), *args], capture_output=True, text=True)
+    assert p.returncode == 2 and json.loads(p.stdout)["status"] == "usage"

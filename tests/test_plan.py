@@ -40,11 +40,37 @@ def test_builtin_plans_validate():
     ("colour = 3\n" + GOOD, ["unknown key 'colour'"]),
     (GOOD.replace('"unrolled"]', '"O9"]'), ["variants", "unknown variant 'O9'"]),
     (GOOD.replace('baseline = "O2"', 'baseline = "O3"'), ["baseline", "'O3'"]),
-    (GOOD.replace("size =", "sise ="), ["params", "no parameter 'sise'"]),
+    (GOOD.replace("size =", "sise ="), ["params.sha256.sise", "no parameter 'sise'"]),
     (GOOD.replace('["sha256"]', '["sha512"]'), ["unknown workload 'sha512'"]),
-    (GOOD.replace("runs = 3", "runs = 0"), ["runs"]),
-    (GOOD.replace("runs = 3", 'runs = "many"'), ["runs"]),
-    (GOOD.replace('"1024..4096"', '"4096..1024"'), ["range"]),
+    (GOOD.replace("runs = 3", "runs = 0"), ["runs", "1..10000"]),
+    (GOOD.replace("runs = 3", "runs = 1000000000"), ["runs", "1..10000"]),
+    (GOOD.replace("runs = 3", 'runs = "many"'), ["runs", "whole number"]),
+    (GOOD.replace("runs = 3", "runs = true"), ["runs", "whole number"]),
+    (GOOD.replace("runs = 3", "runs = 3.0"), ["runs", "whole number"]),
+    (GOOD.replace("runs = 3", "warmup = -5"), ["warmup", "0.0..60.0"]),
+    (GOOD.replace("runs = 3", "samples = 20000"), ["samples"]),
+    (GOOD.replace("runs = 3", 'min_sample_time = "0.1"'), ["min_sample_time", "seconds"]),
+    (GOOD.replace("runs = 3", "min_sample_time = nan"), ["min_sample_time"]),
+    (GOOD.replace("runs = 3", "timeout = 0"), ["timeout"]),
+    (GOOD.replace("runs = 3", "measure_identical = 1"), ["measure_identical", "true or false"]),
+    (GOOD.replace("runs = 3", "name = 5"), ["name", "string"]),
+    (GOOD.replace('baseline = "O2"', 'baseline = "O2"\nruns = 0'), ["experiment 'x'", "runs"]),
+    (GOOD.replace('"1024..4096"', '"4096..1024"'), ["params.sha256.size", "range"]),
+    (GOOD.replace('"1024..4096"', '"1e6"'), ["params.sha256.size", "'1e6' is not a size"]),
+    (GOOD.replace('"1024..4096"', '"010"'), ["params.sha256.size", "leading zeros"]),
+    (GOOD.replace('"1024..4096"', '"1.5K"'), ["params.sha256.size", "fractions"]),
+    (GOOD.replace('"1024..4096"', "1.5"), ["params.sha256.size", "float"]),
+    (GOOD.replace('"1024..4096"', "true"), ["params.sha256.size", "bool"]),
+    (GOOD.replace('"1024..4096"', '["1K", "1024"]'), ["params.sha256.size", "1024 is listed twice"]),
+    (GOOD.replace('"1024..4096"', '"4096T"'), ["sha256 size=4503599627370496", "memory"]),
+    (GOOD.replace('["sha256"]', '["sha256-file"]').replace("params.sha256]", "params.sha256-file]")
+         .replace('"1024..4096"', '"4096T"'), ["sha256-file size=4503599627370496", "free"]),
+    (GOOD.replace('"unrolled"]', '"unrolled", "O2"]'), ["variants", "'O2' is listed twice"]),
+    (GOOD.replace('["sha256"]', '["sha256", "sha256"]'), ["workloads", "'sha256' is listed twice"]),
+    (GOOD + GOOD[GOOD.index("[[experiment]]"):], ["experiment names", "'x' is listed twice"]),
+    (GOOD.replace("[variants.unrolled]", "[variants.O2]").replace('"unrolled"]', '"O3"]'),
+     ["variants.O2", "built-in"]),
+    (GOOD.replace('cflags = ["-O2", "-funroll-loops"]', "cflags = [2]"), ["cflags", "list of strings"]),
 ])
 def test_bad_plans_name_the_problem(tmp_path, text, words):
     with pytest.raises(plans.PlanError) as e:
@@ -60,8 +86,21 @@ def test_missing_plan_file():
         plans.load("/nonexistent/plan.toml")
 
 
-def test_param_values():
-    assert plans.parse_param_values("16..128") == ["16", "32", "64", "128"]
-    assert plans.parse_param_values("a, b") == ["a", "b"]
-    with pytest.raises(plans.PlanError):
-        plans.parse_param_flags(["novalue"])
+@pytest.mark.parametrize("value, canonical", [
+    ('"16K"', ["16384"]), ("4096", ["4096"]), ('["1K", "2KiB"]', ["1024", "2048"]),
+    ('"1K..4K"', ["1024", "2048", "4096"]), ('"64, 1M"', ["64", "1048576"]),
+])
+def test_plan_params_are_stored_canonical(tmp_path, value, canonical):
+    p = plans.load(write(tmp_path, GOOD.replace('"1024..4096"', value)))
+    assert p.experiments[0].params == {"sha256": {"size": canonical}}
+
+
+def test_param_flags():
+    assert plans.parse_param_flags(["size=16..128", "n=1"]) == {"size": "16..128", "n": "1"}
+    for flags, words in [(["novalue"], "key=value"), (["size=1", "size=2"], "given twice")]:
+        with pytest.raises(plans.PlanError, match=words):
+            plans.parse_param_flags(flags)
+    p = plans.from_flags(["sha256", "memlat"], ["O2"], {"size": "16K", "pages": "thp"}, None)
+    assert p.experiments[0].params == {"sha256": {"size": ["16384"]}, "memlat": {"size": ["16384"], "pages": ["thp"]}}
+    with pytest.raises(plans.PlanError, match="--param pages: 'tlb' is not one of 4k, thp, huge"):
+        plans.from_flags(["memlat"], ["O2"], {"pages": "tlb"}, None)

@@ -150,7 +150,7 @@ def test_random_inputs_are_made_once_and_sized(tmp_path):
     ({"source": "/no/such/source"}, "does not exist"),
     ({"check": {"stdout_regex": "([unclosed"}}, "not a valid regular expression"),
     ({"inputs": {"file": {"random_file": ["1024G"]}}}, "GiB free"),
-    ({"inputs": {"file": {"random_file": ["ten"]}}}, "size 'ten'"),
+    ({"inputs": {"file": {"random_file": ["ten"]}}}, "'ten' is not a size"),
     ({"frobnicate": 1}, "unknown key 'frobnicate'"),
 ])
 def test_bad_program_input_is_one_line_exit_2_before_building(source, tmp_path, change, message):

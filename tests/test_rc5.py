@@ -213,6 +213,6 @@ def test_simd_core_is_faster_per_key(build_kernel):
 def test_workload_declaration():
     w = workloads.get("rc5-72")
     assert w.unit == "keys" and w.kernel == "rc5_72.c"
-    assert w.params["core"] == "simd" and int(w.params["keys"]) > 0
+    assert w.defaults()["core"] == "simd" and int(w.defaults()["keys"]) > 0
     assert [p["core"] for p in w.grid("quick")] == ["portable", "simd"]
     assert all(Path(s).exists() for s in w.sources())

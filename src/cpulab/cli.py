@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import analysis, machine, paths, plan as plans, run as runner, toolchain, workloads
+from . import analysis, machine, params, paths, plan as plans, run as runner, toolchain, workloads
 from .report.terminal import print_analysis, print_explain, print_summary
 from .execute import calibrate_timing
 from .store import Store, StoreError
@@ -95,8 +95,9 @@ def main() -> None:
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
 @processes_option(default=None)
-@click.option("--samples", type=click.IntRange(1, 10000), default=None, help="Samples per process.")
-@click.option("--min-sample-time", type=click.FloatRange(min=0.0001), default=None, help="Seconds one sample lasts at least.")
+@click.option("--samples", type=click.IntRange(*plans.LIMITS["samples"]), default=None, help="Samples per process.")
+@click.option("--min-sample-time", type=click.FloatRange(*plans.LIMITS["min_sample_time"]), default=None,
+              help="Seconds one sample lasts at least.")
 @click.option("--profile", type=click.Choice(["quick", "full"]), default=None, help="Parameter grids: quick or full.")
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
 @click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
@@ -105,10 +106,12 @@ def main() -> None:
               help="Programs: evict their input files from the page cache before each run.")
 @click.option("--resume", type=int, default=None, metavar="RUN",
               help="Finish a stopped run: measure what it is missing, under the plan it stored.")
+@click.option("--dry-run", is_flag=True, help="Validate the plan and print it with canonical parameter values; "
+                                              "build and measure nothing.")
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, samples, min_sample_time,
-        profile, timer, random_seed, cold, resume, db, as_json):
+        profile, timer, random_seed, cold, resume, dry_run, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
         given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
@@ -143,6 +146,9 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
         plans.validate(p, plan_file or "plan")
     except plans.PlanError as e:
         fail(str(e))
+    if dry_run:
+        print_plan(p, as_json)
+        return
     finish(p, open_store(db), random_seed, as_json)
 
 
@@ -188,6 +194,23 @@ def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, 
         fail(report_error)
 
 
+def print_plan(p: plans.Plan, as_json: bool) -> None:
+    """A validated plan: its settings and, per experiment, the results it would make."""
+    if as_json:
+        emit_json(p.as_dict())
+        return
+    out.print(f"plan {p.name}: runs {p.runs}, samples {p.samples}, min_sample_time {p.min_sample_time:g} s, "
+              f"profile {p.profile}")
+    for e in p.experiments:
+        n = len(e.variants) * sum(len(workloads.get(w).grid(p.profile, e.params.get(w))) for w in e.workloads)
+        out.print(f"  {e.name}: {', '.join(e.workloads)} x {', '.join(e.variants)} (baseline {e.baseline}): "
+                  f"{n} result{'s' if n != 1 else ''}")
+        for w, given in e.params.items():
+            out.print(f"    {w}: " + " ".join(f"{k}={','.join(v)}" for k, v in given.items()))
+    if p.probe_tables:
+        out.print(f"  probe tables: {', '.join(p.probe_tables)}")
+
+
 def execute(p: plans.Plan, store: Store, seed: int | None = None, resume: int | None = None) -> int:
     """Run a plan with a progress bar; on Ctrl-C, SIGTERM or SIGHUP say where the measured
     part is and exit with 128 + the signal (130 for Ctrl-C)."""
@@ -203,9 +226,9 @@ def execute(p: plans.Plan, store: Store, seed: int | None = None, resume: int | 
             sys.exit(e.exit_status)
 
 
-def sweep_plan(workload: str, variant: str, params: dict[str, list[str]], processes: int) -> plans.Plan:
+def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int) -> plans.Plan:
     try:
-        p = plans.from_flags([workload], [variant], params, variant)
+        p = plans.from_flags([workload], [variant], sweep, variant)
     except plans.PlanError as e:
         fail(str(e))
     p.runs, p.samples = processes, 3
@@ -234,7 +257,8 @@ def compare(run_id, baseline, db, as_json):
 @json_option
 def list_(as_json):
     """Workloads, variants, and which variants can be built here."""
-    wl = [{"name": w.name, "unit": w.unit, "description": w.description, "params": w.params,
+    wl = [{"name": w.name, "unit": w.unit, "description": w.description, "params": w.defaults(),
+           "accepts": {k: p.describe() for k, p in w.params.items()},
            "quick": w.quick, "full": w.full, "requires": w.requires} for w in workloads.registry().values()]
     vs = []
     for v in toolchain.BUILTIN.values():
@@ -246,10 +270,10 @@ def list_(as_json):
         emit_json({"workloads": wl, "variants": vs, "plans": plan_names})
         return
     t = Table(title="workloads", title_justify="left")
-    for c in ("name", "unit", "parameters (default)", "description"):
+    for c in ("name", "unit", "parameters: default (accepted)", "description"):
         t.add_column(c)
     for w in wl:
-        t.add_row(w["name"], w["unit"], escape(" ".join(f"{k}={v}" for k, v in w["params"].items())),
+        t.add_row(w["name"], w["unit"], escape("\n".join(f"{k}={v} ({w['accepts'][k]})" for k, v in w["params"].items())),
                   escape(w["description"]))
     out.print(t)
     t = Table(title="variants", title_justify="left")
@@ -376,8 +400,10 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, pro
     try:
         w = workloads.get(workload_name)
         va, vb = toolchain.get(variant_a), toolchain.get(variant_b)
-        params = {k: v[0] for k, v in plans.parse_param_flags(list(param_flags)).items()}
-        w.grid("quick", {k: [v] for k, v in params.items()})  # unknown parameters are refused here
+        given = plans.parse_param_flags(list(param_flags))
+        # canonical values, unknown parameters refused, as for a run
+        swept = plans.from_flags([workload_name], [variant_a], given, variant_a).experiments[0].params
+        params = {k: v[0] for k, v in swept.get(workload_name, {}).items()}
     except KeyError as e:
         fail(e.args[0])
     except plans.PlanError as e:
@@ -391,7 +417,7 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, pro
         except build.BuildError as e:
             fail(f"variant {v.name}: build failed: {e}")
     try:
-        doc = explain.explain(arts[0].path, arts[1].path, {**w.params, **params},
+        doc = explain.explain(arts[0].path, arts[1].path, {**w.defaults(), **params},
                               explain.PROFILE_SECONDS if profile_code else 0, (variant_a, variant_b))
     except RuntimeError as e:
         fail(str(e))
@@ -411,7 +437,10 @@ def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | 
         p_plan = plans.load(plan_file)
         p = p_plan.programs[name]
         va, vb = p_plan.variant(variant_a), p_plan.variant(variant_b)
-        point = {**p.grid()[0], **{k: v[0] for k, v in plans.parse_param_flags(list(param_flags)).items()}}
+        given = plans.parse_param_flags(list(param_flags))
+        if unknown := sorted(set(given) - set(p.inputs)):
+            fail(f"--param {unknown[0]}: program {name} has no input of that name (it has: {', '.join(p.inputs) or 'none'})")
+        point = {**p.grid()[0], **given}
     except plans.PlanError as e:
         fail(str(e))
     except KeyError as e:
@@ -429,11 +458,11 @@ def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | 
         fail(str(e))
 
 
-def parse_size(text: str) -> int:
+def parse_size(option: str, text: str) -> int:
     try:
-        return plans.parse_size(text)
-    except plans.PlanError as e:
-        fail(str(e))
+        return params.parse_size(text)
+    except params.ParamError as e:
+        fail(f"{option}: {e}")
 
 
 @cli.command()
@@ -450,7 +479,7 @@ def parse_size(text: str) -> int:
 def memlat(pages, mode, max_size, per_octave, variant, processes, profile, db, as_json):
     """Load-to-use latency against working-set size, with the cache levels found in it."""
     from .workloads.memory import memlat_sizes
-    hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
+    hi = parse_size("--max-size", max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     page_modes = (pages or ("4k,thp,huge" if profile == "full" else "4k,thp")).split(",")
     sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
     store = open_store(db)
@@ -487,7 +516,7 @@ def memlat(pages, mode, max_size, per_octave, variant, processes, profile, db, a
 def bandwidth(ops, max_size, per_octave, variant, processes, profile, db, as_json):
     """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
     from .workloads.memory import memlat_sizes
-    hi = parse_size(max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
+    hi = parse_size("--max-size", max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
     store = open_store(db)
     run_id = execute(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, processes), store)
@@ -595,8 +624,8 @@ def time_(commands, runs, warmup, prepare, setup, cleanup, int_scans, list_scans
         fail(f"--cpu {cpu}: not one of the CPUs this process may use")
     try:
         scans = {name: processes.scan_values(lo, hi, name) for name, lo, hi in int_scans}
-        scans.update({name: plans.parse_param_values(values) for name, values in list_scans})
-    except (processes.CommandError, plans.PlanError) as e:
+        scans.update({name: processes.list_values(values, name) for name, values in list_scans})
+    except processes.CommandError as e:
         fail(str(e))
     store = open_store(db)
     how = processes.Rounds(runs=runs, warmup=warmup, timeout=timeout)

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import socket
 from pathlib import Path
 
@@ -83,6 +84,25 @@ def fingerprint(timing: dict | None = None) -> dict:
         "perf_error": timing.get("perf_error", ""),
     }
     return fp
+
+
+def mem_available() -> int | None:
+    """Bytes the kernel says can be allocated now without swapping (MemAvailable), or
+    None where /proc/meminfo does not say."""
+    for line in _read("/proc/meminfo").splitlines():
+        key, _, value = line.partition(":")
+        if key == "MemAvailable" and value.split()[1:] == ["kB"]:
+            return int(value.split()[0]) * 1024
+    return None
+
+
+def disk_free(path: Path) -> int:
+    """Free bytes for an unprivileged writer on the file system `path` is (or would be
+    made) on: the nearest existing directory above it decides."""
+    for d in [path, *path.parents]:
+        if d.exists():
+            return shutil.disk_usage(d).free
+    return shutil.disk_usage("/").free
 
 
 def fingerprint_id(fp: dict) -> str:

@@ -10,7 +10,9 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import toolchain, workloads
+from . import machine, toolchain, workloads
+from .params import human_bytes
+from .params import ParamError
 from .toolchain import Variant
 
 PLAN_DIR = Path(__file__).resolve().parent / "plans"
@@ -30,7 +32,9 @@ class Experiment:
     title: str = ""
     intro: str = ""  # what the experiment asks, for the report
     tag: str = ""  # where it comes from, e.g. the seed it redoes ("seed000")
-    params: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # workload -> overrides
+    # workload -> parameter -> values: as written (a string such as '1K,4K' or '16..1024', a
+    # number, or a list) until validate() replaces them with canonical strings.
+    params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     runs: int | None = None  # processes per result here, if not the plan's
     samples: int | None = None  # samples per process here, if not the plan's
 
@@ -71,49 +75,28 @@ class Plan:
         return d
 
 
-def parse_param_values(text: str) -> list[str]:
-    """'1024' | '16,64,256' | '16..1024' (powers of two from 16 to 1024)."""
-    text = text.strip()
-    if ".." in text:
-        lo_s, hi_s = text.split("..", 1)
-        try:
-            lo, hi = int(lo_s, 0), int(hi_s, 0)
-        except ValueError:
-            raise PlanError(f"range {text!r}: both ends must be integers") from None
-        if lo < 1 or hi < lo:
-            raise PlanError(f"range {text!r}: want 1 <= low <= high")
-        out, v = [], lo
-        while v <= hi:
-            out.append(str(v))
-            v *= 2
-        return out
-    values = [v.strip() for v in text.split(",") if v.strip()]
-    if not values:
-        raise PlanError(f"empty parameter value {text!r}")
-    return values
+# Accepted ranges of the measurement settings, for plans and command-line flags alike.
+LIMITS = {
+    "runs": (1, 10000),                # processes per result
+    "samples": (1, 10000),             # samples per process (the harness holds at most 10000)
+    "min_sample_time": (0.0001, 60.0),  # seconds one sample lasts at least
+    "warmup": (0.0, 60.0),             # seconds of untimed repetitions per process
+    "timeout": (0.1, 86400.0),         # seconds one process may take
+}
 
 
-def parse_size(text: str) -> int:
-    """'4096', '64K', '64M', '1G' (powers of 1024) -> bytes."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(t[-1:], 1)
-    try:
-        n = int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
-        raise PlanError(f"size {text!r}: expected a number of bytes such as 4096, 64K, 64M or 1G") from None
-    if n < 1:
-        raise PlanError(f"size {text!r}: must be positive")
-    return n
-
-
-def parse_param_flags(flags: list[str]) -> dict[str, list[str]]:
-    """['n=16..1024', 'precision=float'] -> {'n': [...], 'precision': ['float']}."""
-    out: dict[str, list[str]] = {}
+def parse_param_flags(flags: list[str]) -> dict[str, str]:
+    """['n=16..1024', 'precision=float'] -> {'n': '16..1024', 'precision': 'float'}; the
+    values are parsed against each workload's declaration when the plan is validated."""
+    out: dict[str, str] = {}
     for f in flags:
         key, eq, value = f.partition("=")
-        if not eq or not key.strip():
+        key = key.strip()
+        if not eq or not key:
             raise PlanError(f"--param {f!r}: expected key=value")
-        out[key.strip()] = parse_param_values(value)
+        if key in out:
+            raise PlanError(f"--param {key}: given twice (give one --param {key}=a,b,c)")
+        out[key] = value
     return out
 
 
@@ -128,57 +111,127 @@ def _check_keys(d: dict, known: set[str], where: str) -> None:
         raise PlanError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
 
 
+def _check_unique(values: list[str], where: str) -> None:
+    for i, v in enumerate(values):
+        _check(v not in values[:i], where, f"{v!r} is listed twice")
+
+
+def _check_setting(value, key: str, where: str) -> None:
+    """A count (runs, samples) or a number of seconds, within LIMITS[key]."""
+    lo, hi = LIMITS[key]
+    whole = isinstance(lo, int)
+    _check(not isinstance(value, bool) and isinstance(value, int if whole else (int, float)), f"{where}: {key}",
+           f"expected {'a whole number' if whole else 'a number of seconds'}, got {value!r}")
+    _check(lo <= value <= hi, f"{where}: {key}", f"must be {lo}..{hi}, got {value!r}")
+
+
 def _str_list(value, where: str) -> list[str]:
     if isinstance(value, str):
         value = [value]
-    _check(isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value),
-           where, "expected a list of strings")
-    return [str(v) for v in value]
+    _check(isinstance(value, list) and all(isinstance(v, str) for v in value), where, "expected a list of strings")
+    return list(value)
 
 
 def validate(plan: Plan, where: str = "plan") -> Plan:
-    _check(plan.runs >= 1, f"{where}: runs", f"must be at least 1, got {plan.runs}")
-    _check(1 <= plan.samples <= 10000, f"{where}: samples", f"must be 1..10000, got {plan.samples}")
-    _check(plan.min_sample_time > 0, f"{where}: min_sample_time", "must be positive")
-    _check(plan.timeout > 0, f"{where}: timeout", "must be positive")
+    """Check the whole plan before anything is built, and make every parameter value
+    canonical (cpulab.params); PlanError names the first problem in one line."""
+    _check_settings(plan, where)
+    _check(bool(plan.experiments) or bool(plan.probe_tables), where, "no experiments")
+    for name in plan.custom_variants:
+        _check(name not in toolchain.BUILTIN, f"{where}: variants.{name}",
+               "a built-in variant has this name; give yours another")
+    _check_unique([e.name for e in plan.experiments], f"{where}: experiment names")
+    for i, e in enumerate(plan.experiments):
+        _check_experiment(plan, e, f"{where}: experiment {e.name or i!r}")
+    _check_resources(plan, where)
+    _validate_programs(plan, where)
+    return plan
+
+
+def _check_settings(plan: Plan, where: str) -> None:
+    for key in LIMITS:
+        _check_setting(getattr(plan, key), key, where)
     _check(plan.profile in ("quick", "full"), f"{where}: profile", f"must be quick or full, got {plan.profile!r}")
     _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
            f"must be auto, perf, tsc or clock, got {plan.timer!r}")
-    _check(bool(plan.experiments) or bool(plan.probe_tables), where, "no experiments")
+    _check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
+           f"expected true or false, got {plan.measure_identical!r}")
     from . import probes  # the catalogue of probes, as workloads is the catalogue of kernels
     for t in plan.probe_tables:
         _check(t in probes.registry(), f"{where}: probe_tables",
                f"unknown probe {t!r} (known: {', '.join(probes.registry())})")
-    for i, e in enumerate(plan.experiments):
-        at = f"{where}: experiment {e.name or i!r}"
-        _check(bool(e.workloads), at, "no workloads")
-        _check(bool(e.variants), at, "no variants")
-        for key in ("runs", "samples"):
-            v = getattr(e, key)
-            _check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-                   f"{at}: {key}", f"must be a whole number >= 1, got {v!r}")
-        for w in e.workloads:
-            if w in plan.programs:
-                continue  # checked by _validate_programs
-            try:
-                wl = workloads.get(w)
-            except KeyError as err:
-                raise PlanError(f"{at}: workloads: {err.args[0]}") from None
-            try:
-                wl.grid(plan.profile, e.params.get(w))
-            except KeyError as err:
-                raise PlanError(f"{at}: params: {err.args[0]}") from None
-        for w in e.params:
-            _check(w in e.workloads, f"{at}: params", f"{w!r} is not one of this experiment's workloads")
-        for v in e.variants:
-            try:
-                plan.variant(v)
-            except KeyError as err:
-                raise PlanError(f"{at}: variants: {err.args[0]}") from None
-        _check(e.baseline in e.variants, f"{at}: baseline",
-               f"{e.baseline!r} is not one of its variants ({', '.join(e.variants)})")
-    _validate_programs(plan, where)
-    return plan
+    _check_unique(plan.probe_tables, f"{where}: probe_tables")
+
+
+def _check_experiment(plan: Plan, e: Experiment, at: str) -> None:
+    _check(bool(e.workloads), at, "no workloads")
+    _check(bool(e.variants), at, "no variants")
+    _check_unique(e.workloads, f"{at}: workloads")
+    _check_unique(e.variants, f"{at}: variants")
+    for key in ("runs", "samples"):
+        if getattr(e, key) is not None:
+            _check_setting(getattr(e, key), key, at)
+    for w in e.workloads:
+        if w in plan.programs:
+            continue  # checked by _validate_programs
+        try:
+            workloads.get(w)
+        except KeyError as err:
+            raise PlanError(f"{at}: workloads: {err.args[0]}") from None
+    _check(isinstance(e.params, dict), f"{at}: params", "expected a table per workload")
+    for w, given in e.params.items():
+        _check(w in e.workloads, f"{at}: params", f"{w!r} is not one of this experiment's workloads")
+        if w not in plan.programs:  # a program's inputs are checked by _validate_programs
+            e.params[w] = _canonical_params(workloads.get(w), given, f"{at}: params.{w}.")
+    for v in e.variants:
+        try:
+            plan.variant(v)
+        except KeyError as err:
+            raise PlanError(f"{at}: variants: {err.args[0]}") from None
+    _check(e.baseline in e.variants, f"{at}: baseline",
+           f"{e.baseline!r} is not one of its variants ({', '.join(e.variants)})")
+
+
+def _canonical_params(w: workloads.Workload, given, prefix: str) -> dict[str, list[str]]:
+    """{'size': '1K..4K'} -> {'size': ['1024', '2048', '4096']}, each value parsed once
+    against the workload's declaration of that parameter; errors start prefix + key."""
+    _check(isinstance(given, dict), prefix.rstrip(". "), "expected a table of parameter = values")
+    out = {}
+    for key, spec in given.items():
+        _check(key in w.params, f"{prefix}{key}", f"workload {w.name!r} has no parameter {key!r} "
+                                                  f"(it has: {', '.join(sorted(w.params)) or 'none'})")
+        try:
+            out[key] = w.params[key].values(spec)
+        except ParamError as err:
+            raise PlanError(f"{prefix}{key}: {err}") from None
+    return out
+
+
+def _check_resources(plan: Plan, where: str) -> None:
+    """Every point fits in available memory, and the data files the plan would write
+    fit on their disk: a run that cannot fit fails here, not an hour in."""
+    available = machine.mem_available()
+    files: dict[Path, tuple[int, str]] = {}
+    for e in plan.experiments:
+        for name in (w for w in e.workloads if w not in plan.programs):
+            w = workloads.get(name)
+            for point in w.grid(plan.profile, e.params.get(name)):
+                at = f"{where}: experiment {e.name!r}: {name} {_point_label(w, point)}"
+                need = w.memory(point) if w.memory else 0
+                _check(available is None or need <= available, at,
+                       f"needs {human_bytes(need)} of memory, {human_bytes(available or 0)} is available")
+                for path, size in (w.files(point) if w.files else {}).items():
+                    files[path] = (size, at)
+    for d in {p.parent for p in files}:
+        in_d = {p: v for p, v in files.items() if p.parent == d}
+        need, free = sum(size for size, _ in in_d.values()), machine.disk_free(d)
+        _, at = max(in_d.values())
+        _check(need <= free, at, f"its data files need {human_bytes(need)} in {d}, {human_bytes(free)} is free there")
+
+
+def _point_label(w: workloads.Workload, point: dict[str, str]) -> str:
+    """The parameters of a point that are not at their defaults: 'size=1099511627776'."""
+    return " ".join(f"{k}={v}" for k, v in point.items() if v != w.params[k].default) or "(defaults)"
 
 
 def _validate_programs(plan: Plan, where: str) -> None:
@@ -203,22 +256,31 @@ _EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
 
+def _str(d: dict, key: str, default: str, where: str) -> str:
+    value = d.get(key, default)
+    _check(isinstance(value, str), f"{where}: {key}", f"expected a string, got {value!r}")
+    return value
+
+
 def _variant_from_toml(name: str, d: dict, where: str) -> Variant:
     _check_keys(d, _VARIANT_KEYS, where)
     env = d.get("env", {})
-    _check(isinstance(env, dict), f"{where}.env", "expected a table of NAME = value")
-    return Variant(name=name, compiler=str(d.get("compiler", "gcc")),
+    _check(isinstance(env, dict) and all(isinstance(v, (str, int)) and not isinstance(v, bool)
+                                         for v in env.values()), f"{where}.env", "expected a table of NAME = \"value\"")
+    return Variant(name=name, compiler=_str(d, "compiler", "gcc", where),
                    cflags=tuple(_str_list(d.get("cflags", ["-O2"]), f"{where}.cflags")),
                    ldflags=tuple(_str_list(d.get("ldflags", []), f"{where}.ldflags")),
                    abi_flags=tuple(_str_list(d.get("abi_flags", []), f"{where}.abi_flags")),
-                   env=tuple((str(k), str(v)) for k, v in env.items()),
-                   package=str(d.get("package", "")), description=str(d.get("description", "")))
+                   env=tuple((k, str(v)) for k, v in env.items()), package=_str(d, "package", "", where),
+                   description=_str(d, "description", "", where))
 
 
 def from_dict(d: dict, where: str) -> Plan:
     _check_keys(d, _PLAN_KEYS, where)
+    variants_table = d.get("variants") or {}
+    _check(isinstance(variants_table, dict), f"{where}: variants", "expected [variants.NAME] tables")
     custom = {}
-    for name, vd in (d.get("variants") or {}).items():
+    for name, vd in variants_table.items():
         _check(isinstance(vd, dict), f"{where}: variants.{name}", "expected a table")
         custom[name] = _variant_from_toml(name, vd, f"{where}: variants.{name}")
     exps = []
@@ -229,32 +291,16 @@ def from_dict(d: dict, where: str) -> Plan:
         _check(isinstance(ed, dict), at, "expected a table")
         _check_keys(ed, _EXP_KEYS, at)
         variants = _str_list(ed.get("variants", []), f"{at}.variants")
-        params = {}
-        for w, pd in (ed.get("params") or {}).items():
-            _check(isinstance(pd, dict), f"{at}.params.{w}", "expected a table of parameter = values")
-            params[w] = {}
-            for k, v in pd.items():
-                try:
-                    params[w][k] = parse_param_values(v) if isinstance(v, str) else _str_list(v, k)
-                except PlanError as e:
-                    raise PlanError(f"{at}.params.{w}.{k}: {e}") from None
-        exps.append(Experiment(name=str(ed.get("name", f"experiment-{i}")), title=str(ed.get("title", "")),
-                               intro=str(ed.get("intro", "")), tag=str(ed.get("tag", "")),
+        exps.append(Experiment(name=_str(ed, "name", f"experiment-{i}", at), title=_str(ed, "title", "", at),
+                               intro=_str(ed, "intro", "", at), tag=_str(ed, "tag", "", at),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
-                               variants=variants, baseline=str(ed.get("baseline", variants[0] if variants else "")),
-                               params=params, runs=ed.get("runs"), samples=ed.get("samples")))
-    try:
-        plan = Plan(name=str(d.get("name", Path(where).stem)), experiments=exps, custom_variants=custom,
-                    programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
-                    **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",
-                                         "profile", "timer", "measure_identical") if k in d},
-                    probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
-    except TypeError as e:
-        raise PlanError(f"{where}: {e}") from None
-    for k, typ in (("runs", int), ("samples", int), ("min_sample_time", (int, float)),
-                   ("warmup", (int, float)), ("timeout", (int, float))):
-        _check(isinstance(getattr(plan, k), typ) and not isinstance(getattr(plan, k), bool),
-               f"{where}: {k}", f"expected a number, got {getattr(plan, k)!r}")
+                               variants=variants, baseline=_str(ed, "baseline", variants[0] if variants else "", at),
+                               params=ed.get("params") or {}, runs=ed.get("runs"), samples=ed.get("samples")))
+    plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
+                programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
+                **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",
+                                     "profile", "timer", "measure_identical") if k in d},
+                probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     return validate(plan, where)
 
 
@@ -275,7 +321,7 @@ def load(path_or_name: str) -> Plan:
     return from_dict(data, str(p))
 
 
-def from_flags(workload_names: list[str], variant_names: list[str], params: dict[str, list[str]],
+def from_flags(workload_names: list[str], variant_names: list[str], params: dict[str, str | list[str]],
                baseline: str | None) -> Plan:
     """A one-experiment plan from `--workload`, `--variant`, `--param`, `--baseline`."""
     variants = variant_names or list(toolchain.DEFAULT_VARIANTS)
@@ -283,10 +329,10 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
     per_workload = {}
     for w in names:
         try:
-            known = workloads.get(w).params
-        except KeyError:
-            known = {}
-        per_workload[w] = {k: v for k, v in params.items() if k in known}
+            wl = workloads.get(w)
+        except KeyError as err:
+            raise PlanError(f"--workload: {err.args[0]}") from None
+        per_workload[w] = _canonical_params(wl, {k: v for k, v in params.items() if k in wl.params}, "--param ")
     for k in params:
         if not any(k in per_workload[w] for w in names):
             raise PlanError(f"--param {k}: no selected workload has this parameter")

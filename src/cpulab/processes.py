@@ -251,6 +251,14 @@ def command_argv(text: str, shell: bool) -> list[str]:
     return argv
 
 
+def list_values(values: str, name: str) -> list[str]:
+    """-L name a,b,c: the values as written, none empty."""
+    out = values.split(",")
+    if not all(v.strip() for v in out):
+        raise CommandError(f"-L {name}: {values!r} has an empty value")
+    return out
+
+
 def scan_values(lo: str, hi: str, name: str) -> list[str]:
     """-P name lo hi: the integers lo..hi inclusive."""
     try:
@@ -324,7 +332,7 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
             command_argv(fill_scan(text, point), shell)
     executor = LocalExecutor(cpu=cpu, seed=seed)
     plan = time_plan(list(commands), labels, scans, how, shell, executor.cpu)
-    with recorded_run(store, plan, "clock", argv, executor) as run_id:
+    with recorded_run(store, plan, "clock", argv, executor=executor) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")

@@ -33,7 +33,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths, processes, toolchain
+from . import params, paths, processes, toolchain
 from .processes import Check, CommandError, ProcessTarget, Rounds
 from .toolchain import Variant
 
@@ -136,10 +136,9 @@ def parse_programs(table, where: str) -> dict[str, Program]:
 
 
 def parse_size(text: str, where: str) -> int:
-    from .plan import PlanError, parse_size as plan_size
     try:
-        return plan_size(text)
-    except PlanError as e:
+        return params.parse_size(text)
+    except params.ParamError as e:
         raise CommandError(f"{where}: {e}") from None
 
 

@@ -31,6 +31,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..params import ParamError, human_bytes, parse_size
+
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
 FLAT_SLOPE = math.log(1.35)      # per octave: a plateau rises less than 35 % per doubling
@@ -42,17 +44,6 @@ MIN_SIGMA = 0.01                 # noise floor (1 %) so clean synthetic curves s
 
 
 # ---- the operating system's caches --------------------------------------------------------
-
-def _parse_size(text: str) -> int | None:
-    """sysfs cache size: '32K', '1024K', '32768K', '2M', or plain bytes."""
-    t = text.strip().upper()
-    mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(t[-1:], 1)
-    digits = t[:-1] if t[-1:] in "KMG" else t
-    try:
-        return int(digits) * mult
-    except ValueError:
-        return None
-
 
 def _read(path: Path) -> str | None:
     try:
@@ -78,7 +69,10 @@ def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
         level, ctype, size = _read(d / "level"), _read(d / "type"), _read(d / "size")
         if not level or not ctype or not size or not level.isdigit():
             continue
-        size_bytes = _parse_size(size)
+        try:  # sysfs writes '32K', '1024K', '2M' or plain bytes: sizes as cpulab reads them
+            size_bytes = parse_size(size)
+        except ParamError:
+            continue
         if not size_bytes:
             continue
         ways = _read(d / "ways_of_associativity")
@@ -90,15 +84,6 @@ def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
         c["name"] = cache_name(c)
         caches.append(c)
     return sorted(caches, key=lambda c: (c["level"], c["type"]))
-
-
-def human_bytes(n: float) -> str:
-    """1024 -> '1 KiB', 1572864 -> '1.5 MiB'."""
-    for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= div:
-            v = n / div
-            return f"{v:.0f} {unit}" if abs(v - round(v)) < 0.05 else f"{v:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def cache_name(c: dict) -> str:

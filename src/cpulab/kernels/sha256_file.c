@@ -100,9 +100,10 @@ void *k_setup(void)
         return NULL;
     }
     c->file_bytes = (uint64_t)st.st_size;
-    const char *size = k_param_str("size", NULL);
-    if (size && strtoull(size, NULL, 0) != c->file_bytes) {
-        k_fail("%s has %llu bytes, parameter size says %s", c->path, (unsigned long long)c->file_bytes, size);
+    int64_t size = k_param_int("size", -1); /* -1: not given */
+    if (size >= 0 && (uint64_t)size != c->file_bytes) {
+        k_fail("%s has %llu bytes, parameter size says %lld", c->path, (unsigned long long)c->file_bytes,
+               (long long)size);
         return NULL;
     }
     /* Page-aligned, as a stdio or sha256deep buffer from malloc of 1 MiB would be. */

@@ -16,7 +16,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* Parameters arrive as --param key=value on the harness command line. */
+/* Parameters arrive as --param key=value on the harness command line.  k_param_int and
+ * k_param_num read the whole value in base 10 (no leading zeros, hex or suffixes); a value
+ * they cannot read makes the result setup-failed, naming it, and they return dflt. */
 const char *k_param_str(const char *key, const char *dflt);
 int64_t     k_param_int(const char *key, int64_t dflt);
 double      k_param_num(const char *key, double dflt);

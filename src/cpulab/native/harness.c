@@ -49,6 +49,7 @@
 
 static const char *param_key[MAX_PARAMS], *param_val[MAX_PARAMS];
 static int n_params;
+static char param_error[512]; /* the first parameter that could not be read whole */
 static char fail_reason[512];
 static int fail_is_skip;
 static const char *note_key[MAX_NOTES];
@@ -63,16 +64,66 @@ const char *k_param_str(const char *key, const char *dflt)
     return dflt;
 }
 
+/* Whole-string decimal parses, 0 on success.  strtoll/strtod alone stop quietly at the
+ * first character they cannot use ("16K" reads as 16, "1e6" as 1) and base 0 reads
+ * "010" as 8: here anything but the canonical form cpulab passes is refused.
+ * Integers: an optional '-', digits, no leading zeros, within int64_t. */
+static int parse_int(const char *s, int64_t *out)
+{
+    const char *d = s + (*s == '-');
+    if (*d < '0' || *d > '9' || (d[0] == '0' && d[1] != '\0'))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Numbers: decimal digits, sign, point and exponent only (no hex, inf or nan), finite. */
+static int parse_num(const char *s, double *out)
+{
+    if (!*s || strspn(s, "0123456789+-.eE") != strlen(s))
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end != '\0' || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Remember the first unreadable parameter: main reports the result as setup-failed,
+ * naming it, whatever the kernel did with the default it was given instead. */
+static void bad_param(const char *key, const char *value, const char *want)
+{
+    if (!param_error[0])
+        snprintf(param_error, sizeof param_error, "parameter %s=%s is not %s", key, value, want);
+}
+
 int64_t k_param_int(const char *key, int64_t dflt)
 {
     const char *v = k_param_str(key, NULL);
-    return v ? strtoll(v, NULL, 0) : dflt;
+    int64_t x = dflt;
+    if (v && parse_int(v, &x) != 0) {
+        bad_param(key, v, "a decimal integer (digits only, no leading zeros, within 64 bits)");
+        return dflt;
+    }
+    return x;
 }
 
 double k_param_num(const char *key, double dflt)
 {
     const char *v = k_param_str(key, NULL);
-    return v ? strtod(v, NULL) : dflt;
+    double x = dflt;
+    if (v && parse_num(v, &x) != 0) {
+        bad_param(key, v, "a finite decimal number");
+        return dflt;
+    }
+    return x;
 }
 
 void k_fail(const char *fmt, ...)
@@ -477,13 +528,16 @@ int main(int argc, char **argv)
             param_key[n_params] = strndup(v, (size_t)(eq - v));
             param_val[n_params++] = eq + 1;
         } else if (strcmp(a, "--samples") == 0) {
-            samples = atoi(v);
-            if (samples < 1 || samples > MAX_SAMPLES)
-                return usage("--samples out of range");
+            int64_t n;
+            if (parse_int(v, &n) != 0 || n < 1 || n > MAX_SAMPLES)
+                return usage("--samples wants a whole number 1..10000");
+            samples = (int)n;
         } else if (strcmp(a, "--warmup") == 0) {
-            warmup_s = atof(v);
+            if (parse_num(v, &warmup_s) != 0 || warmup_s < 0)
+                return usage("--warmup wants seconds >= 0");
         } else if (strcmp(a, "--min-sample-time") == 0) {
-            min_sample_s = atof(v);
+            if (parse_num(v, &min_sample_s) != 0 || min_sample_s < 0)
+                return usage("--min-sample-time wants seconds >= 0 (0: one repetition)");
         } else if (strcmp(a, "--timer") == 0) {
             timer_arg = v;
         } else if (strcmp(a, "--profile-code") == 0) {
@@ -534,6 +588,8 @@ int main(int argc, char **argv)
     }
 
     void *ctx = k_setup();
+    if (param_error[0])
+        return report_status("setup-failed", param_error, 3);
     if (!ctx)
         return fail_is_skip ? report_status("skipped", fail_reason, 4)
                             : report_status("setup-failed", fail_reason[0] ? fail_reason : "k_setup failed", 3);

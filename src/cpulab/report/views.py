@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from .. import workloads
-from ..analysis.cache_levels import human_bytes
+from ..params import human_bytes
 from ..model import Comparison, Result, Status, Summary, Verdict
 from .tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 

@@ -16,6 +16,8 @@ from functools import cache
 from typing import Callable
 from pathlib import Path
 
+from ..params import Param
+
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 
 # How a unit of work is shown: (rate label, divisor of units/s), per-clock label.
@@ -34,9 +36,10 @@ UNITS = {
 class Workload:
     """One kernel and how to build and sweep it.
 
-    params: every parameter with its default (strings, as the harness receives them).
+    params: every parameter, declared as a Param (default, kind, range or choices);
+        values given by users are parsed against it (cpulab.params) before anything runs.
     quick / full: parameter grids for the two profiles; each maps a parameter name to the
-        list of values to sweep.  Parameters not named keep their default.
+        list of values to sweep, in canonical form.  Parameters not named keep their default.
     libs: extra link flags (e.g. ``("-lcrypto",)``) for peers built on a library.
     requires: header files the kernel includes from a -dev package, as
         ``{"openssl/sha.h": "libssl-dev"}``; missing -> skipped, naming the package.
@@ -47,7 +50,7 @@ class Workload:
     kernel: str
     unit: str
     description: str
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Param] = field(default_factory=dict)
     quick: dict[str, list[str]] = field(default_factory=dict)
     full: dict[str, list[str]] = field(default_factory=dict)
     libs: tuple[str, ...] = ()
@@ -64,6 +67,20 @@ class Workload:
     # view="analysis" the report draws them instead of rate curves and knees.
     analyses: tuple[str, ...] = ()
     view: str = "rate"
+    # Bytes of memory one parameter point allocates (at least): a plan with a point that
+    # needs more than the machine has available is refused before anything is built.
+    memory: Callable[[dict[str, str]], int] | None = None
+    # Files `prepare` would write for one point, path -> bytes (none if already made):
+    # their total is checked against the free space where they go.
+    files: Callable[[dict[str, str]], dict[Path, int]] | None = None
+
+    def __post_init__(self):
+        for key, p in self.params.items():
+            if not isinstance(p, Param):
+                raise TypeError(f"workload {self.name!r}: parameter {key!r} must be declared as a Param")
+
+    def defaults(self) -> dict[str, str]:
+        return {k: p.default for k, p in self.params.items()}
 
     @property
     def source(self) -> Path:
@@ -75,7 +92,7 @@ class Workload:
 
     def grid(self, profile: str = "quick", overrides: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
         """The parameter points to measure: defaults, the profile's sweep, then overrides."""
-        axes: dict[str, list[str]] = {k: [v] for k, v in self.params.items()}
+        axes: dict[str, list[str]] = {k: [p.default] for k, p in self.params.items()}
         axes.update(self.full if profile == "full" else self.quick)
         for key, values in (overrides or {}).items():
             if key not in self.params:
@@ -84,6 +101,11 @@ class Workload:
             axes[key] = values
         keys = list(axes)
         return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def size_bytes(point: dict[str, str]) -> int:
+    """Workload.memory of a kernel whose working set is its `size` parameter."""
+    return int(point["size"])
 
 
 @cache

@@ -1,5 +1,5 @@
 """DES key check: the DES-II work of distributed.net's clients, in keys/s."""
-from . import Workload
+from . import Param, Workload
 
 WORKLOADS = [
     Workload(
@@ -11,7 +11,9 @@ WORKLOADS = [
                      "plaintext/ciphertext pair; core=table (S/P tables, key schedule per key) "
                      "or bitslice (S-box logic from tools/gen_des_sboxes.py; AVX-512 vpternlog, "
                      "AVX2 or uint64_t chosen at run time)"),
-        params={"core": "bitslice", "keys": "16384", "isa": "auto"},
+        params={"core": Param("bitslice", "choice", choices=("table", "bitslice")),
+                "keys": Param("16384", min=1, max=1 << 32),
+                "isa": Param("auto", "choice", choices=("auto", "avx512", "avx2", "portable"))},
         quick={"core": ["table", "bitslice"]},
         full={"core": ["table", "bitslice"]},  # isa=avx2|portable as an override forces a narrower path
     ),

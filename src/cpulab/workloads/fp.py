@@ -17,14 +17,21 @@ take up to ~1.5 s of setup and verification, fft-fftw plans for up to 0.5 s):
 """
 from __future__ import annotations
 
-from . import Workload
+from . import Param, Workload
 
 PRECISIONS = ["float", "double"]
 QUICK_N = [str(1 << e) for e in range(4, 21, 2)]
 FULL_N = [str(1 << e) for e in range(4, 21)]
-PARAMS = {"n": "1024", "precision": "double"}
+PARAMS = {"n": Param("1024", min=1, max=1 << 26),  # FP_MAX_N in fp_common.h
+          "precision": Param("double", "choice", choices=("float", "double"))}
 GRIDS = dict(quick={"n": QUICK_N, "precision": PRECISIONS}, full={"n": FULL_N, "precision": PRECISIONS})
 FFT_HEADERS = ("fp_common.h", "fp_fft.h", "fp_fft_body.h")
+
+
+def two_arrays(point: dict[str, str]) -> int:
+    """Workload.memory: two n-element arrays at least (the vectors; the FFT's real and
+    imaginary parts)."""
+    return 2 * int(point["n"]) * (4 if point["precision"] == "float" else 8)
 
 WORKLOADS = [
     Workload(
@@ -36,6 +43,7 @@ WORKLOADS = [
                     "vectorises only when a variant allows reassociation",
         params=dict(PARAMS),
         sweep_axis="n",
+        memory=two_arrays,
         **GRIDS,
     ),
     Workload(
@@ -47,6 +55,7 @@ WORKLOADS = [
                     "not counted)",
         params=dict(PARAMS),
         sweep_axis="n",
+        memory=two_arrays,
         **GRIDS,
     ),
     Workload(
@@ -58,6 +67,7 @@ WORKLOADS = [
                     "5 n log2 n flop), n a power of two",
         params=dict(PARAMS),
         sweep_axis="n",
+        memory=two_arrays,
         **GRIDS,
     ),
     Workload(
@@ -68,6 +78,7 @@ WORKLOADS = [
         description="the peer: the same complex FFT through FFTW 3 (FFTW_MEASURE, planning "
                     "capped at 0.5 s; 5 n log2 n flop by convention)",
         params=dict(PARAMS),
+        memory=two_arrays,
         libs=("-lfftw3", "-lfftw3f"),
         requires={"fftw3.h": "libfftw3-dev"},
         sweep_axis="n",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from . import Workload
+from . import Param, Workload, size_bytes
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -44,7 +44,10 @@ WORKLOADS = [
         unit="loads",
         description="load-to-use latency vs working-set size: dependent pointer chase "
                     "through a random single-cycle permutation of cache lines (lat_mem_rd)",
-        params={"size": str(64 * KIB), "pages": "4k", "mode": "random", "line": "64", "seed": "1"},
+        params={"size": Param(str(64 * KIB), "size", min=8), "pages": Param("4k", "choice", choices=("4k", "thp", "huge")),
+                "mode": Param("random", "choice", choices=("random", "sequential")),
+                "line": Param("64", "size", min=8, max=MIB), "seed": Param("1")},
+        memory=size_bytes,
         quick={"size": _strs(memlat_sizes(1 * KIB, 64 * MIB, 4)), "pages": ["4k", "thp"]},
         full={"size": _strs(memlat_sizes(1 * KIB, 256 * MIB, 4)), "pages": ["4k", "thp", "huge"],
               "mode": ["random", "sequential"]},
@@ -58,7 +61,9 @@ WORKLOADS = [
         unit="bytes",
         description="STREAM-style read/write/copy/triad bandwidth vs working-set size, "
                     "plain C loops (bytes counted as STREAM does)",
-        params={"op": "read", "size": str(64 * KIB)},
+        params={"op": Param("read", "choice", choices=("read", "write", "copy", "triad")),
+                "size": Param(str(64 * KIB), "size", min=64)},
+        memory=size_bytes,
         quick={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 64 * MIB, 1))},
         full={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 256 * MIB, 2))},
         sweep_axis="size",

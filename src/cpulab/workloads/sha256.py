@@ -1,6 +1,6 @@
 """SHA-256 of an in-memory buffer: portable C (FIPS 180-4), the x86 SHA extensions and the
 OpenSSL peer.  Whole files are sha256_file.py."""
-from . import Workload
+from . import Param, Workload, size_bytes
 
 WORKLOADS = [
     Workload(
@@ -9,7 +9,8 @@ WORKLOADS = [
         extra_sources=("sha256_core.h",),
         unit="bytes",
         description="SHA-256 of an in-memory buffer, portable C (FIPS 180-4)",
-        params={"size": "16384"},
+        params={"size": Param("16384", "size", min=1)},
+        memory=size_bytes,
         full={"size": ["64", "1024", "16384", "1048576"]},
         sweep_axis="size",
     ),
@@ -19,7 +20,8 @@ WORKLOADS = [
         extra_sources=("sha256_core.h",),
         unit="bytes",
         description="SHA-256 of an in-memory buffer with the x86 SHA extensions (skipped without them)",
-        params={"size": "16384"},
+        params={"size": Param("16384", "size", min=1)},
+        memory=size_bytes,
         full={"size": ["64", "1024", "16384", "1048576"]},
         sweep_axis="size",
     ),
@@ -29,7 +31,8 @@ WORKLOADS = [
         extra_sources=("sha256_core.h",),
         unit="bytes",
         description="SHA-256 of an in-memory buffer through OpenSSL's EVP interface (the peer)",
-        params={"size": "16384"},
+        params={"size": Param("16384", "size", min=1)},
+        memory=size_bytes,
         full={"size": ["64", "1024", "16384", "1048576"]},
         sweep_axis="size",
         libs=("-lcrypto",),

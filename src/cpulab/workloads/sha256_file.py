@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import paths
-from . import Workload
+from . import Param, Workload
 
 # The content stream: PCG64's raw 64-bit outputs, little-endian.  numpy promises a
 # BitGenerator's raw stream is stable across versions (unlike Generator methods), so
@@ -88,6 +88,10 @@ def _write_sidecar(sidecar: Path, st: os.stat_result, digest: str) -> None:
     _write_atomic(sidecar, [text.encode()])
 
 
+def data_path(size: int) -> Path:
+    return file_dir() / f"sha256-{size}.bin"
+
+
 def data_file(size: int) -> tuple[Path, str]:
     """The path of the deterministic `size`-byte file and its SHA-256 (hex), making
     either if missing or stale.  Concurrent callers serialise on a lock file."""
@@ -95,7 +99,7 @@ def data_file(size: int) -> tuple[Path, str]:
         raise ValueError(f"file size must be >= 0 bytes, got {size}")
     d = file_dir()
     d.mkdir(parents=True, exist_ok=True)
-    path = d / f"sha256-{size}.bin"
+    path = data_path(size)
     sidecar = path.with_name(path.name + ".sha256")
     with open(d / f".sha256-{size}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -123,8 +127,23 @@ def prepare_file(params: dict[str, str]) -> dict[str, str]:
         if not params.get("expect"):
             out["expect"] = _file_digest(path)
         return out
-    path, digest = data_file(int(params.get("size", "10000000"), 0))
+    path, digest = data_file(int(params["size"]))
     return {"path": str(path), "expect": digest}
+
+
+def files_to_write(params: dict[str, str]) -> dict[Path, int]:
+    """Workload.files for sha256-file: the data file prepare_file would make, unless a
+    path is given or the file is already there at its size."""
+    if params.get("path"):
+        return {}
+    size = int(params["size"])
+    path = data_path(size)
+    try:
+        if path.stat().st_size == size:
+            return {}
+    except OSError:  # not there (or unreadable): it will be written
+        pass
+    return {path: size}
 
 
 WORKLOADS = [
@@ -134,12 +153,16 @@ WORKLOADS = [
         extra_sources=("sha256_core.h",),
         unit="bytes",
         description="SHA-256 of a whole file as sha256deep does it: read() into a buffer, portable core",
-        params={"size": "10000000", "buffer": "1048576", "cache": "warm", "path": "", "expect": ""},
+        params={"size": Param("10000000", "size", min=1), "buffer": Param("1048576", "size", min=1, max=1 << 30),
+                "cache": Param("warm", "choice", choices=("warm", "cold")), "path": Param("", "text"),
+                "expect": Param("", "text")},
         quick={"size": ["10000000", "100000000"], "cache": ["warm"]},
         full={"size": ["10000000", "100000000", "1000000000"], "cache": ["warm"]},
         prepare=prepare_file,
         hidden_params=("path", "expect"),
         sweep_axis="size",
         times=True,
+        memory=lambda point: int(point["buffer"]),
+        files=files_to_write,
     ),
 ]
