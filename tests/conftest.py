@@ -1,4 +1,5 @@
-"""Shared test helpers: build one kernel with the harness and run it."""
+"""Shared test helpers: build one kernel with the harness and run it; skip what this
+machine cannot build (optional toolchains and libraries), naming the Debian package."""
 from __future__ import annotations
 
 import json
@@ -7,24 +8,48 @@ from pathlib import Path
 
 import pytest
 
+from cpulab import toolchain, workloads
 from cpulab.workloads import KERNEL_DIR
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"
 
 
+def workload_of(kernel: str | None) -> workloads.Workload | None:
+    """The workload declared with this kernel file, if any (its libraries and headers)."""
+    return next((w for w in workloads.registry().values() if w.kernel == kernel), None)
+
+
+def skip_unless_buildable(compiler: str = "gcc", flags=(), kernel: str | None = None) -> None:
+    """Skip the calling test, in one line naming the Debian package, when this machine
+    cannot build with `compiler` and the ABI flags among `flags` (-m32), or lacks a library
+    that `kernel` (a file in cpulab/kernels) needs: the checks `cpulab run` makes
+    (toolchain.unavailable_reason, libraries_reason), so tests and runs skip alike."""
+    abi = tuple(f for f in flags if f == "-m32")
+    package = next((v.package for v in toolchain.BUILTIN.values() if (v.compiler, v.abi_flags) == (compiler, abi)), "")
+    v = toolchain.Variant("test", compiler, abi_flags=abi, package=package)
+    why = toolchain.unavailable_reason(v)
+    if not why and (w := workload_of(kernel)):
+        why = toolchain.libraries_reason(v, w.requires, w.libs)
+    if why:
+        pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def build_kernel(tmp_path_factory):
-    """build_kernel("sha256.c", cflags=("-O2",), libs=()) -> path of an executable."""
+    """build_kernel("sha256.c", cflags=("-O2",)) -> path of an executable, linked with the
+    libraries its workload declares; skips (skip_unless_buildable) what cannot be built here."""
     out = tmp_path_factory.mktemp("artifacts")
     built: dict[tuple, Path] = {}
 
-    def build(kernel: str, cflags=("-O2",), libs=(), compiler="gcc") -> Path:
-        key = (kernel, tuple(cflags), tuple(libs), compiler)
+    def build(kernel: str, cflags=("-O2",), compiler="gcc") -> Path:
+        key = (kernel, tuple(cflags), compiler)
         if key not in built:
+            skip_unless_buildable(compiler, cflags, kernel)
+            w = workload_of(kernel)
             exe = out / f"{Path(kernel).stem}-{len(built)}"
             subprocess.run(
                 [compiler, *cflags, "-I", str(NATIVE_DIR), str(NATIVE_DIR / "harness.c"),
-                 str(KERNEL_DIR / kernel), "-o", str(exe), *libs, "-lm"],
+                 str(KERNEL_DIR / kernel), "-o", str(exe), *(w.libs if w else ()), "-lm"],
                 check=True, capture_output=True, text=True)
             built[key] = exe
         return built[key]

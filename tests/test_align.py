@@ -57,7 +57,7 @@ def test_a_broken_ring_is_never_timed(build_kernel):
 @pytest.mark.parametrize("param, msg", [("offset=64", "offset must be"), ("offset=-1", "offset must be"),
                                         ("width=2", "width must be"), ("level=l3", "level must be"),
                                         ("at=middle", "at must be"), ("addressing=x", "addressing must"),
-                                        ("nodes=1000", "nodes must be")])
+                                        ("nodes=1000", "nodes must be"), ("nodes=2", "nodes must be 3..")])
 def test_bad_parameters_are_refused(build_kernel, param, msg):
     d = run(build_kernel("align.c"), param)
     assert d["status"] == "setup-failed" and msg in d["error"]

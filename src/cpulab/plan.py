@@ -191,6 +191,17 @@ def _variant_from_toml(name: str, d: dict, where: str) -> Variant:
                    package=str(d.get("package", "")), description=str(d.get("description", "")))
 
 
+def _pick_baseline(names: list[str], custom: dict[str, Variant]) -> str:
+    """A baseline given in order of preference: the first variant this machine can build
+    (toolchain.unavailable_reason), else the first, whose rows then say why it is missing."""
+    def buildable(name: str) -> bool:
+        try:
+            return not toolchain.unavailable_reason(toolchain.get(name, custom))
+        except KeyError:  # an unknown variant: validate() names it
+            return False
+    return next((n for n in names if buildable(n)), names[0] if names else "")
+
+
 def from_dict(d: dict, where: str) -> Plan:
     _check_keys(d, _PLAN_KEYS, where)
     custom = {}
@@ -205,6 +216,9 @@ def from_dict(d: dict, where: str) -> Plan:
         _check(isinstance(ed, dict), at, "expected a table")
         _check_keys(ed, _EXP_KEYS, at)
         variants = _str_list(ed.get("variants", []), f"{at}.variants")
+        baselines = _str_list(ed.get("baseline", variants[:1]), f"{at}.baseline")
+        for b in baselines:
+            _check(b in variants, f"{at}.baseline", f"{b!r} is not one of its variants ({', '.join(variants)})")
         params = {}
         for w, pd in (ed.get("params") or {}).items():
             _check(isinstance(pd, dict), f"{at}.params.{w}", "expected a table of parameter = values")
@@ -216,7 +230,7 @@ def from_dict(d: dict, where: str) -> Plan:
                     raise PlanError(f"{at}.params.{w}.{k}: {e}") from None
         exps.append(Experiment(name=str(ed.get("name", f"experiment-{i}")), title=str(ed.get("title", "")),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
-                               variants=variants, baseline=str(ed.get("baseline", variants[0] if variants else "")),
+                               variants=variants, baseline=_pick_baseline(baselines, custom),
                                params=params, runs=ed.get("runs"), samples=ed.get("samples")))
     try:
         plan = Plan(name=str(d.get("name", Path(where).stem)), experiments=exps, custom_variants=custom,

@@ -10,7 +10,13 @@ under ``paths.cache_dir()/"probes"``), runs it and returns a plain dict.
 What the body may assume (the generated code sets this up before the loop, every call):
 
 * ``rsi`` points at a 4 KiB, 4 KiB-aligned scratch buffer, zeroed at setup; its first
-  qword holds its own address, so ``mov rax, [rax]`` is an L1-hit pointer chase.
+  qword holds its own address, so ``mov rax, [rax]`` is an L1-hit pointer chase.  That
+  qword is stored before every call's loop and drained by an MFENCE: with the store still
+  in flight, a core that renames memory (seen on Rocket Lake) hands its register to the
+  loads, and the chase ran at 0.34 cycles instead of 5; the MFENCE also keeps one call's
+  loop from overlapping the next call's.  It costs ~60 cycles per call, in the fixed
+  part that the two lengths cancel (in the fastest-run headline: a dependent add reads
+  1.017 cycles at the defaults, 1.000 by difference).
 * ``rax`` = ``rsi`` (the scratch address); ``rbx rcx rdx rdi r8..r14`` = 0; xmm0..xmm15
   = 0.  Other registers (ymm/zmm upper halves, k masks) are neither set nor declared.
 * Loop mode (default): ``r15`` is the loop counter and is reserved.  ``rsp``/``rbp``
@@ -243,6 +249,7 @@ static __attribute__((noinline)) uint64_t probe(const struct ctx *c)
         "mov %[trips], %%{cnt}\\n\\t"
         "sub $256, %%rsp\\n\\t" /* below the red zone: push/pop in the body are safe */
         "mov %%rsi, (%%rsi)\\n\\t"
+        "mfence\\n\\t" /* the store reaches L1 first: see the module doc */
 {set_rax}{zeroing}{xmm}{loop}        "mov %%rsp, %[sp_out]\\n\\t"
         "mov %[sp_in], %%rsp\\n\\t"
         "mov %%{cnt}, %[cnt_out]\\n\\t"
