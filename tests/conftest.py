@@ -1,4 +1,5 @@
-"""Shared test helpers: build one kernel with the harness and run it."""
+"""Shared test helpers: build one kernel with the harness and run it; skip what this
+machine cannot build (optional toolchains and libraries), naming the Debian package."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cpulab import build
+from cpulab import build, toolchain, workloads
 from cpulab.execute import Finished, Outcome, default_executor
 from cpulab.model import Status
 from cpulab.toolchain import Variant
@@ -17,16 +18,38 @@ NATIVE_DIR = KERNEL_DIR.parent / "native"
 ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
 
 
+def workload_of(kernel: str | None) -> workloads.Workload | None:
+    """The workload declared with this kernel file, if any (its libraries and headers)."""
+    return next((w for w in workloads.registry().values() if w.kernel == kernel), None)
+
+
+def skip_unless_buildable(compiler: str = "gcc", flags=(), kernel: str | None = None) -> None:
+    """Skip the calling test, in one line naming the Debian package, when this machine
+    cannot build with `compiler` and the ABI flags among `flags` (-m32), or lacks a library
+    that `kernel` (a file in cpulab/kernels) needs: the checks `cpulab run` makes
+    (toolchain.unavailable_reason, libraries_reason), so tests and runs skip alike."""
+    abi = tuple(f for f in flags if f in ABI_FLAGS)
+    package = next((v.package for v in toolchain.BUILTIN.values() if (v.compiler, v.abi_flags) == (compiler, abi)), "")
+    v = toolchain.Variant("test", compiler, abi_flags=abi, package=package)
+    why = toolchain.unavailable_reason(v)
+    if not why and (w := workload_of(kernel)):
+        why = toolchain.libraries_reason(v, w.requires, w.libs)
+    if why:
+        pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def build_kernel(tmp_path_factory):
-    """build_kernel("sha256.c", cflags=("-O2",), libs=()) -> path of an executable, built
-    by cpulab's own build step (-m32 in cflags goes to the harness and the link too)."""
+    """build_kernel("sha256.c", cflags=("-O2",)) -> path of an executable, linked with the
+    libraries its workload declares; skips (skip_unless_buildable) what cannot be built here."""
     out = tmp_path_factory.mktemp("artifacts")
 
-    def build_one(kernel: str, cflags=("-O2",), libs=(), compiler="gcc") -> Path:
+    def build_one(kernel: str, cflags=("-O2",), compiler="gcc") -> Path:
+        skip_unless_buildable(compiler, cflags, kernel)
+        w = workload_of(kernel)
         v = Variant("test", compiler, tuple(f for f in cflags if f not in ABI_FLAGS),
                     abi_flags=tuple(f for f in cflags if f in ABI_FLAGS))
-        return Path(build.build_executable(KERNEL_DIR / kernel, v, libs=tuple(libs), cache_dir=out).path)
+        return Path(build.build_executable(KERNEL_DIR / kernel, v, libs=w.libs if w else (), cache_dir=out).path)
 
     return build_one
 

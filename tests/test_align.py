@@ -57,7 +57,7 @@ def test_a_broken_ring_is_never_timed(build_kernel):
 @pytest.mark.parametrize("param, msg", [("offset=64", "offset must be"), ("offset=-1", "offset must be"),
                                         ("width=2", "width must be"), ("level=l3", "level must be"),
                                         ("at=middle", "at must be"), ("addressing=x", "addressing must"),
-                                        ("nodes=1000", "nodes must be")])
+                                        ("nodes=1000", "nodes must be"), ("nodes=2", "nodes must be 3..")])
 def test_bad_parameters_are_refused(build_kernel, param, msg):
     d = run(build_kernel("align.c"), param)
     assert d["status"] == "setup-failed" and msg in d["error"]
@@ -92,15 +92,16 @@ def test_default_grid_covers_every_group_and_full_every_offset():
 @pytest.mark.timing
 def test_l2_is_slower_than_l1_and_l1_is_a_few_cycles(build_kernel):
     # Physical facts, wide margins: an aligned L1 hit is 3-7 cycles on x86-64 cores; an
-    # L1 miss that hits L2 costs clearly more.
+    # L1 miss that hits L2 costs clearly more.  The fastest run of each: a busy machine
+    # only ever adds cycles (on 2 shared cores, two runs of three were seen at 13-18).
     exe = build_kernel("align.c")
     l1, l2 = [], []
     for _ in range(3):
         for level, out in (("l1", l1), ("l2", l2)):
             d = run(exe, f"level={level}", extra=("--samples", "3", "--min-sample-time", "0.005"))
             out.append(statistics.median(c / d["work"] for c in d["cycles"]))
-    assert 3 <= statistics.median(l1) <= 7, l1
-    assert statistics.median(l2) > 1.5 * statistics.median(l1), (l1, l2)
+    assert 3 <= min(l1) <= 7, l1
+    assert min(l2) > 1.5 * min(l1), (l1, l2)
 
 
 def test_align_table_rows_in_seed_order():

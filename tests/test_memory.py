@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 
 import numpy as np
 import pytest
@@ -100,11 +99,12 @@ def test_memlat_rejects_bad_parameters(memlat, bad):
 
 
 def _per_load(exe, **kv) -> tuple[float, float | None]:
-    """Median (ns, cycles or None without a cycle timer) per load over 5 samples."""
+    """Fastest (ns, cycles or None without a cycle timer) per load of 5 samples: a busy
+    machine only ever adds time (on 2 shared cores, most samples may be slowed)."""
     r = run_artifact(exe, *params(**kv), "--samples", "5", "--min-sample-time", "0.005")
     assert r["status"] == "ok", r["error"]
-    ns = statistics.median(v / r["work"] for v in r["ns"])
-    cyc = None if None in r["cycles"] else statistics.median(v / r["work"] for v in r["cycles"])
+    ns = min(v / r["work"] for v in r["ns"])
+    cyc = None if None in r["cycles"] else min(v / r["work"] for v in r["cycles"])
     return ns, cyc
 
 

@@ -35,11 +35,28 @@ def test_builtin_plans_validate():
         assert plans.load(f.stem).experiments
 
 
+def test_baseline_in_order_of_preference_is_the_first_buildable_here(tmp_path):
+    ghost = '[variants.ghost]\ncompiler = "cpulab-no-such-cc"\npackage = "nothing"\n'
+    text = GOOD.replace('"unrolled"]', '"unrolled", "ghost"]').replace("[[experiment]]", ghost + "[[experiment]]")
+    for baseline, want in (('["ghost", "unrolled", "O2"]', "unrolled"), ('["O2", "unrolled"]', "O2"),
+                           ('["ghost"]', "ghost")):  # none buildable: the first, whose rows say why
+        p = plans.load(write(tmp_path, text.replace('baseline = "O2"', f"baseline = {baseline}")))
+        assert p.experiments[0].baseline == want
+
+
+def test_seeds_plan_compares_with_a_baseline_this_machine_builds():
+    from cpulab import toolchain
+    seed001 = next(e for e in plans.load("seeds").experiments if e.name == "float-abi")
+    x87 = toolchain.unavailable_reason(toolchain.BUILTIN["i386-x87"])
+    assert seed001.baseline == ("O2" if x87 else "i386-x87")
+
+
 @pytest.mark.parametrize("text, words", [
     ("runs = [", ["malformed TOML"]),
     ("colour = 3\n" + GOOD, ["unknown key 'colour'"]),
     (GOOD.replace('"unrolled"]', '"O9"]'), ["variants", "unknown variant 'O9'"]),
     (GOOD.replace('baseline = "O2"', 'baseline = "O3"'), ["baseline", "'O3'"]),
+    (GOOD.replace('baseline = "O2"', 'baseline = ["O2", "O3"]'), ["baseline", "'O3'"]),
     (GOOD.replace("size =", "sise ="), ["params.sha256.sise", "no parameter 'sise'"]),
     (GOOD.replace('["sha256"]', '["sha512"]'), ["unknown workload 'sha512'"]),
     (GOOD.replace("runs = 3", "runs = 0"), ["runs", "1..10000"]),

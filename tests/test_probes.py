@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from conftest import skip_unless_buildable
 from cpulab import probes
 from cpulab.build import NATIVE_DIR
 from cpulab.probes.loop import TEMPLATE
@@ -101,8 +102,7 @@ def test_as_loop_counts_the_users_own_loop():
 @pytest.mark.parametrize("cc, flags", [("gcc", ["-O0"]), ("gcc", ["-O2"]), ("gcc", ["-O3", "-march=native"]),
                                        ("clang", ["-O2"]), ("gcc", ["-m32", "-O2"])])
 def test_generated_kernel_builds_without_warnings(tmp_path, cc, flags):
-    if not shutil.which(cc):
-        pytest.skip(f"{cc} missing")
+    skip_unless_buildable(cc, flags)
     for stmts, syntax, as_loop, counter in [(["add rax, rbx", "vpaddd xmm1, xmm2, xmm3"], "intel", False, "rcx"),
                                             (["addq %rbx, %rax"], "att", False, "rcx"),
                                             (["rol ebx, 3", "dec ecx", "jnz 1b"], "intel", True, "ecx")]:
@@ -114,7 +114,7 @@ def test_generated_kernel_builds_without_warnings(tmp_path, cc, flags):
         assert p.returncode == 0, p.stderr
 
 
-@pytest.mark.skipif(not shutil.which("llvm-mca"), reason="llvm-mca missing")
+@pytest.mark.skipif(not shutil.which("llvm-mca"), reason="llvm-mca missing (install llvm)")
 def test_mca_models_a_dependent_add_as_one_cycle():
     p = probes.mca_predict("add rax, rbx")
     assert 0.9 <= p["cycles_per_iteration"] <= 1.1

@@ -275,6 +275,17 @@ def _variant_from_toml(name: str, d: dict, where: str) -> Variant:
                    description=_str(d, "description", "", where))
 
 
+def _pick_baseline(names: list[str], custom: dict[str, Variant]) -> str:
+    """A baseline given in order of preference: the first variant this machine can build
+    (toolchain.unavailable_reason), else the first, whose rows then say why it is missing."""
+    def buildable(name: str) -> bool:
+        try:
+            return not toolchain.unavailable_reason(toolchain.get(name, custom))
+        except KeyError:  # an unknown variant: validate() names it
+            return False
+    return next((n for n in names if buildable(n)), names[0] if names else "")
+
+
 def from_dict(d: dict, where: str) -> Plan:
     _check_keys(d, _PLAN_KEYS, where)
     variants_table = d.get("variants") or {}
@@ -291,10 +302,13 @@ def from_dict(d: dict, where: str) -> Plan:
         _check(isinstance(ed, dict), at, "expected a table")
         _check_keys(ed, _EXP_KEYS, at)
         variants = _str_list(ed.get("variants", []), f"{at}.variants")
+        baselines = _str_list(ed.get("baseline", variants[:1]), f"{at}.baseline")
+        for b in baselines:
+            _check(b in variants, f"{at}.baseline", f"{b!r} is not one of its variants ({', '.join(variants)})")
         exps.append(Experiment(name=_str(ed, "name", f"experiment-{i}", at), title=_str(ed, "title", "", at),
                                intro=_str(ed, "intro", "", at), tag=_str(ed, "tag", "", at),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
-                               variants=variants, baseline=_str(ed, "baseline", variants[0] if variants else "", at),
+                               variants=variants, baseline=_pick_baseline(baselines, custom),
                                params=ed.get("params") or {}, runs=ed.get("runs"), samples=ed.get("samples")))
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),

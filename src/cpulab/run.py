@@ -167,9 +167,8 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
         status, error, art, emulator = "pending", "", None, ()
         if why := toolchain.unavailable_reason(v):
             status, error = "skipped", why
-        elif missing := [why for h, pkg in w.requires.items()
-                         if (why := toolchain.library_reason(v, h, w.libs, pkg))]:
-            status, error = "skipped", "; ".join(missing)
+        elif why := toolchain.libraries_reason(v, w.requires, w.libs):
+            status, error = "skipped", why
         else:
             try:
                 art = build.build_artifact(w, v)

@@ -6,6 +6,7 @@ variant can be built on this machine is found by building a tiny program with it
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -96,15 +97,36 @@ def compiler_version(compiler: str) -> str:
     return out.stdout.splitlines()[0].strip() if out.stdout else ""
 
 
-HELLO = ("#include <stdio.h>\n#include <math.h>\n"
+# What every kernel needs of a toolchain: libc and libm, and <errno.h>, which needs the
+# kernel's <asm/errno.h>: gcc-12-multilib without gcc-multilib (whose /usr/include/asm link
+# finds it) builds a -m32 program without errno.h, but not the harness.
+HELLO = ("#include <errno.h>\n#include <stdio.h>\n#include <math.h>\n"
          "int main(int c, char **v) { printf(\"%f\", sqrt((double)c)); return v[0][0] == 0; }\n")
 
 
+def _gist(stderr: str, tmpdir: str) -> str:
+    """A compiler's or linker's complaint in a few words: the first missing header or
+    library, else the first error message; no file positions, no temporary paths."""
+    lines = [ln.replace(tmpdir + "/", "").strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if m := re.search(r"fatal error: '?([\w./+-]+)'?(?:: No such file or directory| file not found)", ln):
+            return f"{m[1]} missing"
+        if m := re.search(r"cannot find (\S+?)(?::|$)", ln):
+            return f"cannot find {m[1]}"
+    for ln in lines:
+        if m := re.search(r"\berror: (.+)", ln):
+            return m[1][:120]
+    return lines[0][:120] if lines else "no message"
+
+
 @cache
-def _try_build(compiler: str, flags: tuple[str, ...], source: str = HELLO, libs: tuple[str, ...] = ("-lm",)) -> str:
-    """'' if `compiler flags source.c libs` links, else the first line of its complaint."""
+def _try_build(compiler: str, flags: tuple[str, ...], source: str = HELLO, libs: tuple[str, ...] = ("-lm",),
+               what: str = "a test program") -> str:
+    """'' if `compiler flags source.c libs` links, else one short line saying why, e.g.
+    'gcc -m32 cannot build a test program: bits/libc-header-start.h missing'."""
     if not shutil.which(compiler):
         return f"{compiler} not found"
+    cmd = " ".join((compiler, *flags))
     with tempfile.TemporaryDirectory(prefix="cpulab-probe-") as d:
         src = Path(d) / "t.c"
         src.write_text(source)
@@ -112,10 +134,9 @@ def _try_build(compiler: str, flags: tuple[str, ...], source: str = HELLO, libs:
             p = subprocess.run([compiler, *flags, str(src), "-o", str(Path(d) / "t"), *libs],
                                capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
-            return f"{compiler} timed out building a test program"
+            return f"{cmd} timed out building {what}"
         if p.returncode != 0:
-            lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-            return lines[0] if lines else f"{compiler} failed"
+            return f"{cmd} cannot build {what}: {_gist(p.stderr, d)}"
     return ""
 
 
@@ -132,8 +153,15 @@ def library_reason(v: Variant, header: str, libs: tuple[str, ...], package: str)
     """'' if a program including `header` links with `libs` under this variant, else why.
     Linking matters: -m32 finds the 64-bit headers but has no 32-bit library to link."""
     flags = tuple(v.abi_flags) + tuple(v.ldflags)
-    if _try_build(v.compiler, flags, f"#include <{header}>\nint main(void) {{ return 0; }}\n", tuple(libs)):
-        abi = f" for {' '.join(v.abi_flags)}" if v.abi_flags else ""
-        lib = f" and {' '.join(libs)}" if libs else ""
-        return f"cannot build against {header}{lib} with {v.compiler}{abi} (install {package}{abi})"
-    return ""
+    why = _try_build(v.compiler, flags, f"#include <{header}>\nint main(void) {{ return 0; }}\n", tuple(libs),
+                     " ".join(("against", header, *libs)))
+    if not why:
+        return ""
+    return f"install {package}{':i386' if '-m32' in v.abi_flags else ''} ({why})"
+
+
+def libraries_reason(v: Variant, requires: dict[str, str], libs: tuple[str, ...]) -> str:
+    """Why a kernel that includes `requires` (header -> Debian package) and links `libs`
+    cannot be built under this variant here; '' if it can."""
+    return "; ".join(why for header, package in requires.items()
+                     if (why := library_reason(v, header, libs, package)))

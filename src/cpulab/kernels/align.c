@@ -23,7 +23,7 @@
  *                 crosses its line also crosses a page (the seed's offset 4093 case).
  *   addressing  how a 4-byte value becomes the next address (see "the extra add"):
  *               auto (default) = direct where possible, else indexed; direct; indexed.
- *   nodes       ring length (0 = default: 4 for l1, 64 for l2).
+ *   nodes       ring length, 3..256 (0 = default: 4 for l1, 64 for l2).
  *   seed        of the ring order (default 1).
  *
  * The extra add for 4-byte loads.  On x86-64 a 4-byte load cannot hold a pointer,
@@ -45,8 +45,9 @@
  * Unit: loads.  One repetition is 1024 dependent loads (16 per asm block); the chase
  * carries on between calls.  Known answers: walking the ring in C visits every node
  * exactly once and returns to the start (one single cycle of `nodes`), and the timed
- * asm chase, run for one repetition from the start, stops exactly where the C walk
- * stops after 1024 steps.
+ * asm chase, run for one repetition from the start of the ring cut short to three
+ * nodes, stops exactly where the C walk stops after 1024 steps (one node past the
+ * start: a chase that did not load would stay at the start).
  */
 #define _GNU_SOURCE
 #include "cpulab.h"
@@ -88,6 +89,17 @@ static uint64_t next_u64(uint64_t *s) /* splitmix64: same numbers in every ABI *
 static unsigned char *addr_of(const struct ctx *c, uintptr_t v)
 {
     return c->mode == DIRECT ? (unsigned char *)v : c->base + v;
+}
+
+/* Store chase value v (an address or an offset, as the chase reads it) at a node. */
+static void put_value(const struct ctx *c, unsigned char *at, uint64_t v)
+{
+    if (c->width == 4) {
+        uint32_t v32 = (uint32_t)v;
+        memcpy(at, &v32, 4);
+    } else {
+        memcpy(at, &v, 8);
+    }
 }
 
 /* One step of the chase in portable C: read `width` bytes (little-endian host). */
@@ -189,8 +201,8 @@ void *k_setup(void)
     int64_t nodes = k_param_int("nodes", 0);
     if (nodes == 0)
         nodes = l2 ? 64 : 4; /* 0 = the level's default */
-    if (nodes < 1 || nodes > MAX_NODES) {
-        k_fail("nodes must be 1..%d, got %lld", MAX_NODES, (long long)nodes);
+    if (nodes < 3 || nodes > MAX_NODES) { /* k_verify needs three nodes to tell a chase from none */
+        k_fail("nodes must be 3..%d, got %lld", MAX_NODES, (long long)nodes);
         return NULL;
     }
 #if !defined(__x86_64__) && !defined(__i386__)
@@ -249,28 +261,14 @@ void *k_setup(void)
     for (int k = 0; k < nodes; k++) {
         unsigned char *here = c->base + (size_t)k * slot + line_in_slot + (size_t)offset;
         size_t next_off = (size_t)order[k] * slot + line_in_slot + (size_t)offset;
-        uint64_t v = c->mode == DIRECT ? (uint64_t)(uintptr_t)(c->base + next_off) : (uint64_t)next_off;
-        if (width == 4) {
-            uint32_t v32 = (uint32_t)v;
-            memcpy(here, &v32, 4);
-        } else {
-            memcpy(here, &v, 8);
-        }
+        put_value(c, here, c->mode == DIRECT ? (uint64_t)(uintptr_t)(c->base + next_off) : (uint64_t)next_off);
     }
     size_t first = line_in_slot + (size_t)offset;
     c->start = c->mode == DIRECT ? (uintptr_t)(c->base + first) : (uintptr_t)first;
     c->p = c->start;
     /* corrupt=1 (testing the test): slot 0 points at itself, so the ring is broken. */
-    if (k_param_int("corrupt", 0) && nodes > 1) {
-        unsigned char *here = c->base + first;
-        uint64_t v = c->start;
-        if (width == 4) {
-            uint32_t v32 = (uint32_t)v;
-            memcpy(here, &v32, 4);
-        } else {
-            memcpy(here, &v, 8);
-        }
-    }
+    if (k_param_int("corrupt", 0))
+        put_value(c, c->base + first, c->start);
 
     int crosses_line = offset + width > LINE;
     k_note("working_set_bytes", (double)nodes * LINE * (crosses_line ? 2 : 1));
@@ -284,8 +282,12 @@ void *k_setup(void)
 }
 
 /* Known answers.  (1) The C walk from the start visits every node exactly once and is
- * back after `nodes` steps: one single cycle.  (2) The timed asm chase, one
- * repetition (1024 loads) from the start, stops where 1024 C steps stop. */
+ * back after `nodes` steps: one single cycle.  (2) The timed asm chase, one repetition
+ * (1024 loads) from the start, stops where 1024 C steps stop.  On the whole ring that
+ * proves little: 1024 loads are whole laps of the default 4 or 64 nodes, so a chase that
+ * never loaded would stop at its start as well.  So (2) runs on the ring cut short to
+ * its first three nodes (the third points back at the start until the check is done):
+ * 1024 = 3 * 341 + 1 loads stop one node past the start. */
 static uintptr_t chase(const struct ctx *c, uintptr_t p, uint64_t reps);
 
 int k_verify(void *ctx)
@@ -311,11 +313,14 @@ int k_verify(void *ctx)
         k_fail("after %d loads the chase is not back at the start", c->nodes);
         return 1;
     }
+    uintptr_t second = step_c(c, c->start), third = step_c(c, second), fourth = step_c(c, third);
+    put_value(c, addr_of(c, third), c->start);
     for (int n = 0; n < LOADS_PER_REP; n++)
         v = step_c(c, v);
     uintptr_t w = chase(c, c->start, 1);
+    put_value(c, addr_of(c, third), fourth);
     if (w != v) {
-        k_fail("the timed chase stopped at %p after %d loads, the C walk at %p",
+        k_fail("on the ring cut to 3 nodes the timed chase stopped at %p after %d loads, the C walk at %p",
                (void *)addr_of(c, w), LOADS_PER_REP, (void *)addr_of(c, v));
         return 1;
     }
@@ -329,6 +334,8 @@ int k_verify(void *ctx)
 static uintptr_t chase(const struct ctx *c, uintptr_t p, uint64_t reps)
 {
     const int blocks = LOADS_PER_REP / 16;
+    if (K_BROKEN) /* -DCPULAB_BREAK_KAT (cpulab.h): a chase that does not load */
+        return p;
 #if defined(__x86_64__)
     /* Each line below is one load whose address is the previous load's result: one
      * full load-to-use latency per line (4-5 cycles from L1, ~14 from L2 on current

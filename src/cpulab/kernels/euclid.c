@@ -29,10 +29,11 @@ struct ctx {
     void *a, *b; /* float[n] or double[n] each */
 };
 
-/* The measured loops: 3 flop per element, one load of each input. */
+/* The measured loops: 3 flop per element, one load of each input.  -DCPULAB_BREAK_KAT
+ * starts the sum of squares at 2^-20 instead of 0 (cpulab.h). */
 __attribute__((noinline)) static float euclid_f32(const float *restrict a, const float *restrict b, size_t n)
 {
-    float s = 0.0f;
+    float s = K_BROKEN * 0x1p-20f;
     for (size_t i = 0; i < n; i++) {
         float d = a[i] - b[i]; /* independent per element: vectorisable            */
         s += d * d;            /* mul + add (or FMA) on the serial chain of the sum  */
@@ -42,7 +43,7 @@ __attribute__((noinline)) static float euclid_f32(const float *restrict a, const
 
 __attribute__((noinline)) static double euclid_f64(const double *restrict a, const double *restrict b, size_t n)
 {
-    double s = 0.0;
+    double s = K_BROKEN * 0x1p-20;
     for (size_t i = 0; i < n; i++) {
         double d = a[i] - b[i];
         s += d * d;
@@ -71,9 +72,6 @@ static long double euclid_ref(const struct ctx *c, size_t m)
         long double d = elem(c, c->a, i) - elem(c, c->b, i);
         s += d * d;
     }
-#ifdef FP_BREAK_SELF_TEST
-    s = 4 * s + 1; /* a wrong reference: k_verify must refuse to time this build */
-#endif
     return sqrtl(s);
 }
 

@@ -75,10 +75,6 @@ static void fp_dft_bin(const struct fp_roots *w, size_t k, const void *xr, const
         sr += vr * cr - vi * ci;
         si += vr * ci + vi * cr;
     }
-#ifdef FP_BREAK_SELF_TEST
-    if (k == 1)
-        sr += 1 + fabsl(sr); /* a wrong reference: k_verify must refuse to time this build */
-#endif
     *Xr = sr;
     *Xi = si;
 }

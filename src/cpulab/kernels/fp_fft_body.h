@@ -57,6 +57,8 @@ FP_FFT_API int FN(fft_plan_init)(struct FN(fft_plan) *p, size_t n)
             p->wr[h + j] = (FT)cosl(a);
             p->wi[h + j] = (FT)-sinl(a);
         }
+    if (K_BROKEN) /* -DCPULAB_BREAK_KAT (cpulab.h): the first stage's twiddle 1 + 2^-10 */
+        p->wr[1] += (FT)0x1p-10;
     return 0;
 }
 
@@ -225,9 +227,6 @@ static int FN(fft_verify)(FN(fft_xform) f, void *arg, size_t n, const char *prec
             long double dr = re[k] - (k == t ? (long double)n : 0), di = im[k];
             err += dr * dr + di * di;
         }
-#ifdef FP_BREAK_SELF_TEST
-        err += (long double)n * n; /* the known answer is wrong: must fail */
-#endif
         long double e = sqrtl(err) / (long double)n, tol = FN(fft_tol)(n) + 2 * (long double)FT_EPS;
         if (!(e <= tol)) {
             k_fail("%s FFT of size %zu of a pure tone at bin %zu: relative error %.3Lg > %.3Lg", prec, n, t, e, tol);

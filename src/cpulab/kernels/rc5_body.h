@@ -56,10 +56,11 @@
 
 /* Pass 1: S[i] is still the constant P + i*Q (no load).  (P + iQ) + A is computed
  * apart from + B: merged, they become one 3-operand LEA, 2 cycles on Zen instead of 1
- * on the chain; V_KEEP (an empty asm in the portable core) keeps them apart. */
+ * on the chain; V_KEEP (an empty asm in the portable core) keeps them apart.
+ * -DCPULAB_BREAK_KAT flips the low bit of P here, in every core (not in the reference). */
 #define RC5_MIX0(v)                                                                   \
     if (!(RC5_PRE && I <= 2)) {                                                       \
-        A[v] = V_ADD(V_SET1(RC5_P + RC5_Q * (uint32_t)I), A[v]);                      \
+        A[v] = V_ADD(V_SET1((RC5_P ^ K_BROKEN) + RC5_Q * (uint32_t)I), A[v]);         \
         V_KEEP(A[v]);                                                                 \
         A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                            \
         S[I][v] = A[v];                                                               \

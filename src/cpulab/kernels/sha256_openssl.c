@@ -8,6 +8,7 @@
  * core (sha256_core.h) on the timed buffer.
  */
 #include "cpulab.h"
+#define SHA256_CORE_IS_REFERENCE /* the portable core checks this kernel: keep it whole */
 #include "sha256_core.h"
 
 #include <openssl/evp.h>
@@ -32,6 +33,8 @@ static int evp_sha256(struct ctx *c, const void *p, size_t n, uint8_t out[32])
     if (EVP_DigestInit_ex(c->mdctx, c->md, NULL) != 1)
         return 1;
     if (EVP_DigestUpdate(c->mdctx, p, n) != 1)
+        return 1;
+    if (K_BROKEN && EVP_DigestUpdate(c->mdctx, "", 1) != 1) /* -DCPULAB_BREAK_KAT: one NUL byte more */
         return 1;
     if (EVP_DigestFinal_ex(c->mdctx, out, &len) != 1 || len != 32)
         return 1;

@@ -30,6 +30,19 @@ void k_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Attach a number to the result, e.g. k_note("working_set_bytes", 3 * n * 8). */
 void k_note(const char *key, double value);
 
+/* Proving that a known-answer test can fail.  K_BROKEN is 0, or 1 when the kernel is built
+ * with -DCPULAB_BREAK_KAT.  Each kernel perturbs one constant of the code it times by it
+ * (a round constant, an input bit, a coefficient, a loop bound; never the expected
+ * answer), so tests/test_kats.py can show that k_verify compares the timed computation
+ * with an independent known answer: every kernel built that way must be verify-failed.
+ * Written as `x ^ K_BROKEN`, `x + K_BROKEN * d` or `if (K_BROKEN)`, it folds away in an
+ * ordinary build at every -O level: it costs nothing in a measured loop. */
+#ifdef CPULAB_BREAK_KAT
+#define K_BROKEN 1
+#else
+#define K_BROKEN 0
+#endif
+
 /* A 64-bit hash helper kernels may use to fold results into a checksum. */
 static inline uint64_t k_mix(uint64_t h, uint64_t v)
 {

@@ -7,7 +7,8 @@ under ``paths.cache_dir()/"probes"``), runs it and returns a plain dict.
 What the body may assume (the generated code sets this up before the loop, every call):
 
 * ``rsi`` points at a 4 KiB, 4 KiB-aligned scratch buffer, zeroed at setup; its first
-  qword holds its own address, so ``mov rax, [rax]`` is an L1-hit pointer chase.
+  qword holds its own address, so ``mov rax, [rax]`` is an L1-hit pointer chase (the
+  qword is stored and fenced before every call's loop: see loop_probe.c).
 * ``rax`` = ``rsi`` (the scratch address); ``rbx rcx rdx rdi r8..r14`` = 0; xmm0..xmm15
   = 0.  Other registers (ymm/zmm upper halves, k masks) are neither set nor declared.
 * Loop mode (default): ``r15`` is the loop counter and is reserved.  ``rsp``/``rbp``
