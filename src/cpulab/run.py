@@ -48,47 +48,105 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
     return {**params, **w.prepare(params)} if w.prepare else dict(params)
 
 
-@contextmanager
-def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
-                 executor: Executor | None = None):
-    """A run row with the machine's fingerprint and timing; yields its id and marks it
-    done, interrupted (Ctrl-C: what was stored stays) or failed when the block ends."""
+class Stopped(Exception):
+    """The run cannot go on (e.g. its cluster's scheduler is gone): what was stored stays,
+    and the run is marked interrupted."""
+
+
+def machine_identity(timer: str = "auto", executor: Executor | None = None) -> dict:
+    """This machine's fingerprint, its id, its conditions now and its timing calibration."""
     # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
     probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
     timing = calibrate_timing(probe_art.path, timer, executor)
     fp = machine.fingerprint(timing)
-    run_id = store.start_run(fp, machine.fingerprint_id(fp), plan, machine.conditions(), timing,
-                             argv if argv is not None else sys.argv)
+    return {"fingerprint": fp, "machine_id": machine.fingerprint_id(fp), "conditions": machine.conditions(),
+            "timing": timing}
+
+
+@contextmanager
+def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
+                 executor: Executor | None = None, identity: dict | None = None):
+    """A run row with the machine's fingerprint and timing (`identity`, default: this
+    machine's); yields its id and marks it done, interrupted (Ctrl-C, Stopped: what was
+    stored stays) or failed when the block ends."""
+    ident = identity or machine_identity(timer, executor)
+    run_id = store.start_run(ident["fingerprint"], ident["machine_id"], plan, ident["conditions"], ident["timing"],
+                             argv if argv is not None else sys.argv, ident.get("parent"), ident.get("machine", ""))
     status = "failed"
     try:
         yield run_id
         status = "done"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped):
         status = "interrupted"
         raise
     finally:
         store.finish_run(run_id, status)
 
 
+class Site(Protocol):
+    """Where a plan meets a machine: its identity, its builds, its data files, its
+    measured processes (`executor`) and its probe tables.  LocalSite is this machine;
+    distributed.MachineSite is a worker of a cluster."""
+    executor: Executor
+
+    def identity(self, timer: str) -> dict: ...
+    def compiler_version(self, v: toolchain.Variant) -> str: ...
+    def build(self, w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, build.Artifact | None]: ...
+    def prepare(self, w: workloads.Workload, params: dict[str, str]) -> dict[str, str]: ...
+    def probe_table(self, name: str, timer: str): ...
+
+
+class LocalSite:
+    def __init__(self, executor: Executor):
+        self.executor = executor
+
+    def identity(self, timer):
+        return machine_identity(timer, self.executor)
+
+    def compiler_version(self, v):
+        return toolchain.compiler_version(v.compiler)
+
+    def build(self, w, v):
+        return build_variant(w, v)
+
+    def prepare(self, w, params):
+        return _prepare_params(w, params)
+
+    def probe_table(self, name, timer):
+        return probes.get(name).measure(timer=timer, executor=self.executor)
+
+
 def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
-             argv: list[str] | None = None, seed: int | None = None) -> int:
+             argv: list[str] | None = None, seed: int | None = None, site: Site | None = None) -> int:
     """Build and measure everything in the plan, then its probe tables; returns the run
     id.  On Ctrl-C the run is marked interrupted and everything measured stays."""
-    executor = executor or LocalExecutor(seed=seed)
+    site = site or LocalSite(executor or LocalExecutor(seed=seed))
     progress = progress or QuietProgress()
     rng = random.Random(seed)
-    with recorded_run(store, plan.as_dict(), plan.timer, argv, executor) as run_id:
-        targets = _build_all(plan, store, run_id, progress)
-        _measure(plan, store, targets, executor, progress, rng)
+    with recorded_run(store, plan.as_dict(), plan.timer, argv, identity=site.identity(plan.timer)) as run_id:
+        targets = _build_all(plan, store, run_id, progress, site)
+        _measure(plan, store, targets, site, progress, rng)
         progress.phase("tables", len(plan.probe_tables))
         for name in plan.probe_tables:
-            store.add_analysis(run_id, "table", probes.get(name).measure(timer=plan.timer, executor=executor),
-                               key=name)
+            store.add_analysis(run_id, "table", site.probe_table(name, plan.timer), key=name)
             progress.advance(name)
     return run_id
 
 
-def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> list[Target]:
+def build_variant(w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, build.Artifact | None]:
+    """(status, error, artifact) of one workload under one variant on this machine:
+    pending with its artifact, or skipped / build-failed with the reason."""
+    if why := toolchain.unavailable_reason(v):
+        return "skipped", why, None
+    if missing := [why for h, pkg in w.requires.items() if (why := toolchain.library_reason(v, h, w.libs, pkg))]:
+        return "skipped", "; ".join(missing), None
+    try:
+        return "pending", "", build.build_artifact(w, v)
+    except build.BuildError as e:
+        return "build-failed", str(e), None
+
+
+def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site) -> list[Target]:
     """Build every (workload, variant) once; record skips and build failures; mark
     variants whose executable is byte-identical to an earlier one's as 'identical'."""
     pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants]
@@ -98,20 +156,11 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
     for exp, wname, vname in pairs:
         w, v = workloads.get(wname), plan.variant(vname)
         if vname not in recorded_variants:
-            store.add_variant(run_id, v.as_dict(), toolchain.compiler_version(v.compiler))
+            store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
             recorded_variants.add(vname)
-        status, error, art = "pending", "", None
-        if why := toolchain.unavailable_reason(v):
-            status, error = "skipped", why
-        elif missing := [why for h, pkg in w.requires.items()
-                         if (why := toolchain.library_reason(v, h, w.libs, pkg))]:
-            status, error = "skipped", "; ".join(missing)
-        else:
-            try:
-                art = build.build_artifact(w, v)
-                store.add_artifact(art.as_dict())
-            except build.BuildError as e:
-                status, error = "build-failed", str(e)
+        status, error, art = site.build(w, v)
+        if art:
+            store.add_artifact(art.as_dict())
         for params in w.grid(plan.profile, exp.params.get(wname)):
             t = Target(exp.name, wname, vname, params, artifact=art, live=status == "pending")
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
@@ -133,7 +182,7 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
     return targets
 
 
-def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor, progress: Progress,
+def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random) -> None:
     live = [t for t in targets if t.live]
     progress.phase("measure", sum(plan.runs_of(t.experiment) for t in live))
@@ -145,7 +194,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
             w = workloads.get(t.workload)
             if t.result_id not in prepared:
                 try:
-                    prepared[t.result_id] = _prepare_params(w, t.params)
+                    prepared[t.result_id] = site.prepare(w, t.params)
                 except Exception as e:  # a data file that cannot be made fails this point only
                     t.live = False
                     store.set_status(t.result_id, "setup-failed", f"preparing {t.workload}: {e}")
@@ -154,7 +203,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
             v = plan.variant(t.variant)
             job = HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment),
                              plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env))
-            out = executor.execute(job)
+            out = site.executor.execute(job)
             if out.status == "ok":
                 store.add_invocation(t.result_id, rnd, out.data, out.layout_pad)
             else:
