@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import signal
 import socket
@@ -161,6 +162,10 @@ def _on_worker_kill_measured() -> int:
 # ---- the client side --------------------------------------------------------------------
 
 def connect(address: str, sec: Security | None) -> Client:
+    """A client of the scheduler at `address`.  Its logging is silenced: a lost
+    connection is reported once, as run.Stopped, not as dask's reconnect tracebacks."""
+    for name in ("distributed.client", "distributed.comm", "distributed.core", "distributed.utils"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         return Client(address, security=sec, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, asyncio.TimeoutError) as e:
@@ -232,8 +237,11 @@ class MachineSite:
             raise run.Stopped("cancelled")
         if self.gone:
             raise MachineGone(self.gone)
-        fut = self.client.submit(fn, *args, resources=self.resources, pure=False,
-                                 key=f"cpulab-{self.name}-{fn.__name__}-{uuid.uuid4().hex[:12]}")
+        try:
+            fut = self.client.submit(fn, *args, resources=self.resources, pure=False,
+                                     key=f"cpulab-{self.name}-{fn.__name__}-{uuid.uuid4().hex[:12]}")
+        except Exception as e:
+            raise self._stopped(e) from None
         with self._lock:
             self._pending.add(fut)
         absent_since = None
@@ -245,23 +253,29 @@ class MachineSite:
                     pass
                 except KilledWorker:
                     raise MachineGone(f"worker {self.name} died in the middle of it, and again when retried") from None
-                except FutureCancelledError:
-                    if self.cancelled:
-                        raise run.Stopped("cancelled") from None
-                    raise run.Stopped(f"the scheduler is gone ({self.client.status})") from None
+                except FutureCancelledError as e:
+                    raise (run.Stopped("cancelled") if self.cancelled else self._stopped(e)) from None
+                except Exception as e:  # the task's own error, unless the scheduler went away under it
+                    raise self._stopped(e) from None
                 if self.client.status not in ("running", "connecting"):
                     raise run.Stopped(f"the scheduler is gone ({self.client.status})")
                 if self.name in self._machines():
                     absent_since = None
                     continue
-                absent_since = absent_since or _now()
-                if _now() - absent_since > self.grace_s:
+                absent_since = absent_since or time.monotonic()
+                if time.monotonic() - absent_since > self.grace_s:
                     fut.cancel()
                     self.gone = f"worker {self.name} left the cluster (absent for {self.grace_s:.0f} s)"
                     raise MachineGone(self.gone)
         finally:
             with self._lock:
                 self._pending.discard(fut)
+
+    def _stopped(self, e: Exception) -> Exception:
+        """run.Stopped if the scheduler is gone, else the error itself."""
+        if self.client.status != "running":
+            return run.Stopped(f"the scheduler is gone ({self.client.status})")
+        return e
 
     def _machines(self) -> dict[str, str]:
         try:
@@ -279,10 +293,6 @@ class MachineSite:
         addr = cluster_machines(self.client).get(self.name)
         if addr:
             self.client.run(_on_worker_kill_measured, workers=[addr])
-
-
-def _now() -> float:
-    return time.monotonic()
 
 
 @dataclass

@@ -195,6 +195,8 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
             if t.result_id not in prepared:
                 try:
                     prepared[t.result_id] = site.prepare(w, t.params)
+                except Stopped:  # not this point's failure: the whole run stops
+                    raise
                 except Exception as e:  # a data file that cannot be made fails this point only
                     t.live = False
                     store.set_status(t.result_id, "setup-failed", f"preparing {t.workload}: {e}")
