@@ -698,7 +698,7 @@ def runs_(db, as_json):
         t.add_column(c)
     for r in rows:
         t.add_row(str(r["id"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["status"],
-                  str(r["results"]), r["machine_id"])
+                  str(r["results"]), r["machine_id"] + (f" ({r['machine']}, of run {r['parent']})" if r["parent"] else ""))
     out.print(t)
 
 

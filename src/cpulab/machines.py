@@ -67,7 +67,7 @@ def machine_table(per_machine: dict[str, list[dict]], against: str | None = None
         best = max(have, key=lambda m: have[m]["median"]) if have else None
         ref = against if against is not None else best
         family = []
-        for m, rs in per_machine.items():
+        for m, rs in sorted(per_machine.items()):
             r = next((x for x in rs if _point(x) == p), None)
             if r is None:
                 continue

@@ -67,8 +67,9 @@ def machine_identity(timer: str = "auto", executor: Executor | None = None) -> d
 def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
                  executor: Executor | None = None, identity: dict | None = None):
     """A run row with the machine's fingerprint and timing (`identity`, default: this
-    machine's); yields its id and marks it done, interrupted (Ctrl-C, Stopped: what was
-    stored stays) or failed when the block ends."""
+    machine's; with `parent` and `machine` it is one machine's part of a cluster run);
+    yields its id and marks it done, interrupted (Ctrl-C, Stopped: what was stored
+    stays) or failed when the block ends."""
     ident = identity or machine_identity(timer, executor)
     run_id = store.start_run(ident["fingerprint"], ident["machine_id"], plan, ident["conditions"], ident["timing"],
                              argv if argv is not None else sys.argv, ident.get("parent"), ident.get("machine", ""))
