@@ -35,7 +35,7 @@ from distributed import Client, KilledWorker, Nanny, Scheduler, Security, get_wo
 from distributed.client import FutureCancelledError
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from . import build, execute, probes, run, toolchain, workloads
+from . import build, execute, machine, probes, run, toolchain, workloads
 from .execute import Outcome
 from .model import Status
 from .plan import Plan
@@ -81,8 +81,8 @@ class MachineIdentity(WorkerPlugin):
     """Carries the fingerprint the worker took when it started, for every task to read."""
     name = "cpulab-machine"
 
-    def __init__(self, machine: str, identity: dict):
-        self.machine, self.identity = machine, identity
+    def __init__(self, worker_name: str, identity: dict):
+        self.worker_name, self.identity = worker_name, identity
 
 
 def serve_worker(address: str, name: str, cpu: int | None, sec: Security | None, on_ready=print) -> None:
@@ -317,7 +317,11 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
         raise ClusterError(f"--machines: no worker named {', '.join(missing)} (have: {', '.join(sorted(available))})")
     progress_for = progress_for or (lambda name: run.QuietProgress())
     doc = {**plan.as_dict(), "cluster": str(client.scheduler.address), "machines": names}
-    with run.recorded_run(store, doc, plan.timer, argv) as parent:
+    # The client measures nothing: its fingerprint needs no compiler and no calibration.
+    fp = machine.fingerprint()
+    here = {"fingerprint": fp, "machine_id": machine.fingerprint_id(fp), "conditions": machine.conditions(),
+            "timing": {}}
+    with run.recorded_run(store, doc, plan.timer, argv, identity=here) as parent:
         sites = {n: MachineSite(client, n, parent, grace_s) for n in names}
         outcomes = {n: MachineOutcome(n) for n in names}
 
