@@ -146,3 +146,22 @@ def test_a_store_of_schema_1_is_migrated_and_readable(tmp_path):
     assert s.schema_version() == len(MIGRATIONS)
     assert s.run(1)["status"] == "running"  # an owner from before migration 2 is not known to be gone
     assert new_run(s) == 2 and s.run(2)["owner_pid"] == os.getpid()
+
+
+def test_first_schema_store_stays_readable_and_gains_machine_runs(tmp_path):
+    """A store written before clusters (schema 1) opens, keeps its run, and can hold cluster runs."""
+    path = tmp_path / "v1.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                      " INSERT INTO schema_version VALUES (1);"
+                      " INSERT INTO machines VALUES ('m1', '{}', 0);"
+                      " INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv)"
+                      " VALUES ('m1', 1, 'done', '{\"experiments\": []}', '{}', '{}', '[]');")
+    con.close()
+    s = Store(path)
+    assert s.schema_version() == len(MIGRATIONS)
+    old = s.run(1)
+    assert old["machine"] == "" and old["parent"] is None and s.machine_runs(1) == []
+    child = s.start_run({}, "m2", {"experiments": []}, {}, {}, [], parent=1, machine="alpha")
+    assert s.machine_runs(1) == [child] and s.run(child)["machine"] == "alpha"
+    assert s.latest_run() == 1  # a machine's part of a cluster run is not a run of its own

@@ -13,8 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import analysis, machine, params, paths, plan as plans, run as runner, toolchain, workloads
-from .report.terminal import print_analysis, print_explain, print_summary
 from .execute import calibrate_timing
+from .report import views
+from .report.tables import to_rich
+from .report.terminal import print_analysis, print_explain, print_summary
 from .store import Store, StoreError
 
 console = Console(stderr=True)
@@ -67,6 +69,29 @@ def processes_option(**kw):
                         help="Processes per result, in interleaved rounds (--runs: deprecated alias).", **kw)
 
 
+def tls_options(f):
+    """--tls-ca/--tls-cert/--tls-key: all three turn on TLS for every cluster connection."""
+    for name, what in (("--tls-key", "this end's private key"), ("--tls-cert", "this end's certificate"),
+                       ("--tls-ca", "the CA that signed every end's certificate")):
+        f = click.option(name, type=click.Path(dir_okay=False), default=None, help=f"TLS: {what} (PEM).")(f)
+    return f
+
+
+def cluster_security(tls_ca, tls_cert, tls_key):
+    from . import distributed
+    try:
+        return distributed.security(tls_ca, tls_cert, tls_key)
+    except distributed.ClusterError as e:
+        fail(str(e))
+
+
+def require_dask():
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        fail("clusters need dask.distributed: pip install 'cpulab[distributed]'")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cpulab")
 def cli():
@@ -108,10 +133,15 @@ def main() -> None:
               help="Finish a stopped run: measure what it is missing, under the plan it stored.")
 @click.option("--dry-run", is_flag=True, help="Validate the plan and print it with canonical parameter values; "
                                               "build and measure nothing.")
+@click.option("--cluster", default=None, metavar="ADDRESS",
+              help="Run on every cpulab worker of this dask scheduler (tcp://HOST:PORT or tls://...).")
+@click.option("--machines", default=None, help="With --cluster: only these workers, comma-separated names.")
+@tls_options
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, samples, min_sample_time,
-        profile, timer, random_seed, cold, resume, dry_run, db, as_json):
+        profile, timer, random_seed, cold, resume, dry_run, cluster, machines, tls_ca, tls_cert,
+        tls_key, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
         given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
@@ -149,7 +179,79 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
     if dry_run:
         print_plan(p, as_json)
         return
+    if machines and not cluster:
+        fail("--machines needs --cluster")
+    if cluster:
+        run_on_cluster(p, open_store(db), cluster, machines, cluster_security(tls_ca, tls_cert, tls_key),
+                       random_seed, as_json)
+        return
     finish(p, open_store(db), random_seed, as_json)
+
+
+def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | None, sec, random_seed: int | None,
+                   as_json: bool) -> None:
+    """Measure a plan on a cluster's machines, then print the machine table."""
+    started = time.time()
+    run_id = execute_on_cluster(p, store, cluster, machines.split(",") if machines else None, sec, random_seed)
+    summary = machines_mod().cluster_summary(store, run_id)
+    summary["wall_s"] = time.time() - started
+    if as_json:
+        emit_json(summary)
+    else:
+        print_machine_table(summary)
+        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({summary['wall_s']:.0f} s)[/]")
+
+
+def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names: list[str] | None, sec,
+                       seed: int | None) -> int:
+    """Run a plan across a cluster with one progress bar per machine.  Ctrl-C cancels the
+    cluster's work (exit 130); the scheduler gone ends the run interrupted (exit 1)."""
+    require_dask()
+    from . import distributed
+    client = None
+    try:
+        client = distributed.connect(address, sec)
+        with Progress(TextColumn("{task.description:14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[status]}"), console=console, transient=True) as bar:
+            return distributed.run_on_cluster(p, store, client, machine_names,
+                                              progress_for=lambda name: MachineProgress(bar, name),
+                                              argv=sys.argv, seed=seed)
+    except distributed.ClusterError as e:
+        fail(str(e))
+    except runner.Stopped as e:
+        rid = store.latest_run()
+        console.print(f"[red]run {rid} stopped: {e}; it keeps what came home (cpulab compare --by machine {rid})[/]")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        rid = store.latest_run()
+        console.print(f"[yellow]interrupted: the cluster's work is cancelled; run {rid} keeps what came home[/]")
+        sys.exit(130)
+    finally:
+        if client is not None:
+            client.close(timeout=5)
+
+
+class MachineProgress(RichProgress):
+    """One machine's bars: its phases carry its name."""
+
+    def __init__(self, progress: Progress, machine_name: str):
+        super().__init__(progress)
+        self.machine_name = machine_name
+
+    def phase(self, name, total):
+        super().phase(f"{self.machine_name} {name}", total)
+
+
+def machines_mod():
+    from . import machines
+    return machines
+
+
+def print_machine_table(summary: dict) -> None:
+    for t in views.machine_tables(summary):
+        out.print(to_rich(t))
+
+
 
 
 def resumable_plan(store: Store, run_id: int) -> plans.Plan:
@@ -236,21 +338,58 @@ def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], process
 
 
 @cli.command()
-@click.argument("run_id", type=int, required=False)
+@click.argument("run_ids", type=int, nargs=-1)
 @click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
+@click.option("--by", type=click.Choice(["variant", "machine"]), default="variant", show_default=True,
+              help="machine: a cluster run's machines x workloads table.")
+@click.option("--against", default=None, help="With --by machine: the machine the others are compared with (default: the fastest).")
+@click.option("--fail-on", type=click.Choice(["slower"]), default=None, help="Exit 1 when any comparison is slower (for CI).")
 @db_option
 @json_option
-def compare(run_id, baseline, db, as_json):
-    """Compare the variants of a run (default: the latest) against a baseline."""
+def compare(run_ids, baseline, by, against, fail_on, db, as_json):
+    """Compare a run's variants against a baseline (default: the latest run), a cluster
+    run's machines (--by machine), or the same workloads in two runs (RUN_A RUN_B)."""
     store = open_store(db)
-    run_id = _run_id(store, run_id)
-    summary = analysis.summarise(store, run_id, baseline)
-    if baseline and not any(r.variant == baseline for r in summary.results):
-        fail(f"--baseline {baseline}: run {run_id} has no such variant")
-    if as_json:
-        emit_json(summary.to_dict())
+    if len(run_ids) > 2:
+        fail("compare takes at most two runs")
+    if len(run_ids) == 2:
+        try:
+            doc = machines_mod().compare_runs(store, _run_id(store, run_ids[0]), _run_id(store, run_ids[1]))
+        except StoreError as e:
+            fail(str(e))
+        rows = doc["comparisons"]
+        if as_json:
+            emit_json(doc)
+        else:
+            print_run_comparison(doc)
     else:
-        print_summary(summary, out)
+        run_id = _run_id(store, run_ids[0] if run_ids else None)
+        if by == "machine":
+            if not store.machine_runs(run_id):
+                fail(f"--by machine: run {run_id} did not run on a cluster")
+            doc = machines_mod().cluster_summary(store, run_id, against)
+            if against and not any(m["machine"] == against for m in doc["machines"]):
+                fail(f"--against {against}: run {run_id} has no such machine")
+            rows = doc["machine_table"]
+            if as_json:
+                emit_json(doc)
+            else:
+                print_machine_table(doc)
+        else:
+            summary = analysis.summarise(store, run_id, baseline)
+            if baseline and not any(r.variant == baseline for r in summary.results):
+                fail(f"--baseline {baseline}: run {run_id} has no such variant")
+            rows = [c.to_dict() for c in summary.comparisons]
+            if as_json:
+                emit_json(summary.to_dict())
+            else:
+                print_summary(summary, out)
+    if fail_on and any(r["verdict"] == fail_on for r in rows):
+        sys.exit(1)
+
+
+def print_run_comparison(doc: dict) -> None:
+    out.print(to_rich(views.run_comparison_table(doc)))
 
 
 @cli.command("list")
@@ -359,19 +498,87 @@ def report(run_id, output, db):
 
 @cli.command()
 @click.argument("run_id", type=int, required=False)
-@click.option("--format", "fmt", type=click.Choice(["json", "csv", "markdown"]), default="json")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "markdown", "cpulab"]), default="json",
+              help="cpulab: the whole run with every sample, for 'cpulab import' elsewhere.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File to write (default: stdout).")
 @db_option
 def export(run_id, fmt, output, db):
-    """Export a run's results and comparisons as JSON, CSV or Markdown."""
+    """Export a run's results and comparisons as JSON, CSV or Markdown, or the run itself."""
     from .report import exports
     store = open_store(db)
-    summary = analysis.summarise(store, _run_id(store, run_id))
-    text = exports.render(summary, fmt)
+    if fmt == "cpulab":
+        from . import exchange
+        text = json.dumps(exchange.export_run(store, _run_id(store, run_id)))
+    else:
+        summary = analysis.summarise(store, _run_id(store, run_id))
+        text = exports.render(summary, fmt)
     if output:
         Path(output).write_text(text)
     else:
         click.echo(text, nl=False)
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@db_option
+@json_option
+def import_(file, db, as_json):
+    """Add a run exported with 'cpulab export --format cpulab' to the store (once)."""
+    from . import exchange
+    try:
+        doc = exchange.read_document(Path(file))
+    except exchange.RunFileError as e:
+        fail(str(e))
+    store = open_store(db)
+    ids = exchange.import_document(store, doc)
+    if as_json:
+        emit_json([{"run_id": rid, "added": added} for rid, added in ids])
+        return
+    for rid, added in ids:
+        click.echo(f"run {rid}: " + ("added" if added else "already in the store"))
+
+
+@cli.command()
+@click.option("--host", default="", help="Address to listen on (default: every interface).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8786, show_default=True)
+@tls_options
+def scheduler(host, port, tls_ca, tls_cert, tls_key):
+    """A dask scheduler for 'cpulab worker' and 'cpulab run --cluster'.  Anyone who can
+    reach it can make every worker run anything: keep it on a trusted network, or use TLS."""
+    require_dask()
+    from . import distributed
+    sec = cluster_security(tls_ca, tls_cert, tls_key)
+    try:
+        distributed.serve_scheduler(host or None, port, sec, on_ready=lambda a: click.echo(f"scheduler at {a}"))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except OSError as e:
+        fail(f"scheduler: cannot listen on port {port}: {e.strerror or e}")
+
+
+@cli.command()
+@click.argument("address")
+@click.option("--name", default=None, help="This machine's name in the cluster (default: the hostname).")
+@click.option("--cpu", type=click.IntRange(0), default=None, help="Run measured processes on this CPU (default: the last one).")
+@tls_options
+def worker(address, name, cpu, tls_ca, tls_cert, tls_key):
+    """Join a cluster as one machine: one process, one thread, one measurement at a time.
+    It builds and runs whatever plan the scheduler sends it."""
+    require_dask()
+    from . import distributed
+    sec = cluster_security(tls_ca, tls_cert, tls_key)
+    import os
+    if cpu is not None and cpu not in os.sched_getaffinity(0):
+        fail(f"--cpu {cpu}: not one of this process's CPUs {sorted(os.sched_getaffinity(0))}")
+
+    def ready(n, ident):
+        fp = ident["fingerprint"]
+        click.echo(f"worker {n}: {fp['cpu_model']} ({fp['cpus']} CPUs), fingerprint {ident['machine_id']}, "
+                   f"joining {address}")
+    try:
+        distributed.serve_worker(address, name or distributed.default_name(), cpu, sec, on_ready=ready)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 @cli.command("explain")
@@ -667,7 +874,7 @@ def runs_(db, as_json):
         t.add_column(c)
     for r in rows:
         t.add_row(str(r["id"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["status"],
-                  str(r["results"]), r["machine_id"])
+                  str(r["results"]), r["machine_id"] + (f" ({r['machine']}, of run {r['parent']})" if r["parent"] else ""))
     out.print(t)
 
 

@@ -23,6 +23,7 @@ class Status(StrEnum):
     CRASH = "crash"  # killed by a signal
     TIMEOUT = "timeout"
     ERROR = "error"  # anything else: no result could be read
+    LOST = "lost"  # its cluster worker died in the middle of it, twice, or left: never stored as complete
 
     @property
     def measured(self) -> bool:

@@ -91,20 +91,35 @@ def stop_signals_interrupt():
             signal.signal(s, handler)
 
 
+class Stopped(Exception):
+    """The run cannot go on (e.g. its cluster's scheduler is gone): what was stored stays,
+    and the run is marked interrupted."""
+
+
+def machine_identity(timer: str = "auto", executor: Executor | None = None) -> dict:
+    """This machine's fingerprint, its id, its conditions now and its timing calibration."""
+    # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
+    probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
+    timing = calibrate_timing(probe_art.path, timer, executor)
+    fp = machine.fingerprint(timing)
+    return {"fingerprint": fp, "machine_id": machine.fingerprint_id(fp), "conditions": machine.conditions(),
+            "timing": timing}
+
+
 @contextmanager
 def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
-                 resume: int | None = None, executor: Executor | None = None):
-    """A run row with the machine's fingerprint and timing (or, with resume, a stopped run
-    taken over); yields its id and marks it done, interrupted (Ctrl-C, SIGTERM, SIGHUP:
-    what was stored stays; Interrupted is raised with the run id) or failed."""
+                 resume: int | None = None, executor: Executor | None = None, identity: dict | None = None):
+    """A run row with the machine's fingerprint and timing (`identity`, default: this
+    machine's; with `parent` and `machine` it is one machine's part of a cluster run), or
+    with resume a stopped run taken over; yields its id and marks it done, interrupted
+    (Ctrl-C, SIGTERM, SIGHUP: Interrupted is raised with the run id; Stopped: what was
+    stored stays) or failed."""
     with stop_signals_interrupt():
         if resume is None:
-            # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
-            probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
-            timing = calibrate_timing(probe_art.path, timer, executor)
-            fp = machine.fingerprint(timing)
-            run_id = store.start_run(fp, machine.fingerprint_id(fp), plan, machine.conditions(), timing,
-                                     argv if argv is not None else sys.argv)
+            ident = identity or machine_identity(timer, executor)
+            run_id = store.start_run(ident["fingerprint"], ident["machine_id"], plan, ident["conditions"],
+                                     ident["timing"], argv if argv is not None else sys.argv, ident.get("parent"),
+                                     ident.get("machine", ""))
         else:
             store.claim_run(resume)
             run_id = resume
@@ -112,6 +127,9 @@ def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] 
         try:
             yield run_id
             status = "done"
+        except Stopped:
+            status = "interrupted"
+            raise
         except KeyboardInterrupt as e:
             status = "interrupted"
             raise Interrupted(getattr(e, "signum", signal.SIGINT), run_id) from None
@@ -119,27 +137,61 @@ def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] 
             store.finish_run(run_id, status)
 
 
+class Site(Protocol):
+    """Where a plan meets a machine: its identity, its builds, its data files, its
+    measured processes (`executor`) and its probe tables.  LocalSite is this machine;
+    distributed.MachineSite is a worker of a cluster."""
+    executor: Executor
+
+    def identity(self, timer: str) -> dict: ...
+    def compiler_version(self, v: toolchain.Variant) -> str: ...
+    def build(self, w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, build.Artifact | None, tuple]: ...
+    def prepare(self, w: workloads.Workload, params: dict[str, str]) -> dict[str, str]: ...
+    def probe_table(self, name: str, timer: str): ...
+
+
+class LocalSite:
+    def __init__(self, executor: Executor):
+        self.executor = executor
+
+    def identity(self, timer):
+        return machine_identity(timer, self.executor)
+
+    def compiler_version(self, v):
+        return toolchain.compiler_version(v.compiler)
+
+    def build(self, w, v):
+        return build_variant(w, v)
+
+    def prepare(self, w, params):
+        return _prepare_params(w, params)
+
+    def probe_table(self, name, timer):
+        return probes.get(name).measure(timer=timer, executor=self.executor)
+
+
 def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
-             argv: list[str] | None = None, seed: int | None = None, resume: int | None = None) -> int:
+             argv: list[str] | None = None, seed: int | None = None, resume: int | None = None,
+             site: Site | None = None) -> int:
     """Build and measure everything in the plan, then its probe tables; returns the run
     id.  On Ctrl-C, SIGTERM or SIGHUP the run is marked interrupted and everything
     measured stays.  resume: the id of a stopped run of this plan, to measure what it
-    is missing."""
-    executor = executor or LocalExecutor(seed=seed)
+    is missing.  site: where it runs (default: here, through `executor`)."""
+    site = site or LocalSite(executor or LocalExecutor(seed=seed))
     progress = progress or QuietProgress()
     rng = random.Random(seed)
-    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, executor) as run_id:
-        targets = _build_all(plan, store, run_id, progress) if resume is None else \
+    identity = site.identity(plan.timer) if resume is None else None
+    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, identity=identity) as run_id:
+        targets = _build_all(plan, store, run_id, progress, site) if resume is None else \
             _unfinished(plan, store, run_id, progress)
-        _measure(plan, store, targets, executor, progress, rng)
+        _measure(plan, store, targets, site, progress, rng)
         if resume is None:  # a resumed run's programs keep what they had (see README)
-            _measure_programs(plan, store, run_id, executor, progress, rng)
+            _measure_programs(plan, store, run_id, site.executor, progress, rng)
         made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
         tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
         progress.phase("tables", len(tables))
         for name in tables:
-            probe = probes.get(name)
-            store.add_analysis(run_id, probe.kind, probe.measure(timer=plan.timer, executor=executor), key=name)
+            store.add_analysis(run_id, probes.get(name).kind, site.probe_table(name, plan.timer), key=name)
             progress.advance(name)
     return run_id
 
@@ -152,7 +204,25 @@ def _measure_programs(plan: Plan, store: Store, run_id: int, executor: Executor,
         programs.run_in_plan(plan, store, run_id, executor, progress, rng)
 
 
-def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> list[Target]:
+def build_variant(w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, build.Artifact | None, tuple]:
+    """(status, error, artifact, emulator) of one workload under one variant on this
+    machine: pending with its artifact (and the qemu-user prefix a foreign ISA needs
+    here), or skipped / build-failed with the reason."""
+    if why := toolchain.unavailable_reason(v):
+        return "skipped", why, None, ()
+    if why := toolchain.libraries_reason(v, w.requires, w.libs):
+        return "skipped", why, None, ()
+    try:
+        art = build.build_artifact(w, v)
+    except build.BuildError as e:
+        return "build-failed", str(e), None, ()
+    try:
+        return "pending", "", art, emulation.emulator_for(art.path)
+    except emulation.CannotRun as e:
+        return "skipped", str(e), art, ()
+
+
+def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site) -> list[Target]:
     """Build every (workload, variant) once; record skips and build failures; mark
     variants whose executable is byte-identical to an earlier one's as 'identical'."""
     pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants if w not in plan.programs]
@@ -162,22 +232,11 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress) -> lis
     for exp, wname, vname in pairs:
         w, v = workloads.get(wname), plan.variant(vname)
         if vname not in recorded_variants:
-            store.add_variant(run_id, v.as_dict(), toolchain.compiler_version(v.compiler))
+            store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
             recorded_variants.add(vname)
-        status, error, art, emulator = "pending", "", None, ()
-        if why := toolchain.unavailable_reason(v):
-            status, error = "skipped", why
-        elif why := toolchain.libraries_reason(v, w.requires, w.libs):
-            status, error = "skipped", why
-        else:
-            try:
-                art = build.build_artifact(w, v)
-                store.add_artifact(art.as_dict())
-                emulator = emulation.emulator_for(art.path)
-            except build.BuildError as e:
-                status, error = "build-failed", str(e)
-            except emulation.CannotRun as e:
-                status, error = "skipped", str(e)
+        status, error, art, emulator = site.build(w, v)
+        if art:
+            store.add_artifact(art.as_dict())
         for params in w.grid(plan.profile, exp.params.get(wname)):
             t = Target(exp.name, wname, vname, params, artifact=art, live=status == "pending",
                        emulator=emulator if status == "pending" else ())
@@ -216,28 +275,26 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
     owed = [r for r in store.results(run_id)
             if r["status"] in ("pending", "ok") and done.get(r["id"], 0) < plan.runs_of(r["experiment"])]
     progress.phase("build", len(owed))
-    built: dict[tuple[str, str], tuple[build.Artifact | None, str]] = {}  # (artifact, why not)
+    built: dict[tuple[str, str], tuple] = {}  # build_variant's (status, error, artifact, emulator)
     targets = []
     for r in owed:
         pair = (r["workload"], r["variant"])
         if pair not in built:
-            try:
-                built[pair] = build.build_artifact(workloads.get(r["workload"]), plan.variant(r["variant"])), ""
-            except build.BuildError as e:
-                built[pair] = None, f"not resumed: the build fails now: {e}"
-        art, why = built[pair]
+            built[pair] = build_variant(workloads.get(r["workload"]), plan.variant(r["variant"]))
+        status, error, art, emulator = built[pair]
+        why = f"not resumed: {status} now: {error}" if status != "pending" else ""
         if art is not None and art.hash != r["artifact_hash"]:
             why = "not resumed: the build differs from the one measured (compiler or sources changed)"
         if why:
             store.set_status(r["id"], "error", why)
         else:
             targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], art,
-                                  done=done.get(r["id"], 0)))
+                                  done=done.get(r["id"], 0), emulator=emulator))
         progress.advance(f"{r['workload']} / {r['variant']}" + (f": {why}" if why else ""))
     return targets
 
 
-def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor, progress: Progress,
+def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random) -> None:
     """Rounds until every live target has the plan's number of processes (a resumed
     target starts from the processes it already has)."""
@@ -251,7 +308,9 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
             w = workloads.get(t.workload)
             if t.result_id not in prepared:
                 try:
-                    prepared[t.result_id] = _prepare_params(w, t.params)
+                    prepared[t.result_id] = site.prepare(w, t.params)
+                except Stopped:  # not this point's failure: the whole run stops
+                    raise
                 except Exception as e:  # a data file that cannot be made fails this point only
                     t.live = False
                     store.set_status(t.result_id, "setup-failed", f"preparing {t.workload}: {e}")
@@ -261,7 +320,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], executor: Executor
             job = HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment),
                              plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env),
                              emulator=t.emulator)
-            out = executor.execute(job)
+            out = site.executor.execute(job)
             progress_label = f"round {t.done + 1}/{plan.runs_of(t.experiment)}  {t.workload} {t.variant}"
             if out.status == "ok":
                 store.add_invocation(t.result_id, t.done, out.data, out.layout_pad)

@@ -98,6 +98,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN owner_boot_id TEXT;     -- /proc/sys/kernel/random/boot_id
     ALTER TABLE runs ADD COLUMN owner_host TEXT;
     """,
+    # 3: a run across a cluster is a parent run with one child run per machine (worker name)
+    """
+    ALTER TABLE runs ADD COLUMN parent INTEGER REFERENCES runs(id);
+    ALTER TABLE runs ADD COLUMN machine TEXT NOT NULL DEFAULT '';
+    CREATE INDEX runs_parent ON runs(parent);
+    """,
 ]
 
 
@@ -237,17 +243,19 @@ class Store:
     # ---- writing -------------------------------------------------------------------
 
     def start_run(self, fingerprint: dict, machine_id: str, plan: dict, conditions: dict,
-                  timing: dict, argv: list[str]) -> int:
+                  timing: dict, argv: list[str], parent: int | None = None, machine: str = "") -> int:
+        """A new run; `parent` and `machine` make it one machine's part of a cluster run."""
         with self.tx() as c:
             c.execute("INSERT OR IGNORE INTO machines VALUES (?, ?, ?)",
                       (machine_id, json.dumps(fingerprint), time.time()))
             cur = c.execute(
                 "INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv, owner_pid,"
-                " owner_started, owner_boot_id, owner_host) VALUES (:machine_id, :started, 'running', :plan,"
-                " :conditions, :timing, :argv, :owner_pid, :owner_started, :owner_boot_id, :owner_host)",
+                " owner_started, owner_boot_id, owner_host, parent, machine) VALUES (:machine_id, :started, 'running',"
+                " :plan, :conditions, :timing, :argv, :owner_pid, :owner_started, :owner_boot_id, :owner_host,"
+                " :parent, :machine)",
                 {"machine_id": machine_id, "started": time.time(), "plan": json.dumps(plan),
                  "conditions": json.dumps(conditions), "timing": json.dumps(timing), "argv": json.dumps(argv),
-                 **_owner()})
+                 "parent": parent, "machine": machine, **_owner()})
             return int(cur.lastrowid)
 
     def claim_run(self, run_id: int) -> None:
@@ -321,11 +329,61 @@ class Store:
         with self.tx() as c:
             c.execute("INSERT OR REPLACE INTO analyses VALUES (?, ?, ?, ?)", (run_id, kind, key, json.dumps(data)))
 
+    def import_runs(self, runs: list[dict]) -> list[tuple[int, bool]]:
+        """Copy checked runs (exchange.Run documents, parents before children) in one
+        transaction: all or nothing.  A run already here (same machine id, start time
+        and worker name) is kept as it is; returns (run id, newly added) per run."""
+        ids: list[tuple[int, bool]] = []
+        with self.tx() as c:
+            for r in runs:
+                parent = ids[r["parent"]][0] if r["parent"] is not None else None
+                row = c.execute("SELECT id FROM runs WHERE machine_id = ? AND started = ? AND machine = ?",
+                                (r["machine_id"], r["started"], r["machine"])).fetchone()
+                if row:
+                    ids.append((row[0], False))
+                    continue
+                c.execute("INSERT OR IGNORE INTO machines VALUES (?, ?, ?)",
+                          (r["machine_id"], json.dumps(r["fingerprint"]), r["started"]))
+                run_id = c.execute(
+                    "INSERT INTO runs (machine_id, started, finished, status, plan, conditions, timing, argv,"
+                    " parent, machine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (r["machine_id"], r["started"], r["finished"], r["status"], json.dumps(r["plan"]),
+                     json.dumps(r["conditions"]), json.dumps(r["timing"]), json.dumps(r["argv"]), parent,
+                     r["machine"])).lastrowid
+                ids.append((run_id, True))
+                for v in r["variants"]:
+                    definition = {k: x for k, x in v.items() if k != "compiler_version"}
+                    c.execute("INSERT INTO variants VALUES (?, ?, ?, ?)",
+                              (run_id, v["name"], json.dumps(definition), v.get("compiler_version")))
+                for a in r["artifacts"]:
+                    c.execute("INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?, ?, ?)",
+                              (a["hash"], a["code_hash"], a["path"], a["size_bytes"], a["compiler_version"],
+                               json.dumps(a["commands"])))
+                for x in r["results"]:
+                    rid = c.execute(
+                        "INSERT INTO results (run_id, experiment, workload, variant, params, unit, status, error,"
+                        " artifact_hash, same_as, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (run_id, x["experiment"], x["workload"], x["variant"], json.dumps(x["params"], sort_keys=True),
+                         x["unit"], x["status"], x["error"], x["artifact_hash"], x["same_as"],
+                         json.dumps(x["notes"]))).lastrowid
+                    c.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  [(rid, s["invocation"], s["idx"], s["ns"], s["cycles"], s["instructions"],
+                                    s["work"], s["reps"], s["user_s"], s["sys_s"], s["timer"], s["tsc_hz"],
+                                    s["core_per_tsc"], s["layout_pad"]) for s in x["samples"]])
+                for a in r["analyses"]:
+                    c.execute("INSERT INTO analyses VALUES (?, ?, ?, ?)",
+                              (run_id, a["kind"], a["key"], json.dumps(a["data"])))
+        return ids
+
     # ---- reading -------------------------------------------------------------------
 
     def latest_run(self) -> int | None:
-        row = self.con.execute("SELECT max(id) FROM runs").fetchone()
+        row = self.con.execute("SELECT max(id) FROM runs WHERE parent IS NULL").fetchone()
         return row[0]
+
+    def machine_runs(self, run_id: int) -> list[int]:
+        """The per-machine runs of a cluster run, in the order they started."""
+        return [r[0] for r in self.con.execute("SELECT id FROM runs WHERE parent = ? ORDER BY id", (run_id,))]
 
     def run(self, run_id: int) -> dict:
         row = self.con.execute("SELECT r.*, m.fingerprint FROM runs r JOIN machines m ON m.id = r.machine_id"
@@ -340,7 +398,7 @@ class Store:
 
     def runs(self) -> list[dict]:
         rows = [dict(r) for r in self.con.execute(
-            "SELECT r.id, r.started, r.finished, r.status, r.machine_id, count(x.id) AS results,"
+            "SELECT r.id, r.started, r.finished, r.status, r.machine_id, r.parent, r.machine, count(x.id) AS results,"
             " r.owner_pid, r.owner_started, r.owner_boot_id, r.owner_host"
             " FROM runs r LEFT JOIN results x ON x.run_id = r.id GROUP BY r.id ORDER BY r.id")]
         return [{k: v for k, v in {**r, "status": _shown_status(r)}.items() if not k.startswith("owner_")}

@@ -110,6 +110,45 @@ def process_table(s: Summary) -> Table | None:
     return t
 
 
+def machine_tables(doc: dict) -> list[Table]:
+    """A cluster run (machines.cluster_summary): machines x workloads (rate, cycles per
+    unit, % of the best machine, verdict against the best or a named one), then the
+    machines with their fingerprints."""
+    t = Table("machines x workloads", f"run {doc['run_id']}: machines x workloads ({doc['status']})",
+              columns("workload", "variant", "params", "machine", "rate", "cycles/unit", "% of best", "vs", "verdict",
+                      left=4))
+    t.columns[-1].left = True
+    for r in doc["machine_table"]:
+        t.add(r["workload"], r["variant"], fmt_params(r["params"], r["workload"]), r["machine"],
+              Cell(r["median"], f"{fmt_num(r['median'])} {r['rate_unit']}" if r["median"] else "-"),
+              Cell(r["cycles_per_unit"]),
+              Cell(r["pct_of_best"], f"{r['pct_of_best']:.1f}%" if r["pct_of_best"] else "-"), r["reference"] or "-",
+              Cell(r["verdict"], f"{r['verdict']} ({r['ratio']:.3f}x)" if r["verdict"] and r["ratio"] else
+                   str(r["verdict"] or "reference"), verdict_tag(r["verdict"])))
+    m = Table("machines", "machines", columns("machine", "run", "status", "fingerprint", "cpu", left=5),
+              notes=[f"{lost['machine']}: {lost['error']}" for lost in doc["machines_lost"]])
+    for x in doc["machines"]:
+        fp = x["fingerprint"]
+        m.add(x["machine"], x["run_id"], x["status"], x["machine_id"],
+              f"{fp.get('cpu_model')} ({fp.get('cpus')} CPUs) on {fp.get('hostname')}")
+    return [t, m]
+
+
+def run_comparison_table(doc: dict) -> Table:
+    """One run against another (machines.compare_runs): B's rate over A's at each point."""
+    a, b = doc["a"], doc["b"]
+    t = Table("run comparison", f"run {b['run_id']} ({b['machine'] or b['machine_id']}) against run {a['run_id']} "
+                                f"({a['machine'] or a['machine_id']})",
+              columns("workload", "variant", "params", "A", "B", "B/A", "95% CI", "verdict", left=3))
+    t.columns[-1].left = True
+    for r in doc["comparisons"]:
+        t.add(r["workload"], r["variant"], fmt_params(r["params"], r["workload"]), Cell(r["a"]),
+              Cell(r["b"], f"{fmt_num(r['b'])} {r['rate_unit']}" if r["b"] else "-"), Cell(r["ratio"]),
+              Cell(r["ci"], f"{r['ci'][0]:.3f}-{r['ci'][1]:.3f}" if r["ci"] else "-"),
+              Cell(r["verdict"], str(r["verdict"]), verdict_tag(r["verdict"])))
+    return t
+
+
 def geomean_table(s: Summary) -> Table | None:
     rows = [g for g in s.geomeans if g.points > 1]
     if not rows:

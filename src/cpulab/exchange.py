@@ -1,0 +1,198 @@
+"""A run as one file, for offline machines and history: `cpulab export --format cpulab`
+and `cpulab import`.
+
+The file holds the run (and, for a cluster run, each machine's run) with its
+fingerprint, conditions, timing, variants, the artifacts' exact command lines and every
+raw sample.  Import trusts nothing: the whole document is checked against a strict
+schema (types, finite positive numbers, known statuses, references between its parts)
+before one transaction writes it, so a broken or hostile file writes nothing.  A run is
+known by its machine id, start time and worker name: importing it twice adds it once.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .model import Status
+from .store import Store
+
+FORMAT = "cpulab-run"
+VERSION = 1
+MAX_FILE_BYTES = 1 << 30  # a full seeds run is a few MB; more than this is not a run
+RUN_STATUSES = ("running", "done", "interrupted", "failed")
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Text = Annotated[str, Field(max_length=100_000)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class RunFileError(Exception):
+    """The file is not a cpulab run this cpulab can import; the message names where."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Sample(_Strict):
+    invocation: Annotated[int, Field(ge=0)]
+    idx: Annotated[int, Field(ge=0)]
+    ns: Positive
+    cycles: Finite | None
+    instructions: Finite | None
+    work: Positive
+    reps: Annotated[int, Field(ge=1)]
+    user_s: Finite | None
+    sys_s: Finite | None
+    timer: Name
+    tsc_hz: Finite | None
+    core_per_tsc: Finite | None
+    layout_pad: Annotated[int, Field(ge=0)]
+
+
+class Result(_Strict):
+    experiment: Annotated[str, Field(max_length=200)]
+    workload: Name
+    variant: Name
+    params: dict[Name, Text]
+    unit: Name
+    status: Name
+    error: Text
+    artifact_hash: Name | None
+    same_as: Annotated[str, Field(max_length=200)]
+    notes: dict[str, Any]
+    samples: list[Sample]
+
+    @field_validator("status")
+    @classmethod
+    def known_status(cls, v):
+        if v not in set(Status):
+            raise ValueError(f"unknown status {v!r}")
+        return v
+
+
+class Artifact(_Strict):
+    hash: Name
+    code_hash: Name
+    path: Text
+    size_bytes: Annotated[int, Field(ge=0)]
+    compiler_version: Text | None
+    commands: list[list[Text]]
+
+
+class Analysis(_Strict):
+    kind: Name
+    key: Text
+    data: Any
+
+
+class Run(_Strict):
+    parent: int | None  # index of the cluster run in this file's runs
+    machine: Annotated[str, Field(max_length=200)]
+    machine_id: Annotated[str, Field(pattern=r"^[0-9a-f]{1,64}$")]
+    fingerprint: dict[str, Any]
+    started: Positive
+    finished: Positive | None
+    status: Name
+    plan: dict[str, Any]
+    conditions: dict[str, Any]
+    timing: dict[str, Any]
+    argv: list[Text]
+    variants: list[dict[str, Any]]
+    artifacts: list[Artifact]
+    results: list[Result]
+    analyses: list[Analysis]
+
+    @model_validator(mode="after")
+    def consistent(self):
+        if self.status not in RUN_STATUSES:
+            raise ValueError(f"status: unknown run status {self.status!r}")
+        names = [v.get("name") for v in self.variants]
+        if not all(isinstance(n, str) and n for n in names):
+            raise ValueError("variants: every variant needs a name")
+        hashes = {a.hash for a in self.artifacts}
+        for i, r in enumerate(self.results):
+            if r.variant not in names:
+                raise ValueError(f"results.{i}.variant: {r.variant!r} is not among the run's variants")
+            if r.artifact_hash is not None and r.artifact_hash not in hashes:
+                raise ValueError(f"results.{i}.artifact_hash: not among the run's artifacts")
+            if len({(s.invocation, s.idx) for s in r.samples}) != len(r.samples):
+                raise ValueError(f"results.{i}.samples: a sample appears twice")
+        return self
+
+
+class Document(_Strict):
+    format: str
+    version: int
+    exported: Finite
+    runs: Annotated[list[Run], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def parents_first(self):
+        if self.format != FORMAT:
+            raise ValueError(f"format: not a cpulab run file ({self.format!r})")
+        if self.version != VERSION:
+            raise ValueError(f"version: {self.version} (this cpulab reads {VERSION})")
+        for i, r in enumerate(self.runs):
+            if r.parent is not None and not 0 <= r.parent < i:
+                raise ValueError(f"runs.{i}.parent: must name an earlier run in the file")
+        return self
+
+
+def export_run(store: Store, run_id: int) -> dict:
+    """The run (and its machines' runs, if it ran on a cluster) as one document."""
+    ids = [run_id, *store.machine_runs(run_id)]
+    return {"format": FORMAT, "version": VERSION, "exported": time.time(),
+            "runs": [_run_doc(store, rid, 0 if rid != run_id else None) for rid in ids]}
+
+
+def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
+    run = store.run(run_id)
+    results, hashes = [], []
+    for r in store.results(run_id):
+        samples = [{k: s[k] for k in Sample.model_fields} for s in store.samples(r["id"])]
+        results.append({**{k: r[k] for k in Result.model_fields if k != "samples"}, "samples": samples})
+        if r["artifact_hash"] and r["artifact_hash"] not in hashes:
+            hashes.append(r["artifact_hash"])
+    return {"parent": parent, "machine": run["machine"], "machine_id": run["machine_id"],
+            "fingerprint": run["fingerprint"], "started": run["started"], "finished": run["finished"],
+            "status": run["status"], "plan": run["plan"], "conditions": run["conditions"], "timing": run["timing"],
+            "argv": run["argv"], "variants": store.variants(run_id),
+            "artifacts": [store.artifact(h) for h in hashes], "results": results,
+            "analyses": store.analyses(run_id)}
+
+
+def read_document(path: Path) -> Document:
+    """Parse and check a run file; RunFileError with one line naming the file and where."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise RunFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MB: not a cpulab run file")
+        raw = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_reject_constant)
+    except OSError as e:
+        raise RunFileError(f"{path}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise RunFileError(f"{path}: not JSON ({str(e).splitlines()[0][:200]})") from None
+    if not isinstance(raw, dict):
+        raise RunFileError(f"{path}: not a cpulab run file (want a JSON object)")
+    try:
+        return Document.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "document"
+        raise RunFileError(f"{path}: {where}: {err['msg'][:200]}") from None
+    except RecursionError:
+        raise RunFileError(f"{path}: nested too deeply") from None
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number cpulab stores")
+
+
+def import_document(store: Store, doc: Document) -> list[tuple[int, bool]]:
+    """Write the runs in one transaction; (run id, True if new) for each, in file order."""
+    return store.import_runs([r.model_dump() for r in doc.runs])

@@ -1,0 +1,133 @@
+"""The machine axis: a cluster run's machines side by side, and one run against another.
+
+A run across a cluster is a parent run with one run per machine (store: runs.parent,
+runs.machine); each machine's results are summarised as a local run's are
+(analysis.summary.result_summary), then tagged with the machine's worker name and
+fingerprint id.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from . import stats
+from .analysis.summary import _measured_as, result_summary, summarise
+from .model import Result, Verdict
+from .store import Store, StoreError
+
+
+def _point(r: Result) -> tuple:
+    return (r.experiment, r.workload, r.variant, r.point)
+
+
+def _measured(results: list[Result]) -> dict[tuple, Result]:
+    """Point -> the result whose observations stand for it (itself, or its identical twin)."""
+    by_point: dict[tuple, dict[str, Result]] = defaultdict(dict)
+    for r in results:
+        by_point[(r.experiment, r.workload, r.point)][r.variant] = r
+    out = {}
+    for r in results:
+        m = _measured_as(r, by_point[(r.experiment, r.workload, r.point)])
+        if m is not None and m.observations:
+            out[_point(r)] = m
+    return out
+
+
+def run_results(store: Store, run_id: int) -> list[Result]:
+    """A run's result summaries, each with its observations kept."""
+    return [result_summary(r, store.samples(r["id"])) for r in store.results(run_id)]
+
+
+def cluster_summary(store: Store, run_id: int, against: str | None = None) -> dict:
+    """The `--json` document of a cluster run: its machines with their fingerprints, every
+    result and comparison tagged with `machine` and `machine_id`, and the machine table."""
+    parent = store.run(run_id)
+    machines, results, comparisons, per_machine = [], [], [], {}
+    for child in store.machine_runs(run_id):
+        s = summarise(store, child)
+        run = store.run(child)
+        tag = {"machine": run["machine"], "machine_id": run["machine_id"]}
+        machines.append({**tag, "run_id": child, "status": run["status"], "fingerprint": run["fingerprint"],
+                         "conditions": run["conditions"], "timing": run["timing"], "variants": s.variants})
+        results += [{**r.to_dict(), **tag} for r in s.results]
+        comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
+        per_machine[run["machine"]] = run_results(store, child)
+    lost = [a["data"] for a in store.analyses(run_id, "machine-lost")]
+    return {"run_id": run_id, "status": parent["status"], "started": parent["started"],
+            "finished": parent["finished"], "plan": parent["plan"], "client": parent["fingerprint"],
+            "machines": machines, "machines_lost": lost, "results": results, "comparisons": comparisons,
+            "machine_table": machine_table(per_machine, against)}
+
+
+def machine_table(per_machine: dict[str, list[Result]], against: str | None = None) -> list[dict]:
+    """One row per (point, machine): rate, cycles/unit, % of the best machine's rate, and
+    the verdict against the best machine (or `against`), Holm-corrected per point."""
+    measured = {m: _measured(rs) for m, rs in per_machine.items()}
+    points = sorted({p for rs in per_machine.values() for p in map(_point, rs)}, key=str)
+    rows = []
+    for p in points:
+        have = {m: ms[p] for m, ms in measured.items() if p in ms}
+        best = max(have, key=lambda m: have[m].median) if have else None
+        ref = against if against is not None else best
+        family = []
+        for m, rs in sorted(per_machine.items()):
+            r = next((x for x in rs if _point(x) == p), None)
+            if r is None:
+                continue
+            got = have.get(m)
+            exp, wl, var, params = p
+            row = {"experiment": exp, "workload": wl, "variant": var, "params": dict(params), "machine": m,
+                   "status": r.status, "rate_unit": r.rate_unit,
+                   "median": got.median if got else None, "ci": got.ci if got else None,
+                   "cycles_per_unit": got.cycles_per_unit if got else None,
+                   "pct_of_best": 100 * got.median / have[best].median if got else None,
+                   "reference": ref, "ratio": None, "verdict": None}
+            if got is None:
+                row["verdict"] = r.status
+            elif ref not in have:
+                row["verdict"] = Verdict.NO_BASELINE
+            elif m == ref:
+                row["ratio"] = 1.0
+            else:
+                family.append((row, have[ref], got))
+            rows.append(row)
+        raw = [stats.compare(b.observations, v.observations) for _, b, v in family]
+        for (row, _, _), c in zip(family, stats.adjust_family(raw)):
+            row.update(ratio=c.ratio, ci_ratio=list(c.ci), p=c.p_adjusted, verdict=c.verdict)
+    return rows
+
+
+def compare_runs(store: Store, run_a: int, run_b: int) -> dict:
+    """The same points in two runs (two machines, or one machine on two dates): B's rate
+    against A's, Holm-corrected within each (experiment, workload)."""
+    for rid in (run_a, run_b):
+        if store.machine_runs(rid):
+            raise StoreError(f"run {rid} is a cluster run: compare one of its machine runs "
+                             f"({', '.join(map(str, store.machine_runs(rid)))}) or use --by machine")
+    a, b = store.run(run_a), store.run(run_b)
+    ra, rb = run_results(store, run_a), run_results(store, run_b)
+    ma, mb = _measured(ra), _measured(rb)
+    families: dict[tuple, list] = defaultdict(list)
+    rows = []
+    for r in rb:
+        p = _point(r)
+        if p not in {_point(x) for x in ra}:
+            continue
+        row = {"experiment": p[0], "workload": p[1], "variant": p[2], "params": dict(p[3]),
+               "rate_unit": r.rate_unit, "a": ma[p].median if p in ma else None,
+               "b": mb[p].median if p in mb else None, "ratio": None, "ci": None, "p": None, "verdict": None}
+        if p not in ma:
+            row["verdict"] = Verdict.NO_BASELINE
+        elif p not in mb:
+            row["verdict"] = r.status
+        else:
+            families[p[:2]].append((row, ma[p], mb[p]))
+        rows.append(row)
+    for fam in families.values():
+        raw = [stats.compare(x.observations, y.observations) for _, x, y in fam]
+        for (row, _, _), c in zip(fam, stats.adjust_family(raw)):
+            row.update(ratio=c.ratio, ci=list(c.ci), p=c.p_adjusted, verdict=c.verdict)
+
+    def side(run, rid):
+        return {"run_id": rid, "machine": run["machine"], "machine_id": run["machine_id"],
+                "started": run["started"], "status": run["status"], "fingerprint": run["fingerprint"]}
+    return {"a": side(a, run_a), "b": side(b, run_b), "comparisons": rows}

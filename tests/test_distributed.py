@@ -1,0 +1,311 @@
+"""A plan across a cluster: a scheduler and two workers (alpha, beta) on 127.0.0.1,
+started here as `cpulab scheduler` / `cpulab worker` processes and always torn down;
+a worker killed in the middle of a job; the scheduler gone; export and import."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="needs dask.distributed: pip install 'cpulab[distributed]'")
+
+from cpulab import distributed as fleet  # noqa: E402
+from cpulab import exchange, machines  # noqa: E402
+from cpulab.execute import Finished, Outcome  # noqa: E402
+from cpulab.model import Status  # noqa: E402
+from cpulab.store import Store  # noqa: E402
+
+SRC = Path(fleet.__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+START_TIMEOUT_S = 60
+
+
+def cpulab(*args: str, db: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "CPULAB_DB": str(db)}
+    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    # Workers import this module to run its jobs: tests/ is on their path.
+    env = {**os.environ, "PYTHONPATH": f"{SRC}:{TESTS}"}
+    with open(log, "w") as f:
+        return subprocess.Popen([sys.executable, "-m", "cpulab.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the nanny and its worker
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
+@dataclass
+class Cluster:
+    address: str
+    client: object
+    scheduler: subprocess.Popen
+    workers: list = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("cluster")
+    procs = [start(["scheduler", "--host", "127.0.0.1", "--port", "0"], logs / "scheduler.log")]
+    client = None
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (address := _scheduler_address(logs / "scheduler.log")):
+            assert time.monotonic() < deadline and procs[0].poll() is None, (logs / "scheduler.log").read_text()
+            time.sleep(0.2)
+        last = max(os.sched_getaffinity(0))
+        for name, cpu in (("alpha", min(os.sched_getaffinity(0))), ("beta", last)):
+            procs.append(start(["worker", address, "--name", name, "--cpu", str(cpu)], logs / f"{name}.log"))
+        client = fleet.connect(address, None)
+        client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+        yield Cluster(address, client, procs[0], procs[1:])
+    finally:
+        if client is not None:
+            client.close(timeout=5)
+        for p in procs:
+            stop(p)
+
+
+def _scheduler_address(log: Path) -> str | None:
+    for line in log.read_text().splitlines():
+        if line.startswith("scheduler at "):
+            return line.split()[-1]
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster_run(cluster, tmp_path_factory):
+    """A tiny plan run across both machines, through the command line."""
+    db = tmp_path_factory.mktemp("store") / "cluster.sqlite"
+    p = cpulab("run", "-w", "sha256", "-v", "O2", "-p", "size=4096", "--runs", "2", "--samples", "2",
+               "--min-sample-time", "0.002", "--cluster", cluster.address, "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    return db, json.loads(p.stdout)
+
+
+def test_plan_runs_on_every_machine_and_comes_home_tagged(cluster_run):
+    db, doc = cluster_run
+    assert doc["status"] == "done"
+    assert sorted(m["machine"] for m in doc["machines"]) == ["alpha", "beta"]
+    assert {r["machine"] for r in doc["results"]} == {"alpha", "beta"}
+    ids = {m["machine"]: m["machine_id"] for m in doc["machines"]}
+    for r in doc["results"]:
+        assert r["machine_id"] == ids[r["machine"]]
+        assert r["status"] == "ok" and r["invocations"] == 2 and len(r["samples"]) == 4
+    table = doc["machine_table"]
+    assert sorted(r["machine"] for r in table) == ["alpha", "beta"]
+    assert max(r["pct_of_best"] for r in table) == pytest.approx(100)
+    assert all(0 < r["pct_of_best"] <= 100 for r in table)
+    # one store: each machine's run is a child of the cluster run, tied to its fingerprint
+    store = Store(db)
+    assert store.latest_run() == doc["run_id"]
+    assert [store.run(c)["machine"] for c in store.machine_runs(doc["run_id"])] == [m["machine"] for m in doc["machines"]]
+
+
+def test_compare_by_machine_and_two_runs(cluster_run):
+    db, doc = cluster_run
+    p = cpulab("compare", "--by", "machine", "--against", "beta", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["machine_table"]
+    assert {r["reference"] for r in rows} == {"beta"}
+    assert next(r for r in rows if r["machine"] == "beta")["ratio"] == 1.0
+    a, b = (m["run_id"] for m in doc["machines"])
+    p = cpulab("compare", str(a), str(b), "--json", "--fail-on", "slower", db=db)
+    cmp = json.loads(p.stdout)
+    assert len(cmp["comparisons"]) == 1 and cmp["comparisons"][0]["workload"] == "sha256"
+    assert p.returncode == (1 if cmp["comparisons"][0]["verdict"] == "slower" else 0)
+    with pytest.raises(Exception, match="not a cluster run|cluster run"):
+        machines.compare_runs(Store(db), doc["run_id"], a)
+
+
+def test_unknown_machine_is_one_line_error(cluster, tmp_path):
+    p = cpulab("run", "-w", "sha256", "-v", "O2", "--cluster", cluster.address, "--machines", "alpha,gamma",
+               db=tmp_path / "s.sqlite")
+    assert p.returncode == 2
+    assert "gamma" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@dataclass
+class HangingJob:
+    """Writes its pid to `marker` and sleeps: a job the test can kill its worker under."""
+    marker: str
+    timeout: float = 60
+    env: dict = field(default_factory=dict)
+
+    def argv(self) -> list[str]:
+        return ["/bin/sh", "-c", f"echo $$ > {self.marker}; exec sleep 30"]
+
+    def outcome(self, done: Finished) -> Outcome:
+        return Outcome(Status.OK)
+
+
+def _wait_for(path: Path, timeout: float = START_TIMEOUT_S) -> int:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+    pid = int(path.read_text())
+    path.unlink()
+    return pid
+
+
+def _kill_worker(client, name: str) -> None:
+    addr = fleet.cluster_machines(client)[name]
+    pid = client.run(os.getpid, workers=[addr])[addr]
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_worker_killed_mid_job_is_retried_once_then_lost(cluster, tmp_path):
+    import threading
+    site = fleet.MachineSite(cluster.client, "alpha", parent=0, grace_s=START_TIMEOUT_S)
+    other = fleet.MachineSite(cluster.client, "beta", parent=0)
+    marker = tmp_path / "pid"
+    got: list[Outcome] = []
+    t = threading.Thread(target=lambda: got.append(site.execute(HangingJob(str(marker)))))
+    t.start()
+    orphans = []
+    try:
+        for _ in range(2):  # the first run and its one retry, each killed under its worker
+            orphans.append(_wait_for(marker))
+            _kill_worker(cluster.client, "alpha")
+        t.join(START_TIMEOUT_S)
+        assert not t.is_alive()
+        assert got[0].status == Status.LOST and "alpha" in got[0].error
+        assert not marker.exists()  # not run a third time
+        # the other machine went on meanwhile, and alpha is back for later jobs
+        assert other.identity("auto")["machine"] == "beta"
+        cluster.client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+    finally:
+        for pid in orphans:  # the killed workers' sleeps, which their worker could not reap
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_export_import_round_trip(cluster_run, tmp_path):
+    db, doc = cluster_run
+    f = tmp_path / "run.cpulab.json"
+    assert cpulab("export", str(doc["run_id"]), "--format", "cpulab", "-o", str(f), db=db).returncode == 0
+    other = tmp_path / "other.sqlite"
+    first = cpulab("import", str(f), "--json", db=other)
+    assert first.returncode == 0, first.stderr
+    assert all(r["added"] for r in json.loads(first.stdout))
+    store = Store(other)
+    again = exchange.import_document(store, exchange.read_document(f))
+    assert not any(added for _, added in again)  # idempotent
+    assert len(store.runs()) == 3
+    moved = machines.cluster_summary(store, again[0][0])
+    key = lambda r: (r["machine"], r["variant"])  # noqa: E731
+    assert sorted(map(key, moved["results"])) == sorted(map(key, doc["results"]))
+    for a, b in zip(sorted(doc["results"], key=key), sorted(moved["results"], key=key)):
+        assert a["samples"] == b["samples"] and a["machine_id"] == b["machine_id"]
+    exported = json.loads(f.read_text())
+    assert all(a["commands"] for r in exported["runs"] for a in r["artifacts"])
+
+
+def _valid_file(tmp_path: Path) -> dict:
+    sample = {"invocation": 0, "idx": 0, "ns": 1e6, "cycles": 2e6, "instructions": None, "work": 4096.0, "reps": 1,
+              "user_s": 0.001, "sys_s": 0.0, "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.0, "layout_pad": 0}
+    result = {"experiment": "e", "workload": "sha256", "variant": "O2", "params": {"size": "4096"}, "unit": "bytes",
+              "status": "ok", "error": "", "artifact_hash": None, "same_as": "", "notes": {}, "samples": [sample]}
+    run = {"parent": None, "machine": "", "machine_id": "ab12", "fingerprint": {}, "started": 1.0e9,
+           "finished": None, "status": "done", "plan": {"experiments": []}, "conditions": {}, "timing": {},
+           "argv": [], "variants": [{"name": "O2"}], "artifacts": [], "results": [result], "analyses": []}
+    return {"format": "cpulab-run", "version": 1, "exported": 1.0e9, "runs": [run]}
+
+
+HOSTILE = {
+    "not json": lambda d: "{not json",
+    "nan sample": lambda d: json.dumps(d).replace('"ns": 1000000.0', '"ns": NaN'),
+    "negative time": lambda d: json.dumps(d).replace('"ns": 1000000.0', '"ns": -1'),
+    "string for number": lambda d: json.dumps(d).replace('"ns": 1000000.0', '"ns": "1e6"'),
+    "unknown status": lambda d: json.dumps(d).replace('"status": "ok"', '"status": "fast"'),
+    "unknown variant": lambda d: json.dumps(d).replace('"variant": "O2"', '"variant": "O9"'),
+    "extra field": lambda d: json.dumps({**d, "runs": [{**d["runs"][0], "evil": 1}]}),
+    "forward parent": lambda d: json.dumps({**d, "runs": [{**d["runs"][0], "parent": 0}]}),
+    "machine id injection": lambda d: json.dumps(d).replace('"ab12"', '"x\'); DROP TABLE runs; --"'),
+    "duplicate sample": lambda d: json.dumps(d).replace('"samples": [', '"samples": [' + json.dumps(
+        d["runs"][0]["results"][0]["samples"][0]) + ", "),
+    "deep nesting": lambda d: "[" * 100_000 + "]" * 100_000,
+    "not utf-8": lambda d: "\udcff",
+}
+
+
+def test_valid_handmade_file_imports(tmp_path):
+    f = tmp_path / "ok.json"
+    f.write_text(json.dumps(_valid_file(tmp_path)))
+    store = Store(tmp_path / "s.sqlite")
+    assert exchange.import_document(store, exchange.read_document(f)) == [(1, True)]
+    assert store.results(1)[0]["params"] == {"size": "4096"} and len(store.samples(store.results(1)[0]["id"])) == 1
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_import_file_is_refused(tmp_path, case):
+    f = tmp_path / "bad.json"
+    f.write_bytes(HOSTILE[case](_valid_file(tmp_path)).encode("utf-8", "surrogateescape"))
+    with pytest.raises(exchange.RunFileError) as e:
+        exchange.read_document(f)
+    assert "\n" not in str(e.value) and str(f) in str(e.value)
+
+
+def test_hostile_import_exits_2_and_writes_nothing(tmp_path):
+    f = tmp_path / "bad.json"
+    f.write_text(HOSTILE["unknown variant"](_valid_file(tmp_path)))
+    db = tmp_path / "s.sqlite"
+    p = cpulab("import", str(f), db=db)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "results.0" in p.stderr
+    assert not db.exists() or not Store(db).runs()
+
+
+def test_scheduler_gone_stops_the_run_interrupted(cluster, tmp_path):
+    """Last in the file: it ends the module's cluster."""
+    db = tmp_path / "s.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(SRC), "CPULAB_DB": str(db)}
+    proc = subprocess.Popen([sys.executable, "-m", "cpulab.cli", "run", "-w", "sha256", "-v", "O2", "-p", "size=4096",
+                             "--runs", "500", "--samples", "2", "--min-sample-time", "0.002", "--cluster",
+                             cluster.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _samples_stored(db):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr
+            time.sleep(0.2)
+        stop(cluster.scheduler)
+        _, err = proc.communicate(timeout=START_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "scheduler is gone" in err and "Traceback" not in err
+    store = Store(db)
+    parent = store.latest_run()
+    assert store.run(parent)["status"] == "interrupted"
+    kept = [r for c in store.machine_runs(parent) for r in store.results(c)]
+    assert kept and all(r["status"] in ("ok", "pending") for r in kept), [(r["status"], r["error"]) for r in kept]
+    assert sum(len(store.samples(r["id"])) for r in kept) > 0
+
+
+def _samples_stored(db: Path) -> bool:
+    if not db.exists():
+        return False
+    import sqlite3
+    try:
+        with sqlite3.connect(db, timeout=1) as con:
+            return con.execute("SELECT count(*) FROM samples").fetchone()[0] > 0
+    except sqlite3.OperationalError:  # the tables are not there yet
+        return False
