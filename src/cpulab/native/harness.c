@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <time.h>
@@ -506,6 +509,11 @@ static int usage(const char *why)
 
 int main(int argc, char **argv)
 {
+#ifdef __linux__
+    /* cpulab killed outright (SIGKILL, a lost worker) must not leave this process running
+     * on the pinned CPU, where it would slow whatever is measured next. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
     int samples = 5, calibrate_only = 0;
     double warmup_s = 0.02, min_sample_s = 0.010, profile_s = 0;
     const char *timer_arg = "auto";
