@@ -49,7 +49,7 @@ def collect(processes: int) -> dict[str, list[dict]]:
 
 def sample_table(procs: list[dict]) -> dict[str, np.ndarray]:
     """One row per sample: rate, shortfall against its process's best, and signals."""
-    cols: dict[str, list] = {k: [] for k in ("proc", "rate", "shortfall", "invol", "vol", "migrated", "steal",
+    cols: dict[str, list] = {k: [] for k in ("proc", "rate", "shortfall", "invol", "vol", "offcpu", "migrated", "steal",
                                               "drift", "ratio_dip", "canary")}
     canary_typical = np.nanmedian([c for p in procs for c in p["canary_before"] + p["canary_after"]])
     ratio_typical = np.nanmedian([r for p in procs for r in p["ratio_before"]])
@@ -63,6 +63,7 @@ def sample_table(procs: list[dict]) -> dict[str, np.ndarray]:
             cols["shortfall"].append(1 - rate[i] / best)
             cols["invol"].append(p["invol_switches"][i])
             cols["vol"].append(p["vol_switches"][i])
+            cols["offcpu"].append(p["offcpu_ns"][i] / p["ns"][i])
             cols["migrated"].append(p["migrated"][i])
             cols["steal"].append(p["steal_ticks"][i] or 0)
             cols["drift"].append(abs(ra / rb - 1))
@@ -74,7 +75,8 @@ def sample_table(procs: list[dict]) -> dict[str, np.ndarray]:
 def signal_report(t: dict[str, np.ndarray]) -> dict:
     slow = t["shortfall"] > SLOW
     flags = {"invol_switches>0": t["invol"] > 0, "invol_switches>=3": t["invol"] >= 3,
-             "vol_switches>0": t["vol"] > 0, "migrated": t["migrated"] > 0, "steal>0": t["steal"] > 0,
+             "vol_switches>0": t["vol"] > 0, "off-cpu>0.5%": t["offcpu"] > 0.005,
+             "off-cpu>1%": t["offcpu"] > 0.01, "migrated": t["migrated"] > 0, "steal>0": t["steal"] > 0,
              "ratio drift>1%": t["drift"] > 0.01, "ratio dip>2%": t["ratio_dip"] > 0.02,
              "canary drop>5%": t["canary"] > 0.05, "canary drop>10%": t["canary"] > 0.10}
     rows = {}
@@ -83,7 +85,7 @@ def signal_report(t: dict[str, np.ndarray]) -> dict:
                       "slow_if_not": float(slow[~f].mean()) if (~f).any() else None,
                       "recall": float(f[slow].mean()) if slow.any() else None}
     corr = {k: float(sps.spearmanr(t[k], t["shortfall"]).statistic) if np.ptp(t[k]) > 0 else None
-            for k in ("invol", "vol", "steal", "drift", "ratio_dip", "canary")}
+            for k in ("invol", "vol", "offcpu", "steal", "drift", "ratio_dip", "canary")}
     return {"samples": int(len(slow)), "slow_share": float(slow.mean()), "flags": rows, "spearman": corr}
 
 

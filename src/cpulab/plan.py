@@ -37,9 +37,14 @@ class Experiment:
 class Plan:
     name: str
     experiments: list[Experiment]
-    runs: int = 10  # invocations (processes) per result, interleaved in rounds
-    samples: int = 5  # samples per invocation
-    min_sample_time: float = 0.010
+    runs: int = 10  # invocations (processes) per result, interleaved in rounds (the first look in budget mode)
+    samples: int = 20  # samples per invocation: short ones, so preempted ones can be left out
+    min_sample_time: float = 0.0025
+    # Budget mode (budget > 0): after `runs` rounds, add rounds to undecided comparisons
+    # whose interval is wider than +-precision, up to `budget` seconds per experiment
+    # (run.py; looks at 1x, 2x, 4x runs).  0 = a fixed count of `runs` rounds.
+    budget: float = 0.0
+    precision: float = 0.01
     warmup: float = 0.020
     timeout: float = 300.0  # seconds per invocation
     profile: str = "quick"
@@ -136,6 +141,8 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
     _check(plan.runs >= 1, f"{where}: runs", f"must be at least 1, got {plan.runs}")
     _check(1 <= plan.samples <= 10000, f"{where}: samples", f"must be 1..10000, got {plan.samples}")
     _check(plan.min_sample_time > 0, f"{where}: min_sample_time", "must be positive")
+    _check(plan.budget >= 0, f"{where}: budget", f"must be >= 0 seconds, got {plan.budget}")
+    _check(0 < plan.precision < 1, f"{where}: precision", f"must be between 0 and 1, got {plan.precision}")
     _check(plan.timeout > 0, f"{where}: timeout", "must be positive")
     _check(plan.profile in ("quick", "full"), f"{where}: profile", f"must be quick or full, got {plan.profile!r}")
     _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
@@ -174,7 +181,7 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
     return plan
 
 
-_PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer",
+_PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer", "budget", "precision",
               "measure_identical", "probe_tables", "variants", "experiment"}
 _EXP_KEYS = {"name", "title", "workloads", "variants", "baseline", "params", "runs", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
@@ -221,13 +228,14 @@ def from_dict(d: dict, where: str) -> Plan:
                                params=params, runs=ed.get("runs"), samples=ed.get("samples")))
     try:
         plan = Plan(name=str(d.get("name", Path(where).stem)), experiments=exps, custom_variants=custom,
-                    **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",
+                    **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
                                          "profile", "timer", "measure_identical") if k in d},
                     probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     except TypeError as e:
         raise PlanError(f"{where}: {e}") from None
     for k, typ in (("runs", int), ("samples", int), ("min_sample_time", (int, float)),
-                   ("warmup", (int, float)), ("timeout", (int, float))):
+                   ("warmup", (int, float)), ("timeout", (int, float)), ("budget", (int, float)),
+                   ("precision", (int, float))):
         _check(isinstance(getattr(plan, k), typ) and not isinstance(getattr(plan, k), bool),
                f"{where}: {k}", f"expected a number, got {getattr(plan, k)!r}")
     return validate(plan, where)

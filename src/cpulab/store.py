@@ -92,6 +92,7 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE samples ADD COLUMN invol_switches REAL;   -- of the thread, during the sample
     ALTER TABLE samples ADD COLUMN vol_switches REAL;
+    ALTER TABLE samples ADD COLUMN offcpu_ns REAL;        -- wall minus thread CPU time
     ALTER TABLE samples ADD COLUMN migrated REAL;         -- 1: CPU differed before and after
     ALTER TABLE samples ADD COLUMN steal_ticks REAL;      -- /proc/stat steal of the CPU, USER_HZ
     ALTER TABLE samples ADD COLUMN ratio_before REAL;     -- core/TSC ratio just before
@@ -103,7 +104,7 @@ MIGRATIONS: list[str] = [
 ]
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them).
-SIGNALS = ("invol_switches", "vol_switches", "migrated", "steal_ticks", "ratio_before", "ratio_after",
+SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_ticks", "ratio_before", "ratio_after",
            "canary_before", "canary_after")
 
 
@@ -115,6 +116,13 @@ def _connect(path: Path) -> sqlite3.Connection:
     con.execute("PRAGMA journal_mode = WAL")
     con.execute("PRAGMA foreign_keys = ON")
     return con
+
+
+def _result_row(r: sqlite3.Row) -> dict:
+    d = dict(r)
+    d["params"] = json.loads(d["params"])
+    d["notes"] = json.loads(d["notes"])
+    return d
 
 
 class StoreError(Exception):
@@ -257,13 +265,10 @@ class Store:
                 for r in self.con.execute("SELECT * FROM variants WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
     def results(self, run_id: int) -> list[dict]:
-        out = []
-        for r in self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,)):
-            d = dict(r)
-            d["params"] = json.loads(d["params"])
-            d["notes"] = json.loads(d["notes"])
-            out.append(d)
-        return out
+        return [_result_row(r) for r in self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))]
+
+    def result(self, result_id: int) -> dict:
+        return _result_row(self.con.execute("SELECT * FROM results WHERE id = ?", (result_id,)).fetchone())
 
     def samples(self, result_id: int) -> list[dict]:
         return [dict(r) for r in self.con.execute(

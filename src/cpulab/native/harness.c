@@ -168,6 +168,13 @@ static volatile uint64_t checksum_sink;
 
 /* ---- clocks ------------------------------------------------------------------ */
 
+static inline uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static inline uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -344,6 +351,7 @@ static const char *timer_name[] = {"perf", "tsc", "clock"};
 struct sample {
     double ns, ticks, cycles, instructions, user_s, sys_s;
     double invol_switches, vol_switches; /* of this thread, during the sample */
+    double offcpu_ns;                    /* wall time the thread was not running */
     double migrated;                     /* 1 if the CPU differed before and after */
     double steal_ticks;                  /* /proc/stat steal of that CPU (USER_HZ ticks) */
     double ratio_before, ratio_after;    /* core/TSC ratio just before and after */
@@ -396,6 +404,10 @@ static void take_sample(void *ctx, uint64_t reps, enum timer timer, struct sampl
     int cpu0 = sched_getcpu();
     double steal0 = steal_of_cpu(cpu0);
     getrusage(RUSAGE_THREAD, &r0);
+    /* Thread CPU time in ns (a syscall, ~0.3 us, outside the timed region): wall minus
+     * CPU time is the time other threads had the CPU.  getrusage's times only move at
+     * scheduler ticks and cannot say that for a sample of a few ms. */
+    uint64_t u0 = thread_cpu_ns();
     uint64_t t0 = now_ns();
     if (timer == T_PERF) {
         c0 = perf_read(perf_fd_cycles);
@@ -413,6 +425,7 @@ static void take_sample(void *ctx, uint64_t reps, enum timer timer, struct sampl
         i1 = perf_read(perf_fd_instr);
     }
     uint64_t t1 = now_ns();
+    uint64_t u1 = thread_cpu_ns();
     getrusage(RUSAGE_THREAD, &r1);
     int cpu1 = sched_getcpu();
     double steal1 = steal_of_cpu(cpu1);
@@ -428,6 +441,7 @@ static void take_sample(void *ctx, uint64_t reps, enum timer timer, struct sampl
     s->sys_s = cpu_seconds(&r1.ru_stime) - cpu_seconds(&r0.ru_stime);
     s->invol_switches = (double)(r1.ru_nivcsw - r0.ru_nivcsw);
     s->vol_switches = (double)(r1.ru_nvcsw - r0.ru_nvcsw);
+    s->offcpu_ns = s->ns - (double)(u1 - u0);
     s->migrated = cpu0 != cpu1;
     s->steal_ticks = cpu0 == cpu1 ? steal1 - steal0 : NAN;
 }
@@ -562,7 +576,7 @@ int main(int argc, char **argv)
     /* With the TSC, each sample's ticks are scaled by the ratio measured right beside it
      * (mean of before and after), not the one from the start of the process. */
     static double ns[MAX_SAMPLES], cyc[MAX_SAMPLES], ins[MAX_SAMPLES], usr[MAX_SAMPLES], sys_[MAX_SAMPLES];
-    static double inv[MAX_SAMPLES], vol[MAX_SAMPLES], mig[MAX_SAMPLES], stl[MAX_SAMPLES];
+    static double inv[MAX_SAMPLES], vol[MAX_SAMPLES], off[MAX_SAMPLES], mig[MAX_SAMPLES], stl[MAX_SAMPLES];
     static double rb[MAX_SAMPLES], ra[MAX_SAMPLES], cb[MAX_SAMPLES], ca[MAX_SAMPLES];
     for (int i = 0; i < samples; i++) {
         double adjacent = (s[i].ratio_before + s[i].ratio_after) / 2;
@@ -570,6 +584,7 @@ int main(int argc, char **argv)
         cyc[i] = timer == T_PERF ? s[i].cycles : timer == T_TSC ? s[i].ticks * adjacent : NAN;
         inv[i] = s[i].invol_switches;
         vol[i] = s[i].vol_switches;
+        off[i] = s[i].offcpu_ns;
         mig[i] = s[i].migrated;
         stl[i] = s[i].steal_ticks;
         rb[i] = s[i].ratio_before;
@@ -598,6 +613,7 @@ int main(int argc, char **argv)
     json_array("sys_s", sys_, samples);
     json_array("invol_switches", inv, samples);
     json_array("vol_switches", vol, samples);
+    json_array("offcpu_ns", off, samples);
     json_array("migrated", mig, samples);
     json_array("steal_ticks", stl, samples);
     json_array("ratio_before", rb, samples);
