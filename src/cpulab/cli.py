@@ -84,7 +84,12 @@ def main() -> None:
 @click.option("-v", "--variant", "variant_names", multiple=True, help="Build variant (repeatable).")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
-@click.option("--runs", type=click.IntRange(1, 10000), default=None, help="Processes per result, in interleaved rounds.")
+@click.option("--runs", type=click.IntRange(1, 10000), default=None,
+              help="Processes per result, in interleaved rounds: a fixed count (the first look with --budget).")
+@click.option("--budget", type=click.FloatRange(min=0), default=None,
+              help="Seconds per experiment to spend adding rounds to undecided comparisons (0: fixed --runs).")
+@click.option("--precision", type=click.FloatRange(0.0001, 0.5), default=None,
+              help="A comparison is decided when significant or its interval is within +-this (default 0.01).")
 @click.option("--samples", type=click.IntRange(1, 10000), default=None, help="Samples per process.")
 @click.option("--min-sample-time", type=click.FloatRange(min=0.0001), default=None, help="Seconds one sample lasts at least.")
 @click.option("--profile", type=click.Choice(["quick", "full"]), default=None, help="Parameter grids: quick or full.")
@@ -92,8 +97,8 @@ def main() -> None:
 @click.option("--seed", type=int, default=None, help="Seed for the round order and layout padding.")
 @db_option
 @json_option
-def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, samples, min_sample_time,
-        profile, timer, seed, db, as_json):
+def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, budget, precision, samples,
+        min_sample_time, profile, timer, seed, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     try:
         if workload_names or variant_names or param_flags:
@@ -103,8 +108,10 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, runs, s
                                  plans.parse_param_flags(list(param_flags)), baseline)
         else:
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
+        if runs is not None and budget is None:
+            budget = 0.0  # --runs alone: a fixed count
         for attr, value in (("runs", runs), ("samples", samples), ("min_sample_time", min_sample_time),
-                            ("profile", profile), ("timer", timer)):
+                            ("profile", profile), ("timer", timer), ("budget", budget), ("precision", precision)):
             if value is not None:
                 setattr(p, attr, value)
         for attr, value in (("runs", runs), ("samples", samples)):

@@ -43,7 +43,7 @@ class Plan:
     # Budget mode (budget > 0): after `runs` rounds, add rounds to undecided comparisons
     # whose interval is wider than +-precision, up to `budget` seconds per experiment
     # (run.py; looks at 1x, 2x, 4x runs).  0 = a fixed count of `runs` rounds.
-    budget: float = 0.0
+    budget: float = 60.0
     precision: float = 0.01
     warmup: float = 0.020
     timeout: float = 300.0  # seconds per invocation

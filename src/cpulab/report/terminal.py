@@ -47,8 +47,8 @@ def results_tables(summary: dict) -> list[Table]:
             t = tables[key] = Table(title=f"{r['workload']} ({r['experiment']}): median [95% CI], "
                                           f"delta vs {base} [95% CI]", title_justify="left")
             for col, just in (("params", "left"), ("variant", "left"), (r["rate_unit"], "right"), ("cv", "right"),
-                              (r["per_clock_unit"], "right"), ("vs " + base, "right"), ("p", "right"),
-                              ("verdict", "left")):
+                              (r["per_clock_unit"], "right"), ("left out", "right"), ("vs " + base, "right"),
+                              ("p", "right"), ("verdict", "left")):
                 t.add_column(col, justify=just)
         params = fmt_params(r["params"])
         shown = params if last_params.get(key) != params else ""
@@ -57,6 +57,8 @@ def results_tables(summary: dict) -> list[Table]:
         median = cv = per_clock = delta = p = ""
         if r["median"] is not None:
             median = f"{fmt_num(r['median'])} [{fmt_num(r['ci'][0])}, {fmt_num(r['ci'][1])}]"
+            if (r.get("ci_coverage") or 1) < 0.95:  # too few processes: say what the range covers
+                median += f" ({r['ci_coverage'] * 100:.0f}%)"
             cv = f"{r['cv'] * 100:.1f}%"
             per_clock = fmt_num(r["cycles_per_unit"])
         if r["status"] == "identical":
@@ -69,7 +71,8 @@ def results_tables(summary: dict) -> list[Table]:
             verdict = c["verdict"]
             if c["ratio"] is not None and verdict != "identical code":
                 delta, p = fmt_delta(c["ratio"], c["ci"]), f"{c['p']:.3f}"
-        tables[key].add_row(shown, r["variant"], median, cv, per_clock, delta, p,
+        left_out = f"{r['excluded_samples']}" if r.get("excluded_samples") else ""
+        tables[key].add_row(shown, r["variant"], median, cv, per_clock, left_out, delta, p,
                             f"[{VERDICT_STYLE.get(verdict, 'yellow')}]{verdict}[/]")
     return list(tables.values())
 
@@ -95,10 +98,18 @@ def print_summary(summary: dict, console: Console) -> None:
         console.print(t)
     if (g := geomean_table(summary)) is not None:
         console.print(g)
-    console.print("[dim]verdict: faster/slower only when p < 0.05 after Holm, the interval excludes 0 and "
-                  "|delta| >= 1% (layout noise); inconclusive when so few runs could never reach p < 0.05 "
-                  "(use more --runs); otherwise same. Each observation is one process (the median of its "
-                  "samples).[/]")
+    comps = [c for c in summary["comparisons"] if c.get("method")]
+    how = ("paired: the ratio of variant to baseline in each round (run back to back), Wilcoxon signed-rank "
+           "p and Hodges-Lehmann interval" if comps and comps[0]["method"] == "paired"
+           else "unpaired: Mann-Whitney p, bootstrap interval of the ratio of medians")
+    alpha = comps[0]["alpha"] if comps else 0.05
+    console.print(f"[dim]verdict ({how}): faster/slower only when p < {alpha:.3g} after Holm"
+                  + (" (0.05 spent over the looks of budget mode)" if alpha < 0.05 else "")
+                  + ", the interval excludes 0 and |delta| >= 1% (layout noise); inconclusive when so few "
+                  "rounds could never be significant; otherwise same. Each observation is one process: its "
+                  "fastest sample among those not left out (a sample is left out when its thread was off "
+                  "the CPU for over 1% of it, or it migrated or saw steal time). A median interval marked "
+                  "(NN%) covers only that much: too few processes for 95%.[/]")
 
 
 def explain_tables(doc: dict, a: str, b: str, max_rows: int) -> list[Table]:

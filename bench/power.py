@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Power of the method: false verdicts on identical builds, detection of a real 3%.
+
+Two trials in one plan, interleaved, each under the plan defaults (budget mode, the
+default precision and budget):
+
+* A/A: K experiments, each one artifact (bench/kernels/inflated.c, honest) measured as
+  two variants.  Any verdict but `same` is false; the rate is to be <= 5%.
+* injected: K experiments of the same kernel honest (baseline) against itself with
+  INFLATE_PERCENT=3, which does 103 blocks of work per 100 it reports: the true rate is
+  exactly 3% lower.  `slower` is a detection; the rate is to be >= 90%.
+
+The stored run is also analysed unpaired (Mann-Whitney over processes) for comparison.
+Usage: python bench/power.py [--k 40] [--json] [--budget S] [--runs N] [--keep DB]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cpulab import analyse, plan as plans, run as runner, workloads
+from cpulab.store import Store
+from cpulab.toolchain import Variant
+
+HERE = Path(__file__).resolve().parent
+
+
+def register_inflated() -> None:
+    """The bench kernel as a workload of this process only (not in `cpulab list`)."""
+    workloads.registry()["inflated"] = workloads.Workload(
+        name="inflated", kernel=str(HERE / "kernels" / "inflated.c"), extra_sources=("sha256_core.h",),
+        unit="bytes", description="SHA-256 blocks, optionally 3% more than reported (bench only)")
+
+
+def make_plan(k: int, budget: float | None, runs: int | None) -> plans.Plan:
+    variants = {"honest": Variant("honest", cflags=("-O2",)),
+                "twin": Variant("twin", cflags=("-O2",)),
+                "inflated3": Variant("inflated3", cflags=("-O2",), env=(("INFLATE_PERCENT", "3"),))}
+    exps = [plans.Experiment(f"aa{i}", ["inflated"], ["honest", "twin"], "honest") for i in range(k)]
+    exps += [plans.Experiment(f"in{i}", ["inflated"], ["honest", "inflated3"], "honest") for i in range(k)]
+    p = plans.Plan("power", exps, measure_identical=True, custom_variants=variants)
+    if budget is not None:
+        p.budget = budget
+    if runs is not None:
+        p.runs = runs
+    return plans.validate(p)
+
+
+def rates(comps: list[dict]) -> dict:
+    aa = [c for c in comps if c["experiment"].startswith("aa")]
+    inj = [c for c in comps if c["experiment"].startswith("in")]
+    return {"aa_false_rate": sum(c["verdict"] != "same" for c in aa) / len(aa),
+            "detect_3pct": sum(c["verdict"] == "slower" for c in inj) / len(inj),
+            "comparisons": len(aa) + len(inj),
+            "aa_verdicts": {v: sum(c["verdict"] == v for c in aa) for v in {c["verdict"] for c in aa}},
+            "injected_verdicts": {v: sum(c["verdict"] == v for c in inj) for v in {c["verdict"] for c in inj}},
+            "injected_ratio_median": sorted(c["ratio"] for c in inj)[len(inj) // 2]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--k", type=int, default=40, help="comparisons per trial")
+    ap.add_argument("--budget", type=float, default=None, help="override the default budget (s per experiment)")
+    ap.add_argument("--runs", type=int, default=None, help="override the first look's rounds")
+    ap.add_argument("--keep", help="store path to keep (default: a temporary one)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    register_inflated()
+    plan = make_plan(a.k, a.budget, a.runs)
+    load0, t0 = os.getloadavg(), time.time()
+    with tempfile.TemporaryDirectory() as d:
+        store = Store(a.keep or Path(d) / "power.sqlite")
+        run_id = runner.run_plan(plan, store, seed=1)
+        wall = time.time() - t0
+        paired = analyse.summarise(store, run_id, method="paired")
+        unpaired = analyse.summarise(store, run_id, method="unpaired")
+    comps = paired["comparisons"]
+    rounds = sorted(c["rounds"] for c in comps if c["rounds"])
+    doc = {**{k: v for k, v in rates(comps).items()}, "method": comps[0]["method"],
+           "unpaired_same_data": rates(unpaired["comparisons"]),
+           "plan": {"runs": plan.runs, "budget": plan.budget, "precision": plan.precision,
+                    "samples": plan.samples, "min_sample_time": plan.min_sample_time},
+           "rounds_min_median_max": [rounds[0], rounds[len(rounds) // 2], rounds[-1]],
+           "excluded_samples": sum(r["excluded_samples"] for r in paired["results"]),
+           "samples": sum(len(r["samples"]) for r in paired["results"]),
+           "wall_s": wall, "loadavg_start": load0, "loadavg_end": os.getloadavg()}
+    if a.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        for k, v in doc.items():
+            print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()
