@@ -9,9 +9,9 @@ from .terminal import fmt_num, fmt_params
 
 RESULT_FIELDS = ["experiment", "workload", "variant", "params", "status", "unit", "rate_unit", "median", "ci_low",
                  "ci_high", "cv", "cycles_per_unit", "ns_per_unit", "real_s", "user_s", "sys_s", "invocations",
-                 "timer", "error"]
+                 "excluded_samples", "ci_coverage", "timer", "error"]
 COMPARISON_FIELDS = ["experiment", "workload", "params", "baseline", "variant", "ratio", "ci_low", "ci_high", "p",
-                     "verdict"]
+                     "verdict", "method", "rounds"]
 
 
 def _flat(row: dict, fields: list[str]) -> dict:

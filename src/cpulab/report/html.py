@@ -77,7 +77,9 @@ def results_table(rows: list[dict], comps: dict, show_times: bool) -> dict:
         delta = "" if not c or c["ratio"] is None or c["verdict"] == "identical code" else \
             f"{(c['ratio'] - 1) * 100:+.1f}% [{(c['ci'][0] - 1) * 100:+.1f}, {(c['ci'][1] - 1) * 100:+.1f}]"
         row = [fmt_params(r["params"]), r["variant"], fmt_num(r["median"]),
-               f"{fmt_num(r['ci'][0])} .. {fmt_num(r['ci'][1])}" if r["ci"] else "",
+               (f"{fmt_num(r['ci'][0])} .. {fmt_num(r['ci'][1])}" if r["ci"] else "")
+               + (f" (covers {100 * r['ci_coverage']:.0f}%)" if r["ci"] and (r.get("ci_coverage") or 1) < 0.95 else "")
+               + (f"; {r['excluded_samples']} samples left out" if r.get("excluded_samples") else ""),
                fmt_num(r["cycles_per_unit"]),
                f"{100 * r['median'] / best[_pkey(r)]:.0f}%" if r["median"] else "",
                f"{100 * (r['median'] / slowest[_pkey(r)] - 1):+.0f}%" if r["median"] else "", delta, verdict]
