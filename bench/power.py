@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cpulab import analyse, plan as plans, run as runner, workloads
+from cpulab import analyse, plan as plans, run as runner, stats, workloads
 from cpulab.store import Store
 from cpulab.toolchain import Variant
 
@@ -62,6 +62,33 @@ def rates(comps: list[dict]) -> dict:
             "injected_ratio_median": sorted(c["ratio"] for c in inj)[len(inj) // 2]}
 
 
+def by_rounds(store: Store, run_id: int, alpha: float) -> dict:
+    """Paired against unpaired on the first n rounds of the same processes: which finds
+    the 3% with fewer rounds at the same A/A false rate (both at the budget's alpha)."""
+    summary = analyse.summarise(store, run_id)
+    rows = {}
+    obs = {}
+    for r in store.results(run_id):
+        if r["status"] == "ok":
+            obs[(r["experiment"], r["variant"])] = analyse.result_summary(r, store.samples(r["id"]))["_observations"]
+    for n in (4, 5, 6, 8, 10):
+        out = {}
+        for method in ("paired", "unpaired"):
+            aa = inj = 0
+            for c in summary["comparisons"]:
+                b = {k: v for k, v in obs[(c["experiment"], c["baseline"])].items() if k < n}
+                v = {k: v for k, v in obs[(c["experiment"], c["variant"])].items() if k < n}
+                verdict = stats.compare_pair(b, v, alpha, method).verdict
+                if c["experiment"].startswith("aa"):
+                    aa += verdict != "same" and verdict != "inconclusive"
+                else:
+                    inj += verdict == "slower"
+            k = len(summary["comparisons"]) // 2
+            out[method] = {"aa_false_rate": aa / k, "detect_3pct": inj / k}
+        rows[n] = out
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--k", type=int, default=40, help="comparisons per trial")
@@ -69,16 +96,19 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=None, help="override the first look's rounds")
     ap.add_argument("--keep", help="store path to keep (default: a temporary one)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rounds", action="store_true", help="also: paired vs unpaired on the first n rounds")
+    ap.add_argument("--from", dest="from_db", help="analyse the latest run of this kept store, measure nothing")
     a = ap.parse_args()
     register_inflated()
     plan = make_plan(a.k, a.budget, a.runs)
     load0, t0 = os.getloadavg(), time.time()
     with tempfile.TemporaryDirectory() as d:
-        store = Store(a.keep or Path(d) / "power.sqlite")
-        run_id = runner.run_plan(plan, store, seed=1)
-        wall = time.time() - t0
+        store = Store(a.from_db or a.keep or Path(d) / "power.sqlite")
+        run_id = store.latest_run() if a.from_db else runner.run_plan(plan, store, seed=1)
+        wall = time.time() - t0 if not a.from_db else store.run(run_id)["finished"] - store.run(run_id)["started"]
         paired = analyse.summarise(store, run_id, method="paired")
         unpaired = analyse.summarise(store, run_id, method="unpaired")
+        first_rounds = by_rounds(store, run_id, stats.look_alpha(True)) if a.rounds else None
     comps = paired["comparisons"]
     rounds = sorted(c["rounds"] for c in comps if c["rounds"])
     doc = {**{k: v for k, v in rates(comps).items()}, "method": comps[0]["method"],
@@ -88,7 +118,7 @@ def main() -> None:
            "rounds_min_median_max": [rounds[0], rounds[len(rounds) // 2], rounds[-1]],
            "excluded_samples": sum(r["excluded_samples"] for r in paired["results"]),
            "samples": sum(len(r["samples"]) for r in paired["results"]),
-           "wall_s": wall, "loadavg_start": load0, "loadavg_end": os.getloadavg()}
+           "first_rounds": first_rounds, "wall_s": wall, "loadavg_start": load0, "loadavg_end": os.getloadavg()}
     if a.json:
         print(json.dumps(doc, indent=1))
     else:

@@ -125,7 +125,7 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 24  # looks at 6, 12, 24: no more
     assert any("twin/O2" in n for n in progress.notes)
     comps = {c["experiment"]: c for c in analyse.summarise(store, run_id)["comparisons"]}
-    assert comps["far"]["verdict"] == "slower" and comps["far"]["method"] == "paired"
+    assert comps["far"]["verdict"] == "slower" and comps["far"]["method"] == "unpaired"
     assert comps["aa"]["alpha"] == 0.05 / 3 and comps["aa"]["rounds"] == 24
 
 

@@ -18,9 +18,11 @@ ALPHA = 0.05
 # tests at ALPHA / LOOKS, so by the union bound the chance of any false verdict over
 # all looks, whatever the stopping rule, stays below ALPHA (alpha spending, Bonferroni).
 LOOKS = 3
-# How rounds are compared: "paired" (per-round ratios, signed-rank) had more power at
-# the same false rate on this machine (bench/power.py; README).
-DEFAULT_METHOD = "paired"
+# How processes are compared: "unpaired" (Mann-Whitney over processes) had as much or
+# more power than "paired" (signed-rank over per-round ratios) at the same false rate
+# on this machine: once preempted samples are left out, rounds share little noise, and
+# the signed-rank floor 2/2^n needs 7 rounds at 0.05/3 (bench/power.py --rounds; README).
+DEFAULT_METHOD = "unpaired"
 # A sample whose thread was off the CPU for more than this share of it (another thread
 # ran: involuntary switch) is contaminated (bench/interference.py; README).
 OFFCPU_LIMIT = 0.01
