@@ -169,13 +169,15 @@ def analyse_print(summary: dict) -> None:
 @cli.command()
 @click.argument("run_id", type=int, required=False)
 @click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
+@click.option("--method", type=click.Choice(["unpaired", "paired"]), default="unpaired",
+              help="unpaired: Mann-Whitney over processes; paired: signed-rank over per-round ratios.")
 @db_option
 @json_option
-def compare(run_id, baseline, db, as_json):
+def compare(run_id, baseline, method, db, as_json):
     """Compare the variants of a run (default: the latest) against a baseline."""
     store = open_store(db)
     run_id = _run_id(store, run_id)
-    summary = analyse.summarise(store, run_id, baseline)
+    summary = analyse.summarise(store, run_id, baseline, method)
     if baseline and not any(r["variant"] == baseline for r in summary["results"]):
         fail(f"--baseline {baseline}: run {run_id} has no such variant")
     if as_json:
