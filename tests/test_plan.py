@@ -65,3 +65,17 @@ def test_param_values():
     assert plans.parse_param_values("a, b") == ["a", "b"]
     with pytest.raises(plans.PlanError):
         plans.parse_param_flags(["novalue"])
+
+
+def test_built_in_plans_can_reach_a_verdict():
+    """At each plan's first look, complete separation must be significant after Holm over
+    the experiment's comparisons, at the level the plan tests at (0.05/3 in budget mode);
+    the command-line default too."""
+    from cpulab import stats
+    for plan in [plans.load(f.stem) for f in plans.PLAN_DIR.glob("*.toml")] + [plans.from_flags([], [], {}, None)]:
+        for e in plan.experiments:
+            comparisons = len(e.variants) - 1
+            if comparisons:
+                n = plan.runs_of(e.name)
+                floor = stats.p_floor(n, n) * comparisons
+                assert floor < stats.look_alpha(plan.budget > 0), (plan.name, e.name, n, floor)
