@@ -10,7 +10,8 @@ default precision and budget):
   INFLATE_PERCENT=3, which does 103 blocks of work per 100 it reports: the true rate is
   exactly 3% lower.  `slower` is a detection; the rate is to be >= 90%.
 
-The stored run is also analysed unpaired (Mann-Whitney over processes) for comparison.
+The stored run is also analysed with the other method (paired signed-rank over rounds,
+or unpaired) for comparison; --rounds analyses both on the first n rounds only.
 Usage: python bench/power.py [--k 40] [--json] [--budget S] [--runs N] [--keep DB]
 """
 from __future__ import annotations
@@ -106,18 +107,19 @@ def main() -> None:
         store = Store(a.from_db or a.keep or Path(d) / "power.sqlite")
         run_id = store.latest_run() if a.from_db else runner.run_plan(plan, store, seed=1)
         wall = time.time() - t0 if not a.from_db else store.run(run_id)["finished"] - store.run(run_id)["started"]
-        paired = analyse.summarise(store, run_id, method="paired")
-        unpaired = analyse.summarise(store, run_id, method="unpaired")
+        default = analyse.summarise(store, run_id)  # the method the budget's looks used
+        other = "paired" if stats.DEFAULT_METHOD == "unpaired" else "unpaired"
+        alternative = analyse.summarise(store, run_id, method=other)
         first_rounds = by_rounds(store, run_id, stats.look_alpha(True)) if a.rounds else None
-    comps = paired["comparisons"]
+    comps = default["comparisons"]
     rounds = sorted(c["rounds"] for c in comps if c["rounds"])
     doc = {**{k: v for k, v in rates(comps).items()}, "method": comps[0]["method"],
-           "unpaired_same_data": rates(unpaired["comparisons"]),
+           f"{other}_same_data": rates(alternative["comparisons"]),
            "plan": {"runs": plan.runs, "budget": plan.budget, "precision": plan.precision,
                     "samples": plan.samples, "min_sample_time": plan.min_sample_time},
            "rounds_min_median_max": [rounds[0], rounds[len(rounds) // 2], rounds[-1]],
-           "excluded_samples": sum(r["excluded_samples"] for r in paired["results"]),
-           "samples": sum(len(r["samples"]) for r in paired["results"]),
+           "excluded_samples": sum(r["excluded_samples"] for r in default["results"]),
+           "samples": sum(len(r["samples"]) for r in default["results"]),
            "first_rounds": first_rounds, "wall_s": wall, "loadavg_start": load0, "loadavg_end": os.getloadavg()}
     if a.json:
         print(json.dumps(doc, indent=1))
