@@ -165,6 +165,7 @@ static int report_status(const char *status, const char *error, int code)
 }
 
 static volatile uint64_t checksum_sink;
+static volatile uintptr_t canary_sink;
 
 /* ---- clocks ------------------------------------------------------------------ */
 
@@ -271,7 +272,7 @@ static double canary_adds_per_tick(void)
             __asm__ __volatile__(IADD400 : "+r"(a), "+r"(b), "+r"(c), "+r"(d) : "r"(y));
         t[i] = (double)(tsc_end() - t0);
     }
-    checksum_sink ^= a ^ b ^ c ^ d;
+    canary_sink = a ^ b ^ c ^ d; /* keeps the adds; not the kernel's checksum */
     for (int i = 1; i < 5; i++) /* insertion sort of 5: the median, not the best, since */
         for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { /* contention is what it looks for */
             double x = t[j];
@@ -446,28 +447,33 @@ static void take_sample(void *ctx, uint64_t reps, enum timer timer, struct sampl
     s->steal_ticks = cpu0 == cpu1 ? steal1 - steal0 : NAN;
 }
 
-/* Double reps until one call lasts min_ns, then scale from the fastest of three timed
- * calls to land 10% above it.  Interference only slows, so the fastest call is the
- * machine's real speed: scaling from a slowed call would give samples shorter than the
- * floor once the burst passes (seen: 7 ms samples when 10 were asked). */
+/* Double reps until one call lasts min_ns; once a call is within 16x of it, scale from
+ * the fastest of three calls to land 10% above it.  Interference only slows, so the
+ * fastest call is the machine's real speed: scaling from a slowed call would give
+ * samples shorter than the floor once the burst passes (seen: 7 ms of the asked 10). */
+static double time_call(void *ctx, uint64_t reps)
+{
+    uint64_t t0 = now_ns();
+    checksum_sink ^= k_run(ctx, reps);
+    return (double)(now_ns() - t0);
+}
+
 static uint64_t calibrate_reps(void *ctx, double min_ns)
 {
     uint64_t reps = 1;
     for (;;) {
-        double dt = 1e300;
-        for (int i = 0; i < 3; i++) {
-            uint64_t t0 = now_ns();
-            checksum_sink ^= k_run(ctx, reps);
-            double d = (double)(now_ns() - t0);
-            if (d < dt)
-                dt = d;
-            if (d < min_ns / 16) /* far too short: no need for three */
-                break;
-        }
-        if (dt < min_ns / 16 || dt <= 0)
+        double dt = time_call(ctx, reps);
+        if (dt >= min_ns)
+            return reps;
+        if (dt < min_ns / 16 || dt <= 0) {
             reps *= 8;
-        else
-            return (uint64_t)ceil((double)reps * min_ns * 1.1 / dt);
+            continue;
+        }
+        for (int i = 0; i < 2; i++) {
+            double d = time_call(ctx, reps);
+            dt = d < dt ? d : dt;
+        }
+        return (uint64_t)ceil((double)reps * min_ns * 1.1 / dt);
     }
 }
 
@@ -564,11 +570,15 @@ int main(int argc, char **argv)
                             : report_status("verify-failed", fail_reason[0] ? fail_reason : "known-answer test failed", 3);
 
     /* Warm up (caches, page faults, clock ramp) before calibrating, so the count fits
-     * the warm speed; the first guess only sizes the warm-up calls. */
-    uint64_t reps = calibrate_reps(ctx, min_sample_s * 1e9 / 4);
-    for (uint64_t t0 = now_ns(); (double)(now_ns() - t0) < warmup_s * 1e9;)
-        checksum_sink ^= k_run(ctx, reps);
-    reps = calibrate_reps(ctx, min_sample_s * 1e9);
+     * the warm speed; the first guess only sizes the warm-up calls.  Without a warm-up,
+     * one calibration (with --min-sample-time 0 and --warmup 0 k_run is called exactly
+     * once before the samples: the kernels' known-answer tests count on it). */
+    uint64_t reps = calibrate_reps(ctx, min_sample_s * 1e9 / (warmup_s > 0 ? 4 : 1));
+    if (warmup_s > 0) {
+        for (uint64_t t0 = now_ns(); (double)(now_ns() - t0) < warmup_s * 1e9;)
+            checksum_sink ^= k_run(ctx, reps);
+        reps = calibrate_reps(ctx, min_sample_s * 1e9);
+    }
     for (int i = 0; i < samples; i++)
         take_sample(ctx, reps, timer, &s[i]);
 
