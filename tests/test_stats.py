@@ -125,6 +125,11 @@ def test_compare_pair_pairs_by_round():
 def test_contamination_rule():
     assert stats.contamination({"ns": 1000.0, "offcpu_ns": 5.0, "invol_switches": 0}) == ""
     assert stats.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 1}).startswith("off-cpu 30%")
+    assert "without a switch" in stats.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 0})
+    # 0.4 s with 8 ms off the CPU in 4 switches: 0.4 ms of refill is 0.1%, kept, on-CPU time counts.
+    long = {"ns": 400e6, "offcpu_ns": 8e6, "invol_switches": 4}
+    assert stats.contamination(long) == "" and stats.on_cpu_ns(long) == 392e6
+    assert stats.contamination({**long, "invol_switches": 20}).startswith("off-cpu 2%")
     assert stats.contamination({"ns": 1000.0, "migrated": 1}).startswith("migrated")
     assert stats.contamination({"ns": 1000.0, "steal_ticks": 2}).startswith("steal")
     assert stats.contamination({"ns": 1000.0}) == ""  # an old harness: no signals, used

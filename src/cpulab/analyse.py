@@ -34,9 +34,11 @@ def _per_invocation(samples: list[dict], fn, reduce=np.median) -> dict[int, floa
 def result_summary(r: dict, samples: list[dict]) -> dict:
     label, divisor, per_clock = UNITS.get(r["unit"], (r["unit"] + "/s", 1.0, "cycles/unit"))
     # One-sided noise: a process's estimate is its fastest used sample (stats.PROCESS_ESTIMATOR).
-    rates = _per_invocation(samples, lambda s: s["work"] / s["ns"] * 1e9 / divisor, np.max)
-    cpu = list(_per_invocation(samples, lambda s: s["cycles"] / s["work"] if s["cycles"] is not None else None,
-                               np.min).values())
+    # Rates per on-CPU second: the same as per wall second for an undisturbed sample; a long
+    # sample kept despite preemption loses the time other threads had (stats.contamination).
+    rates = _per_invocation(samples, lambda s: s["work"] / stats.on_cpu_ns(s) * 1e9 / divisor, np.max)
+    cpu = list(_per_invocation(samples, lambda s: s["cycles"] * stats.on_cpu_ns(s) / s["ns"] / s["work"]
+                               if s["cycles"] is not None else None, np.min).values())
     ipc = list(_per_invocation(samples, lambda s: s["instructions"] / s["cycles"]
                                if s["instructions"] is not None and s["cycles"] else None).values())
     est = stats.estimate(list(rates.values()))
