@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import build, machine, probes, stats, toolchain, workloads
+from . import analyse, build, machine, probes, stats, toolchain, workloads
 from .execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
 from .plan import Plan
 from .store import SIGNALS, Store
@@ -182,7 +182,6 @@ def _next_look(plan: Plan, store: Store, points: dict, goal: dict, done: dict, s
     stats.look_alpha, so stopping early cannot inflate false verdicts."""
     if not plan.budget:
         return []
-    from . import analyse  # analysis of what is stored so far, as compare would show it
     more, labels = [], []
     for k, ts in points.items():
         n = plan.runs_of(k[0])
