@@ -24,7 +24,7 @@ with tempfile.TemporaryDirectory() as d:
     comps = analysis.summarise(store, run_id).comparisons
 different = [c for c in comps if c.verdict != "same"]
 ratios = sorted(c.ratio for c in comps)
-print(f"{len(comps)} A/A comparisons, {RUNS} processes x 5 samples each side")
+print(f"{len(comps)} A/A comparisons, {RUNS} processes a side at the first look (budget mode), {plan.samples} samples each")
 print(f"false 'different': {len(different)} = {100 * len(different) / len(comps):.1f}%")
 print(f"raw p < 0.05 (before the 1% floor): {sum(c.p_raw < 0.05 for c in comps)}")
 print(f"ratio range {ratios[0]:.4f} .. {ratios[-1]:.4f}, median {ratios[len(ratios) // 2]:.4f}")

@@ -69,7 +69,7 @@ def test_fp_kernels_verify_on_arm(variant, kernel, tmp_path):
 
 def _result(variant, emulated, rates):
     return Result(0, "e", "dot", variant, {"n": "1"}, "flop", "MFLOPS", "cycles/flop", Status.OK,
-                  emulated=emulated, observations=rates)
+                  emulated=emulated, observations=dict(enumerate(rates)))
 
 
 def test_emulated_and_native_never_share_a_verdict():

@@ -124,3 +124,17 @@ def test_a_real_kernel_given_16K_fails_instead_of_hashing_16_bytes(build_kernel)
 def test_unreadable_harness_option_is_usage_error(build_kernel, args):
     p = subprocess.run([str(build_kernel("sha256.c")), *args], capture_output=True, text=True)
     assert p.returncode == 2 and json.loads(p.stdout)["status"] == "usage"
+
+
+def test_signals_around_each_sample_are_physical(build_kernel):
+    r = run_artifact(build_kernel("sha256.c"), "--timer", "tsc", "--samples", "6", "--min-sample-time", "0.002")
+    for key in ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_ticks", "ratio_before",
+                "ratio_after", "canary_before", "canary_after"):
+        assert len(r[key]) == 6, key
+    assert all(m == 0 for m in r["migrated"])  # the executor pins the process
+    assert all(x >= 0 for x in r["invol_switches"] + r["vol_switches"])
+    assert all(-1e6 < o <= ns for o, ns in zip(r["offcpu_ns"], r["ns"]))  # off-CPU is part of the wall time
+    for rb, ra in zip(r["ratio_before"], r["ratio_after"]):
+        assert 0.3e9 < rb * r["tsc_hz"] < 8e9 and 0.3e9 < ra * r["tsc_hz"] < 8e9  # a core clock
+    # Independent adds: more than one per cycle on any superscalar x86, at most 8 ALUs.
+    assert all(0.5 < c < 8 for c in r["canary_before"] + r["canary_after"])

@@ -121,3 +121,17 @@ def test_param_flags():
     assert p.experiments[0].params == {"sha256": {"size": ["16384"]}, "memlat": {"size": ["16384"], "pages": ["thp"]}}
     with pytest.raises(plans.PlanError, match="--param pages: 'tlb' is not one of 4k, thp, huge"):
         plans.from_flags(["memlat"], ["O2"], {"pages": "tlb"}, None)
+
+
+def test_built_in_plans_can_reach_a_verdict():
+    """At each plan's first look, complete separation must be significant after Holm over
+    the experiment's comparisons, at the level the plan tests at (0.05/3 in budget mode);
+    the command-line default too."""
+    from cpulab import stats
+    for plan in [plans.load(f.stem) for f in plans.PLAN_DIR.glob("*.toml")] + [plans.from_flags([], [], {}, None)]:
+        for e in plan.experiments:
+            comparisons = len(e.variants) - 1
+            if comparisons:
+                n = plan.runs_of(e.name)
+                floor = stats.p_floor(n, n) * comparisons
+                assert floor < stats.look_alpha(plan.budget > 0), (plan.name, e.name, n, floor)

@@ -73,3 +73,68 @@ def test_too_few_runs_are_inconclusive_not_same():
     fam = stats.adjust_family([stats.compare(np.arange(5.0) + 100, np.arange(5.0) + 50)] * 7)
     assert all(x.verdict == "inconclusive" for x in fam)
     assert stats.compare(np.arange(5.0) + 100, np.arange(5.0) + 50).verdict == "slower"
+
+
+def test_small_sample_interval_says_its_real_coverage():
+    # The full range of n observations misses the median when all fall on one side.
+    assert stats.median_ci_coverage(2) == pytest.approx(0.5)
+    assert stats.median_ci_coverage(5) == pytest.approx(1 - 2 / 32)
+    assert stats.median_ci_coverage(10) >= 0.95
+    assert stats.estimate([1.0, 2.0, 3.0]).ci_coverage == pytest.approx(0.75)
+
+
+def test_signed_rank_null_is_a_distribution_and_matches_scipy():
+    from scipy import stats as sps
+    for n in (1, 5, 12):
+        d = stats.signed_rank_null(n)
+        assert d.sum() == pytest.approx(1.0) and len(d) == n * (n + 1) // 2 + 1
+        assert d == pytest.approx(d[::-1])  # symmetric about n(n+1)/4
+    rng = np.random.default_rng(8)
+    for n in (6, 15, 30):
+        x = rng.normal(0.01, 0.02, n)
+        assert stats.paired_compare(np.exp(x)).p == pytest.approx(sps.wilcoxon(x, method="exact").pvalue)
+
+
+@pytest.mark.parametrize("n", [8, 20])
+def test_paired_interval_covers_the_true_ratio(n):
+    rng = np.random.default_rng(n)
+    true = 0.97
+    hits = 0
+    for _ in range(1000):
+        c = stats.paired_compare(true * np.exp(rng.standard_t(3, n) * 0.02))
+        hits += c.ci[0] <= true <= c.ci[1]
+    assert hits / 1000 >= 0.94
+
+
+def test_paired_comparison_calls_a_clear_difference_and_not_noise():
+    rng = np.random.default_rng(9)
+    assert stats.paired_compare(0.95 * np.exp(rng.normal(0, 0.005, 12))).verdict == "slower"
+    same = [stats.paired_compare(np.exp(rng.normal(0, 0.02, 12))).verdict for _ in range(400)]
+    assert same.count("same") >= 0.93 * len(same)
+    assert stats.paired_compare([0.5, 0.5, 0.5]).verdict == "inconclusive"  # 3 rounds: p >= 0.25
+
+
+def test_compare_pair_pairs_by_round():
+    base = {0: 100.0, 1: 50.0, 2: 80.0, 3: 90.0, 4: 70.0, 5: 60.0, 6: 95.0}
+    var = {r: v * 0.9 for r, v in base.items()}
+    c = stats.compare_pair(base, var, method="paired")
+    assert c.method == "paired" and c.n == 7 and c.ratio == pytest.approx(0.9) and c.verdict == "slower"
+    assert stats.compare_pair(base, var, method="unpaired").verdict == "same"  # the spread hides it
+
+
+def test_contamination_rule():
+    assert stats.contamination({"ns": 1000.0, "offcpu_ns": 5.0, "invol_switches": 0}) == ""
+    assert stats.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 1}).startswith("off-cpu 30%")
+    assert "without a switch" in stats.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 0})
+    # 0.4 s with 8 ms off the CPU in 4 switches: 0.4 ms of refill is 0.1%, kept, on-CPU time counts.
+    long = {"ns": 400e6, "offcpu_ns": 8e6, "invol_switches": 4}
+    assert stats.contamination(long) == "" and stats.on_cpu_ns(long) == 392e6
+    assert stats.contamination({**long, "invol_switches": 20}).startswith("off-cpu 2%")
+    assert stats.contamination({"ns": 1000.0, "migrated": 1}).startswith("migrated")
+    assert stats.contamination({"ns": 1000.0, "steal_ticks": 2}).startswith("steal")
+    assert stats.contamination({"ns": 1000.0}) == ""  # an old harness: no signals, used
+
+
+def test_looks_spend_alpha():
+    assert stats.look_alpha(False) == stats.ALPHA
+    assert stats.look_alpha(True) * stats.LOOKS == pytest.approx(stats.ALPHA)

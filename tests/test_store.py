@@ -34,6 +34,37 @@ def test_schema_version_and_round_trip(tmp_path):
     assert Store(tmp_path / "db.sqlite").results(run)[0]["id"] == rid
 
 
+def test_signals_and_exclusions_round_trip(tmp_path):
+    s = Store(tmp_path / "db.sqlite")
+    run = new_run(s)
+    rid = s.add_result(run, "sha256", "O2", {"size": "64"}, "bytes", "pending")
+    out = {**HARNESS_OUT, "invol_switches": [0, 3], "offcpu_ns": [0.0, 1.5], "migrated": [0, 0],
+           "steal_ticks": [0, 0], "ratio_before": [1.3, 1.31], "ratio_after": [1.3, 1.3],
+           "canary_before": [3.9, 2.0], "canary_after": [3.9, 3.8], "vol_switches": [0, 0]}
+    s.add_invocation(rid, 0, out, 0, ["", "off-cpu 75% (3 switches)"])
+    a, b = s.samples(rid)
+    assert (a["invol_switches"], b["invol_switches"], b["offcpu_ns"], b["canary_before"]) == (0, 3, 1.5, 2.0)
+    assert a["excluded"] == "" and b["excluded"].startswith("off-cpu")
+
+
+def test_a_version_1_store_is_migrated_and_keeps_its_samples(tmp_path):
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                      " INSERT INTO schema_version VALUES (1);"
+                      " INSERT INTO machines VALUES ('m', '{}', 0);"
+                      " INSERT INTO runs VALUES (1, 'm', 0, 1, 'done', '{\"experiments\": []}', '{}', '{}', '[]');"
+                      " INSERT INTO results (id, run_id, workload, variant, params, unit, status)"
+                      "  VALUES (1, 1, 'sha256', 'O2', '{}', 'bytes', 'ok');"
+                      " INSERT INTO samples (result_id, invocation, idx, ns, work, reps, timer)"
+                      "  VALUES (1, 0, 0, 5.0, 10.0, 1, 'tsc');")
+    con.close()
+    s = Store(path)
+    assert s.schema_version() == len(MIGRATIONS)
+    [x] = s.samples(1)
+    assert x["ns"] == 5.0 and x["excluded"] == "" and x["invol_switches"] is None
+
+
 def test_not_a_database(tmp_path):
     bad = tmp_path / "junk.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)

@@ -43,7 +43,7 @@ def test_a_field_the_model_does_not_declare_is_an_error(doc):
 def _result(variant, obs, status=Status.OK, same_as=None, size="64"):
     return Result(id=0, experiment="e", workload="sha256", variant=variant, params={"size": size}, unit="bytes",
                   rate_unit="MB/s", per_clock_unit="cycles/byte", status=status, same_as=same_as,
-                  median=sorted(obs)[len(obs) // 2] if obs else None, observations=list(obs))
+                  median=sorted(obs)[len(obs) // 2] if obs else None, observations=dict(enumerate(obs)))
 
 
 def test_comparisons_verdicts():

@@ -120,6 +120,10 @@ def main() -> None:
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
 @processes_option(default=None)
+@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
+              help="Seconds per experiment to spend adding rounds to undecided comparisons (0: a fixed count).")
+@click.option("--precision", type=click.FloatRange(*plans.LIMITS["precision"]), default=None,
+              help="A comparison is decided when significant or its interval is within +-this (default 0.01).")
 @click.option("--samples", type=click.IntRange(*plans.LIMITS["samples"]), default=None, help="Samples per process.")
 @click.option("--min-sample-time", type=click.FloatRange(*plans.LIMITS["min_sample_time"]), default=None,
               help="Seconds one sample lasts at least.")
@@ -139,8 +143,8 @@ def main() -> None:
 @tls_options
 @db_option
 @json_option
-def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, samples, min_sample_time,
-        profile, timer, random_seed, cold, resume, dry_run, cluster, machines, tls_ca, tls_cert,
+def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, budget, precision, samples,
+        min_sample_time, profile, timer, random_seed, cold, resume, dry_run, cluster, machines, tls_ca, tls_cert,
         tls_key, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
@@ -162,8 +166,11 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
                                  plans.parse_param_flags(list(param_flags)), baseline)
         else:
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
+        if processes is not None and budget is None:
+            budget = 0.0  # --processes alone: a fixed count
         for attr, value in (("runs", processes), ("samples", samples), ("min_sample_time", min_sample_time),
-                            ("profile", profile), ("timer", timer), ("cold", cold)):
+                            ("profile", profile), ("timer", timer), ("cold", cold), ("budget", budget),
+                            ("precision", precision)):
             if value is not None:
                 setattr(p, attr, value)
         for attr, value in (("runs", processes), ("samples", samples)):
@@ -344,9 +351,11 @@ def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], process
               help="machine: a cluster run's machines x workloads table.")
 @click.option("--against", default=None, help="With --by machine: the machine the others are compared with (default: the fastest).")
 @click.option("--fail-on", type=click.Choice(["slower"]), default=None, help="Exit 1 when any comparison is slower (for CI).")
+@click.option("--method", type=click.Choice(["unpaired", "paired"]), default="unpaired",
+              help="unpaired: Mann-Whitney over processes; paired: signed-rank over per-round ratios.")
 @db_option
 @json_option
-def compare(run_ids, baseline, by, against, fail_on, db, as_json):
+def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
     """Compare a run's variants against a baseline (default: the latest run), a cluster
     run's machines (--by machine), or the same workloads in two runs (RUN_A RUN_B)."""
     store = open_store(db)
@@ -376,7 +385,7 @@ def compare(run_ids, baseline, by, against, fail_on, db, as_json):
             else:
                 print_machine_table(doc)
         else:
-            summary = analysis.summarise(store, run_id, baseline)
+            summary = analysis.summarise(store, run_id, baseline, method)
             if baseline and not any(r.variant == baseline for r in summary.results):
                 fail(f"--baseline {baseline}: run {run_id} has no such variant")
             rows = [c.to_dict() for c in summary.comparisons]

@@ -90,7 +90,7 @@ def machine_table(per_machine: dict[str, list[Result]], against: str | None = No
             else:
                 family.append((row, have[ref], got))
             rows.append(row)
-        raw = [stats.compare(b.observations, v.observations) for _, b, v in family]
+        raw = [stats.compare(list(b.observations.values()), list(v.observations.values())) for _, b, v in family]
         for (row, _, _), c in zip(family, stats.adjust_family(raw)):
             row.update(ratio=c.ratio, ci_ratio=list(c.ci), p=c.p_adjusted, verdict=c.verdict)
     return rows
@@ -123,7 +123,7 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> dict:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
     for fam in families.values():
-        raw = [stats.compare(x.observations, y.observations) for _, x, y in fam]
+        raw = [stats.compare(list(x.observations.values()), list(y.observations.values())) for _, x, y in fam]
         for (row, _, _), c in zip(fam, stats.adjust_family(raw)):
             row.update(ratio=c.ratio, ci=list(c.ci), p=c.p_adjusted, verdict=c.verdict)
 

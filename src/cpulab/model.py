@@ -83,8 +83,13 @@ class Result:
     real_s: float | None = None
     user_s: float | None = None
     sys_s: float | None = None
-    # One observation per process, for comparisons; not part of the document.
-    observations: list[float] = field(default_factory=list, repr=False)
+    ci_coverage: float | None = None  # the real coverage of ci (below 6 processes it is under 95%)
+    excluded_samples: int = 0  # samples judged contaminated (stats.contamination), left out
+    excluded_processes: int = 0  # processes with no sample left
+    excluded_why: dict[str, int] = field(default_factory=dict)
+    # One observation per process, keyed by the round it ran in (for paired comparisons);
+    # not part of the document.
+    observations: dict[int, float] = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> tuple:
@@ -118,6 +123,9 @@ class Comparison:
     ci: list[float] | None = None
     p: float | None = None  # Holm-corrected
     p_raw: float | None = None
+    method: str | None = None  # unpaired (Mann-Whitney over processes) or paired (signed rank over rounds)
+    rounds: int | None = None  # observations the test used
+    alpha: float | None = None  # the level of this look (budget mode spends 0.05 over its looks)
 
     @property
     def point(self) -> tuple:

@@ -43,9 +43,14 @@ class Experiment:
 class Plan:
     name: str
     experiments: list[Experiment]
-    runs: int = 10  # invocations (processes) per result, interleaved in rounds
-    samples: int = 5  # samples per invocation
-    min_sample_time: float = 0.010
+    runs: int = 10  # invocations (processes) per result, interleaved in rounds (the first look in budget mode)
+    samples: int = 20  # samples per invocation: short ones, so preempted ones can be left out
+    min_sample_time: float = 0.0025
+    # Budget mode (budget > 0): after `runs` rounds, add rounds to undecided comparisons
+    # whose interval is wider than +-precision, up to `budget` seconds per experiment
+    # (run.py; looks at 1x, 2x, 4x runs).  0 = a fixed count of `runs` rounds.
+    budget: float = 60.0
+    precision: float = 0.01
     warmup: float = 0.020
     timeout: float = 300.0  # seconds per invocation
     profile: str = "quick"
@@ -82,6 +87,8 @@ LIMITS = {
     "min_sample_time": (0.0001, 60.0),  # seconds one sample lasts at least
     "warmup": (0.0, 60.0),             # seconds of untimed repetitions per process
     "timeout": (0.1, 86400.0),         # seconds one process may take
+    "budget": (0.0, 86400.0),          # seconds per experiment for rounds on undecided comparisons (0: fixed runs)
+    "precision": (1e-06, 0.5),         # a comparison is decided when its interval is within +-this
 }
 
 
@@ -121,7 +128,8 @@ def _check_setting(value, key: str, where: str) -> None:
     lo, hi = LIMITS[key]
     whole = isinstance(lo, int)
     _check(not isinstance(value, bool) and isinstance(value, int if whole else (int, float)), f"{where}: {key}",
-           f"expected {'a whole number' if whole else 'a number of seconds'}, got {value!r}")
+           f"expected {'a whole number' if whole else 'a fraction' if key == 'precision' else 'a number of seconds'}, "
+           f"got {value!r}")
     _check(lo <= value <= hi, f"{where}: {key}", f"must be {lo}..{hi}, got {value!r}")
 
 
@@ -250,7 +258,7 @@ def _programs_from_toml(table, where: str) -> dict:
         raise PlanError(str(e)) from None
 
 
-_PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer",
+_PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer", "budget", "precision",
               "measure_identical", "probe_tables", "variants", "experiment", "program", "cold"}
 _EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "runs", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
@@ -312,7 +320,7 @@ def from_dict(d: dict, where: str) -> Plan:
                                params=ed.get("params") or {}, runs=ed.get("runs"), samples=ed.get("samples")))
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
-                **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout",
+                **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
                                      "profile", "timer", "measure_identical") if k in d},
                 probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     return validate(plan, where)

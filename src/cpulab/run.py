@@ -14,13 +14,16 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import build, emulation, machine, probes, toolchain, workloads
+from . import build, emulation, machine, probes, stats, toolchain, workloads
+from .analysis.summary import compare_results, result_summary
 from .execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
+from .model import Verdict
 from .plan import Plan
-from .store import Store
+from .store import SIGNALS, Store
 
 class Progress(Protocol):
     def phase(self, name: str, total: int) -> None: ...
@@ -296,37 +299,107 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
 
 def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random) -> None:
-    """Rounds until every live target has the plan's number of processes (a resumed
-    target starts from the processes it already has)."""
-    live = [t for t in targets if t.live]
-    progress.phase("measure", sum(plan.runs_of(t.experiment) - t.done for t in live))
+    """Rounds until every comparison point has its rounds.  Each round runs every live
+    job once; the points run in random order and the variants of one point back to back
+    in random order, so a burst of interference hits a variant and its baseline alike
+    (what the paired analysis relies on).  With a fixed count every point gets `runs`
+    rounds; in budget mode a point whose comparisons are undecided at a look (n, 2n
+    rounds) gets rounds up to the next look (2n, 4n) while its experiment has budget.
+    A resumed target that is ahead of its point's other targets waits for them."""
+    points = _points([t for t in targets if t.live])
+    goal = {k: plan.runs_of(k[0]) for k in points}
+    done = {k: min(t.done for t in ts) for k, ts in points.items()}  # a resumed run's targets have some
+    spent: dict[str, float] = defaultdict(float)
     prepared: dict[int, dict[str, str]] = {}
-    for _ in range(max((plan.runs_of(t.experiment) - t.done for t in live), default=0)):
-        order = [t for t in live if t.live and t.done < plan.runs_of(t.experiment)]
-        rng.shuffle(order)
-        for t in order:
-            w = workloads.get(t.workload)
-            if t.result_id not in prepared:
-                try:
-                    prepared[t.result_id] = site.prepare(w, t.params)
-                except Stopped:  # not this point's failure: the whole run stops
-                    raise
-                except Exception as e:  # a data file that cannot be made fails this point only
-                    t.live = False
-                    store.set_status(t.result_id, "setup-failed", f"preparing {t.workload}: {e}")
-                    progress.advance(f"{t.workload} {t.variant}: setup-failed")
-                    continue
-            v = plan.variant(t.variant)
-            job = HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment),
-                             plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env),
-                             emulator=t.emulator)
-            out = site.executor.execute(job)
-            progress_label = f"round {t.done + 1}/{plan.runs_of(t.experiment)}  {t.workload} {t.variant}"
-            if out.status == "ok":
-                store.add_invocation(t.result_id, t.done, out.data, out.layout_pad)
-                t.done += 1
-            else:
-                t.live = False
-                store.set_status(t.result_id, out.status, out.error)
-            progress.advance(progress_label
-                             + (f"  {out.status}: {out.error[:60]}" if out.status != "ok" else ""))
+    progress.phase("measure", sum(goal[k] * len(ts) for k, ts in points.items()))
+    while True:
+        due = [k for k in points if done[k] < goal[k] and any(t.live for t in points[k])]
+        if not due:
+            due = _next_look(plan, store, points, goal, done, spent, progress)
+            if not due:
+                return
+        rng.shuffle(due)
+        for k in due:
+            if plan.budget and done[k] >= plan.runs_of(k[0]) and spent[k[0]] >= plan.budget:
+                goal[k] = done[k]  # out of budget: this round is not started
+                continue
+            order = [t for t in points[k] if t.live and t.done <= done[k]]
+            rng.shuffle(order)
+            for t in order:
+                spent[k[0]] += _measure_once(plan, store, t, goal[k], site, progress, prepared)
+            done[k] += 1
+
+
+def _points(live: list[Target]) -> dict[tuple, list[Target]]:
+    """The live targets grouped by comparison point: (experiment, workload, params)."""
+    points: dict[tuple, list[Target]] = defaultdict(list)
+    for t in live:
+        points[(t.experiment, t.workload, json.dumps(t.params, sort_keys=True))].append(t)
+    return points
+
+
+def _next_look(plan: Plan, store: Store, points: dict, goal: dict, done: dict, spent: dict,
+               progress: Progress) -> list[tuple]:
+    """In budget mode, at a look (n or 2n rounds): the points with an undecided comparison
+    get rounds up to the next look, while their experiment has budget left; the undecided
+    ones are shown.  There are at most stats.LOOKS looks, each tested at
+    stats.look_alpha, so stopping early cannot inflate false verdicts."""
+    if not plan.budget:
+        return []
+    more, labels = [], []
+    for k, ts in points.items():
+        n = plan.runs_of(k[0])
+        if done[k] != goal[k] or goal[k] >= n * 2 ** (stats.LOOKS - 1) or spent[k[0]] >= plan.budget:
+            continue
+        summaries = [result_summary(store.result(t.result_id), store.samples(t.result_id)) for t in ts]
+        baseline = next(e.baseline for e in plan.experiments if e.name == k[0])
+        open_ = [c for c in compare_results(summaries, {k[0]: baseline}, stats.look_alpha(True))
+                 if c.verdict not in (Verdict.FASTER, Verdict.SLOWER, Verdict.IDENTICAL_CODE, Verdict.NO_BASELINE)
+                 and c.ratio and not (c.verdict == Verdict.SAME and (c.ci[1] - c.ci[0]) / 2 <= plan.precision)]
+        if open_:
+            goal[k] = min(2 * goal[k], n * 2 ** (stats.LOOKS - 1))
+            more.append(k)
+            labels += [f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}" for c in open_]
+    if more:
+        progress.note(f"{len(labels)} undecided: " + "; ".join(labels[:6]) + (" ..." if len(labels) > 6 else ""))
+        progress.phase("undecided", sum((goal[k] - done[k]) * len(points[k]) for k in more))
+    return more
+
+
+def fmt_interval(ci: list[float]) -> str:
+    return f"[{(ci[0] - 1) * 100:+.1f}%, {(ci[1] - 1) * 100:+.1f}%]"
+
+
+def _measure_once(plan: Plan, store: Store, t: Target, goal: int, site: Site, progress: Progress,
+                  prepared: dict[int, dict[str, str]]) -> float:
+    """The next process of one target (its round: t.done); stores its samples, each with
+    why it is left out if the signals around it say it was disturbed
+    (stats.contamination), or the failure.  Returns the seconds it took."""
+    w = workloads.get(t.workload)
+    if t.result_id not in prepared:
+        try:
+            prepared[t.result_id] = site.prepare(w, t.params)
+        except Stopped:  # not this point's failure: the whole run stops
+            raise
+        except Exception as e:  # a data file that cannot be made fails this point only
+            t.live = False
+            store.set_status(t.result_id, "setup-failed", f"preparing {t.workload}: {e}")
+            progress.advance(f"{t.workload} {t.variant}: setup-failed")
+            return 0.0
+    v = plan.variant(t.variant)
+    job = HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment),
+                     plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator)
+    out = site.executor.execute(job)
+    rnd = t.done
+    if out.status == "ok":
+        d = out.data
+        excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}})
+                    for i, ns in enumerate(d["ns"])]
+        store.add_invocation(t.result_id, rnd, d, out.layout_pad, excluded)
+        t.done += 1
+    else:
+        t.live = False
+        store.set_status(t.result_id, out.status, out.error)
+    progress.advance(f"round {rnd + 1}/{goal}  {t.workload} {t.variant}"
+                     + (f"  {out.status}: {out.error[:60]}" if out.status != "ok" else ""))
+    return out.process.wall_s if out.process else 0.0

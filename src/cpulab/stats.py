@@ -14,6 +14,24 @@ import numpy as np
 from scipy import stats as sps
 
 ALPHA = 0.05
+# Budget mode looks at the data after n, 2n and 4n rounds at most (run.py); each look
+# tests at ALPHA / LOOKS, so by the union bound the chance of any false verdict over
+# all looks, whatever the stopping rule, stays below ALPHA (alpha spending, Bonferroni).
+LOOKS = 3
+# How processes are compared: "unpaired" (Mann-Whitney over processes) had as much or
+# more power than "paired" (signed-rank over per-round ratios) at the same false rate
+# on this machine: once preempted samples are left out, rounds share little noise, and
+# the signed-rank floor 2/2^n needs 7 rounds at 0.05/3 (bench/power.py --rounds; README).
+DEFAULT_METHOD = "unpaired"
+# A sample whose thread was off the CPU for more than this share of it (another thread
+# ran: involuntary switch) is contaminated (bench/interference.py; README) -- unless it
+# is long enough that subtracting the off-CPU time leaves less than SWITCH_BIAS_LIMIT of
+# error, counting SWITCH_COST_NS of cache refill per switch (preempted 2.5 ms samples
+# read 2.8% low per on-CPU second here: ~70 us a switch).  One pass over a 100 MB file
+# lasts 0.4 s and is always preempted on a loaded machine; it stays usable this way.
+OFFCPU_LIMIT = 0.01
+SWITCH_COST_NS = 100e3
+SWITCH_BIAS_LIMIT = 0.0025
 # Differences smaller than this are "same" even when significant: layout alone moves
 # results by about this much (Mytkowicz et al., ASPLOS 2009).
 MIN_EFFECT = 0.01
@@ -25,6 +43,19 @@ class Estimate:
     ci: tuple[float, float]
     cv: float  # coefficient of variation (std / mean)
     n: int
+    ci_coverage: float = math.nan  # the real coverage of ci: 0.95 or more, less below 6 observations
+
+
+def _median_ci_rank(n: int, confidence: float) -> tuple[int, float]:
+    """The rank l of the interval [x_(l), x_(n-1-l)] and its coverage P(l < B <= n-1-l),
+    B ~ Binomial(n, 1/2): the largest l whose coverage is still >= confidence, or l = 0
+    (the full range) when no pair of ranks reaches it."""
+    def coverage(l: int) -> float:
+        return float(sps.binom.cdf(n - 1 - l, n, 0.5) - sps.binom.cdf(l, n, 0.5))
+    l = 0
+    while l + 1 < n - 2 - l and coverage(l + 1) >= confidence:
+        l += 1
+    return l, coverage(l)
 
 
 def median_ci(x, confidence: float = 0.95) -> tuple[float, float]:
@@ -32,39 +63,72 @@ def median_ci(x, confidence: float = 0.95) -> tuple[float, float]:
 
     The number of observations below the median is Binomial(n, 1/2); the interval
     [x_(l), x_(u)] covers the median with probability P(l <= B < u).  With fewer than 6
-    observations no pair of ranks reaches 95%; the full range is returned.
+    observations no pair of ranks reaches 95%; the full range is returned, and
+    median_ci_coverage says what it really covers (50% at n=2, 94% at n=5).
     """
     x = np.sort(np.asarray(x, dtype=float))
     n = len(x)
     if n == 0:
         return (math.nan, math.nan)
-    def coverage(l: int) -> float:  # P(x_(l) <= median <= x_(n-1-l)) = P(l < B <= n-1-l)
-        return float(sps.binom.cdf(n - 1 - l, n, 0.5) - sps.binom.cdf(l, n, 0.5))
+    l, _ = _median_ci_rank(n, confidence)
+    return (float(x[l]), float(x[n - 1 - l]))
 
-    l = 0
-    while l + 1 < n - 2 - l and coverage(l + 1) >= confidence:
-        l += 1
-    u = n - 1 - l
-    return (float(x[l]), float(x[u]))
+
+def median_ci_coverage(n: int, confidence: float = 0.95) -> float:
+    """The probability that median_ci of n observations covers the true median."""
+    return _median_ci_rank(n, confidence)[1] if n > 1 else 0.0
 
 
 def estimate(x) -> Estimate:
     x = np.asarray(x, dtype=float)
     if len(x) == 0:
-        return Estimate(math.nan, (math.nan, math.nan), math.nan, 0)
+        return Estimate(math.nan, (math.nan, math.nan), math.nan, 0, 0.0)
     mean = float(np.mean(x))
     cv = float(np.std(x, ddof=1) / mean) if len(x) > 1 and mean else 0.0
-    return Estimate(float(np.median(x)), median_ci(x), cv, len(x))
+    return Estimate(float(np.median(x)), median_ci(x), cv, len(x), median_ci_coverage(len(x)))
+
+
+def look_alpha(sequential: bool) -> float:
+    """The level each look tests at: ALPHA with a fixed run count, ALPHA / LOOKS when
+    rounds are added until the comparisons are decided (budget mode)."""
+    return ALPHA / LOOKS if sequential else ALPHA
+
+
+def contamination(sample: dict) -> str:
+    """Why a sample (the harness's per-sample signals) is left out of estimates; '' if it
+    is used.  Only signals that predicted slow samples here are rules (README)."""
+    if sample.get("migrated"):
+        return "migrated between CPUs"
+    if sample.get("steal_ticks"):
+        return f"steal {sample['steal_ticks']:g} ticks"
+    off = sample.get("offcpu_ns")
+    if off is None or off <= OFFCPU_LIMIT * sample["ns"]:
+        return ""
+    switches = sample.get("invol_switches") or 0
+    share = f"{100 * off / sample['ns']:.0f}%"
+    if not switches:
+        return f"off-cpu {share} without a switch"
+    if switches * SWITCH_COST_NS > SWITCH_BIAS_LIMIT * (sample["ns"] - off):
+        return f"off-cpu {share} ({switches:g} switches)"
+    return ""  # long enough: its on-CPU time is the measure (on_cpu_ns)
+
+
+def on_cpu_ns(sample: dict) -> float:
+    """The time a sample's thread had the CPU: wall minus off-CPU time where the harness
+    measured it (equal to the wall time for an undisturbed sample)."""
+    return sample["ns"] - max(sample.get("offcpu_ns") or 0.0, 0.0)
 
 
 @dataclass(frozen=True)
 class Comparison:
     ratio: float  # median(variant) / median(baseline), of a higher-is-better rate
     ci: tuple[float, float]
-    p: float  # two-sided Mann-Whitney U
+    p: float  # two-sided: Mann-Whitney U (unpaired) or Wilcoxon signed-rank (paired)
     p_adjusted: float  # after Holm's correction over the family
     verdict: str  # faster | slower | same | inconclusive
     p_floor: float = 0.0  # the smallest p these sample sizes can give
+    method: str = "unpaired"  # unpaired (Mann-Whitney) | paired (signed-rank over rounds)
+    n: int = 0  # rounds (paired) or the smaller side's processes (unpaired)
 
 
 def p_floor(n1: int, n2: int) -> float:
@@ -119,12 +183,76 @@ def verdict(ratio: float, ci: tuple[float, float], p_adjusted: float, alpha: flo
     return "faster" if ratio > 1 else "slower"
 
 
-def compare(baseline, variant) -> Comparison:
-    """One variant's observations against the baseline's, before any correction."""
+def compare(baseline, variant, alpha: float = ALPHA) -> Comparison:
+    """Unpaired: one variant's per-process observations against the baseline's, before
+    any correction (Mann-Whitney U, bootstrap interval of the ratio of medians)."""
     base, var = np.asarray(baseline, float), np.asarray(variant, float)
     ratio = float(np.median(var) / np.median(base))
-    ci, p, floor = ratio_ci(base, var), mann_whitney_p(base, var), p_floor(len(base), len(var))
-    return Comparison(ratio, ci, p, p, verdict(ratio, ci, p, p_floor_adjusted=floor), floor)
+    ci = ratio_ci(base, var, confidence=1 - alpha)
+    p, floor = mann_whitney_p(base, var), p_floor(len(base), len(var))
+    return Comparison(ratio, ci, p, p, verdict(ratio, ci, p, alpha, p_floor_adjusted=floor), floor,
+                      "unpaired", min(len(base), len(var)))
+
+
+def signed_rank_null(n: int) -> np.ndarray:
+    """P(W+ = w), w = 0 .. n(n+1)/2, for n untied nonzero differences under symmetry:
+    each rank joins W+ with probability 1/2 (exact, by convolution)."""
+    dist = np.zeros(n * (n + 1) // 2 + 1)
+    dist[0] = 1.0
+    top = 0
+    for r in range(1, n + 1):
+        dist[r:top + r + 1] = 0.5 * dist[r:top + r + 1] + 0.5 * dist[:top + 1].copy()
+        dist[:r] *= 0.5
+        top += r
+    return dist
+
+
+def paired_compare(ratios, alpha: float = ALPHA) -> Comparison:
+    """Paired: the per-round ratios variant/baseline (each round ran both back to back).
+
+    On log ratios: the exact Wilcoxon signed-rank p (symmetric under "no difference",
+    since the order within a round is random), the Hodges-Lehmann estimate (median of
+    the Walsh averages) as the ratio, and the matching distribution-free interval from
+    the Walsh averages at the exact critical rank (coverage >= 1 - alpha)."""
+    d = np.log(np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], float))
+    n = len(d)
+    if n == 0:
+        return Comparison(math.nan, (math.nan, math.nan), 1.0, 1.0, "inconclusive", 1.0, "paired", 0)
+    walsh = np.sort((d[:, None] + d[None, :])[np.triu_indices(n)] / 2)
+    ratio = float(math.exp(np.median(walsh)))
+    nz = d[d != 0]
+    m = len(nz)
+    floor = min(1.0, 2 * 0.5 ** m) if m else 1.0
+    if m == 0:
+        return Comparison(ratio, (ratio, ratio), 1.0, 1.0, verdict(ratio, (ratio, ratio), 1.0, alpha, p_floor_adjusted=floor),
+                          floor, "paired", n)
+    ranks = sps.rankdata(np.abs(nz))
+    w = float(ranks[nz > 0].sum())
+    null = signed_rank_null(m)
+    cdf = np.cumsum(null)
+    # With ties among |d| the ranks are midranks; round W+ to the exact table (ties are
+    # rare in nanosecond timings).
+    lo_tail = cdf[min(int(math.floor(w)), len(cdf) - 1)]
+    hi_tail = 1.0 - (cdf[int(math.ceil(w)) - 1] if w >= 1 else 0.0)
+    p = float(min(1.0, 2 * min(lo_tail, hi_tail)))
+    # Interval [w_(C), w_(M+1-C)] (1-based) with C the largest rank such that
+    # P(W+ <= C-1) <= alpha/2; its coverage is 1 - 2 P(W+ <= C-1).  When even C = 1 is
+    # too wide for alpha (under 6 rounds at 0.05), the full range is all there is, and
+    # the p floor makes the verdict inconclusive.
+    cdf_all = np.cumsum(signed_rank_null(n))
+    c = max(1, int(np.searchsorted(cdf_all, alpha / 2, side="right")))
+    ci = (float(math.exp(walsh[c - 1])), float(math.exp(walsh[len(walsh) - c])))
+    return Comparison(ratio, ci, p, p, verdict(ratio, ci, p, alpha, p_floor_adjusted=floor), floor, "paired", n)
+
+
+def compare_pair(baseline: dict[int, float], variant: dict[int, float], alpha: float = ALPHA,
+                 method: str = DEFAULT_METHOD) -> Comparison:
+    """Compare per-process observations keyed by round: paired over the rounds both ran
+    in (ratio variant/baseline of each round), or unpaired over all of them."""
+    if method == "paired":
+        both = sorted(set(baseline) & set(variant))
+        return paired_compare([variant[r] / baseline[r] for r in both], alpha)
+    return compare(list(baseline.values()), list(variant.values()), alpha)
 
 
 def adjust_family(comparisons: list[Comparison], alpha: float = ALPHA,
@@ -134,7 +262,7 @@ def adjust_family(comparisons: list[Comparison], alpha: float = ALPHA,
     adjusted = holm([c.p for c in comparisons])
     m = len(comparisons)
     return [Comparison(c.ratio, c.ci, c.p, pa, verdict(c.ratio, c.ci, pa, alpha, min_effect, min(1.0, c.p_floor * m)),
-                       c.p_floor)
+                       c.p_floor, c.method, c.n)
             for c, pa in zip(comparisons, adjusted)]
 
 

@@ -104,7 +104,32 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN machine TEXT NOT NULL DEFAULT '';
     CREATE INDEX runs_parent ON runs(parent);
     """,
+    # 4: what was seen around each sample (harness), and why a sample is left out of
+    # estimates ('' = used).  Older samples have NULL signals and are all used.
+    """
+    ALTER TABLE samples ADD COLUMN invol_switches REAL;   -- of the thread, during the sample
+    ALTER TABLE samples ADD COLUMN vol_switches REAL;
+    ALTER TABLE samples ADD COLUMN offcpu_ns REAL;        -- wall minus thread CPU time
+    ALTER TABLE samples ADD COLUMN migrated REAL;         -- 1: CPU differed before and after
+    ALTER TABLE samples ADD COLUMN steal_ticks REAL;      -- /proc/stat steal of the CPU, USER_HZ
+    ALTER TABLE samples ADD COLUMN ratio_before REAL;     -- core/TSC ratio just before
+    ALTER TABLE samples ADD COLUMN ratio_after REAL;
+    ALTER TABLE samples ADD COLUMN canary_before REAL;    -- independent adds per cycle
+    ALTER TABLE samples ADD COLUMN canary_after REAL;
+    ALTER TABLE samples ADD COLUMN excluded TEXT NOT NULL DEFAULT '';
+    """,
 ]
+
+# Per-sample signals the harness prints as arrays (older harness output lacks them).
+SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_ticks", "ratio_before", "ratio_after",
+           "canary_before", "canary_after")
+
+
+def _result_row(r: sqlite3.Row) -> dict:
+    d = dict(r)
+    d["params"] = json.loads(d["params"])
+    d["notes"] = json.loads(d["notes"])
+    return d
 
 
 class StoreError(Exception):
@@ -306,15 +331,20 @@ class Store:
         with self.tx() as c:
             c.execute("UPDATE results SET status = 'identical', same_as = ? WHERE id = ?", (same_as, result_id))
 
-    def add_invocation(self, result_id: int, invocation: int, out: dict, layout_pad: int) -> None:
-        """Store one harness JSON result's samples, and its notes."""
+    def add_invocation(self, result_id: int, invocation: int, out: dict, layout_pad: int,
+                       excluded: list[str] | None = None) -> None:
+        """Store one harness JSON result's samples (with the signals seen around each and,
+        in `excluded`, why a sample is left out of estimates), and its notes."""
         rows = []
         for i, ns in enumerate(out["ns"]):
+            signals = [out[k][i] if k in out else None for k in SIGNALS]
             rows.append((result_id, invocation, i, ns, out["cycles"][i], out["instructions"][i], out["work"], out["reps"],
                          out["user_s"][i], out["sys_s"][i], out["timer"], out.get("tsc_hz"),
-                         out.get("core_per_tsc"), layout_pad))
+                         out.get("core_per_tsc"), layout_pad, *signals, excluded[i] if excluded else ""))
+        cols = ("result_id, invocation, idx, ns, cycles, instructions, work, reps, user_s, sys_s, timer, tsc_hz,"
+                " core_per_tsc, layout_pad, " + ", ".join(SIGNALS) + ", excluded")
         with self.tx() as c:
-            c.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            c.executemany(f"INSERT INTO samples ({cols}) VALUES ({', '.join('?' * len(rows[0]))})", rows)
             c.execute("UPDATE results SET notes = ?, status = 'ok' WHERE id = ? AND status = 'pending'",
                       (json.dumps(out.get("notes", {})), result_id))
 
@@ -409,13 +439,10 @@ class Store:
                 for r in self.con.execute("SELECT * FROM variants WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
     def results(self, run_id: int) -> list[dict]:
-        out = []
-        for r in self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,)):
-            d = dict(r)
-            d["params"] = json.loads(d["params"])
-            d["notes"] = json.loads(d["notes"])
-            out.append(d)
-        return out
+        return [_result_row(r) for r in self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))]
+
+    def result(self, result_id: int) -> dict:
+        return _result_row(self.con.execute("SELECT * FROM results WHERE id = ?", (result_id,)).fetchone())
 
     def processes_measured(self, run_id: int) -> dict[int, int]:
         """Result id -> the next invocation number (processes measured so far) of a run's

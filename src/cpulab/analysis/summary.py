@@ -9,7 +9,7 @@ point, and the analyses stored with the run.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 
@@ -19,30 +19,43 @@ from ..store import Store
 from ..workloads import UNITS
 
 
-def _per_invocation(samples: list[dict], fn) -> list[float]:
-    """Median of fn(sample) within each invocation: one observation per process."""
+def _per_invocation(samples: list[dict], fn, reduce=np.median) -> dict[int, float]:
+    """reduce(fn(sample)) over the used samples of each invocation: one observation per
+    process, keyed by invocation (= the round it ran in).  Samples judged contaminated
+    when they were measured (`excluded`) are left out; a process with none left is too."""
     groups: dict[int, list[float]] = defaultdict(list)
     for s in samples:
+        if s.get("excluded"):
+            continue
         v = fn(s)
         if v is not None and math.isfinite(v):
             groups[s["invocation"]].append(v)
-    return [float(np.median(g)) for _, g in sorted(groups.items())]
+    return {inv: float(reduce(g)) for inv, g in sorted(groups.items())}
 
 
 def result_summary(r: dict, samples: list[dict]) -> Result:
     label, divisor, per_clock = UNITS.get(r["unit"], (r["unit"] + "/s", 1.0, "cycles/unit"))
-    rates = _per_invocation(samples, lambda s: s["work"] / s["ns"] * 1e9 / divisor)
-    cpu = _per_invocation(samples, lambda s: s["cycles"] / s["work"] if s["cycles"] is not None else None)
-    ipc = _per_invocation(samples, lambda s: s["instructions"] / s["cycles"]
-                          if s["instructions"] is not None and s["cycles"] else None)
-    est = stats.estimate(rates)
+    # One-sided noise: a process's estimate is its fastest used sample (stats.PROCESS_ESTIMATOR).
+    # Rates per on-CPU second: the same as per wall second for an undisturbed sample; a long
+    # sample kept despite preemption loses the time other threads had (stats.contamination).
+    rates = _per_invocation(samples, lambda s: s["work"] / stats.on_cpu_ns(s) * 1e9 / divisor, np.max)
+    cpu = list(_per_invocation(samples, lambda s: s["cycles"] * stats.on_cpu_ns(s) / s["ns"] / s["work"]
+                               if s["cycles"] is not None else None, np.min).values())
+    ipc = list(_per_invocation(samples, lambda s: s["instructions"] / s["cycles"]
+                               if s["instructions"] is not None and s["cycles"] else None).values())
+    est = stats.estimate(list(rates.values()))
+    excluded = [s["excluded"] for s in samples if s.get("excluded")]
     out = {
         "id": r["id"], "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
         "params": r["params"], "unit": r["unit"], "rate_unit": label, "per_clock_unit": per_clock,
         "status": r["status"], "error": r["error"], "same_as": r["same_as"], "notes": r["notes"],
         "emulated": bool(r["notes"].get("emulated")),  # ran under qemu-user: time is the emulator's
         "median": est.median if rates else None, "ci": list(est.ci) if rates else None,
+        "ci_coverage": est.ci_coverage if rates else None,
         "cv": est.cv if rates else None, "processes": len(rates), "invocations": len(rates),
+        "excluded_samples": len(excluded),
+        "excluded_processes": len({s["invocation"] for s in samples}) - len(rates),
+        "excluded_why": dict(Counter(w.split(" ")[0] for w in excluded)),
         "cycles_per_unit": float(np.median(cpu)) if cpu else None,
         "cycles_per_unit_ci": list(stats.median_ci(cpu)) if cpu else None,
         "ns_per_unit": (1e9 / (est.median * divisor)) if rates and est.median else None,
@@ -56,16 +69,18 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
     # real/user/sys of one repetition (one pass over a file, one block of keys ...)
     for key, fn in (("real_s", lambda s: s["ns"] * 1e-9 / s["reps"]), ("user_s", lambda s: s["user_s"] / s["reps"]),
                     ("sys_s", lambda s: s["sys_s"] / s["reps"])):
-        obs = _per_invocation(samples, fn)
+        obs = list(_per_invocation(samples, fn).values())
         out[key] = float(np.median(obs)) if obs else None
     return Result.from_dict(out)
 
 
-def compare_results(results: list[Result], baselines: dict[str, str]) -> list[Comparison]:
+def compare_results(results: list[Result], baselines: dict[str, str], alpha: float = stats.ALPHA,
+                    method: str = stats.DEFAULT_METHOD) -> list[Comparison]:
     """Every variant against its experiment's baseline at the same workload and params,
     Holm-corrected within each family: the variants compared at one parameter point.
     (Each point of a sweep is its own question, "which build is faster at N?"; correcting
-    across all points as well would make long sweeps unable to say anything.)"""
+    across all points as well would make long sweeps unable to say anything.)  alpha is
+    the level of this look (stats.look_alpha); method paired or unpaired (stats.compare_pair)."""
     by_point: dict[tuple, dict[str, Result]] = defaultdict(dict)
     for r in results:
         by_point[(r.experiment, r.workload, r.point)][r.variant] = r
@@ -78,7 +93,7 @@ def compare_results(results: list[Result], baselines: dict[str, str]) -> list[Co
         for name, r in variants.items():
             if name == base_name:
                 continue
-            row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE)
+            row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE, alpha=alpha)
             measured = _measured_as(r, variants)
             if base is None or not base.status.measured:
                 pass
@@ -92,9 +107,10 @@ def compare_results(results: list[Result], baselines: dict[str, str]) -> list[Co
                 families[(exp, wl, pk)].append((row, base_measured, measured))
             rows.append(row)
     for fam in families.values():
-        raw = [stats.compare(b.observations, m.observations) for _, b, m in fam]
-        for (row, _, _), c in zip(fam, stats.adjust_family(raw)):
+        raw = [stats.compare_pair(b.observations, m.observations, alpha, method) for _, b, m in fam]
+        for (row, _, _), c in zip(fam, stats.adjust_family(raw, alpha)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = c.ratio, list(c.ci), c.p_adjusted, c.p, Verdict(c.verdict)
+            row.method, row.rounds = c.method, c.n
     return rows
 
 
@@ -114,11 +130,11 @@ def geomeans(comparisons: list[Comparison]) -> list[Geomean]:
     return [Geomean(e, w, v, b, stats.geomean(rs), len(rs)) for (e, w, v, b), rs in groups.items()]
 
 
-def summarise(store: Store, run_id: int, baseline: str | None = None) -> Summary:
+def summarise(store: Store, run_id: int, baseline: str | None = None, method: str = stats.DEFAULT_METHOD) -> Summary:
     run = store.run(run_id)
     results = [result_summary(r, store.samples(r["id"])) for r in store.results(run_id)]
     baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
-    comparisons = compare_results(results, baselines)
+    comparisons = compare_results(results, baselines, stats.look_alpha(bool(run["plan"].get("budget"))), method)
     return Summary(run_id=run_id, status=run["status"], started=run["started"], finished=run["finished"],
                    plan=run["plan"], machine=run["fingerprint"], conditions=run["conditions"],
                    timing=run["timing"], variants=store.variants(run_id), results=results,

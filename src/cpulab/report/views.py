@@ -162,7 +162,7 @@ def geomean_table(s: Summary) -> Table | None:
 
 RESULT_FIELDS = ["experiment", "workload", "variant", "params", "status", "unit", "rate_unit", "median", "ci_low",
                  "ci_high", "cv", "cycles_per_unit", "ns_per_unit", "real_s", "user_s", "sys_s", "processes",
-                 "invocations", "timer", "emulated", "error"]
+                 "invocations", "excluded_samples", "ci_coverage", "timer", "emulated", "error"]
 COMPARISON_FIELDS = ["experiment", "workload", "params", "baseline", "variant", "ratio", "ci_low", "ci_high", "p",
                      "verdict"]
 

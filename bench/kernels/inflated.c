@@ -1,0 +1,60 @@
+/* inflated.c - a bench kernel whose true rate is known relative to its honest twin.
+ *
+ * Each repetition compresses 100 SHA-256 blocks (6400 bytes) and reports 6400 bytes of
+ * work; with INFLATE_PERCENT=3 in the environment it compresses 103 blocks and still
+ * reports 6400 bytes, so its true rate is exactly 100/103 of the honest one (less the
+ * per-call overhead, a few cycles against ~100k).  bench/power.py measures the two as
+ * variants and counts how often cpulab calls the difference.
+ */
+#include "cpulab.h"
+#include "../../src/cpulab/kernels/sha256_core.h" /* the same compression function as the sha256 workload */
+
+#include <stdlib.h>
+
+const char k_unit[] = "bytes";
+
+#define BLOCKS 100
+
+struct ctx {
+    uint8_t buf[(BLOCKS + 10) * 64];
+    uint64_t blocks; /* compressed per repetition */
+};
+
+void *k_setup(void)
+{
+    struct ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    const char *pct = getenv("INFLATE_PERCENT");
+    c->blocks = BLOCKS + (pct ? (uint64_t)atoi(pct) : 0);
+    if (c->blocks > BLOCKS + 10) {
+        k_fail("INFLATE_PERCENT above 10");
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof c->buf; i++)
+        c->buf[i] = (uint8_t)(i * 7);
+    return c;
+}
+
+int k_verify(void *ctx)
+{
+    (void)ctx;
+    return sha256_self_test();
+}
+
+uint64_t k_run(void *ctx, uint64_t reps)
+{
+    struct ctx *c = ctx;
+    uint32_t st[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (uint64_t r = 0; r < reps; r++) {
+        st[0] ^= (uint32_t)r;
+        sha256_blocks(st, c->buf, c->blocks);
+    }
+    return ((uint64_t)st[0] << 32) | st[7];
+}
+
+double k_work(const void *ctx, uint64_t reps)
+{
+    (void)ctx;
+    return (double)BLOCKS * 64 * (double)reps;
+}
