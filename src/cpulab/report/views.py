@@ -63,7 +63,7 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
                 best[r.point] = max(best[r.point], r.median)
         base = next((c.baseline for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)), "")
         names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", rows[0].per_clock_unit, "% of max",
-                 f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
+                 "left out", f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
         t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [95% CI]", columns(*names, left=2))
         t.columns[names.index("verdict")].left = True
         last = None
@@ -74,11 +74,13 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
             compared = c is not None and c.ratio is not None and c.verdict != Verdict.IDENTICAL_CODE
             cells = [Cell(params, shown), r.label,
                      Cell(r.median, f"= {r.same_as}" if r.status == Status.IDENTICAL else None),
-                     Cell(r.ci, f"{fmt_num(r.ci[0])} .. {fmt_num(r.ci[1])}" if r.ci else ""),
+                     Cell(r.ci, (f"{fmt_num(r.ci[0])} .. {fmt_num(r.ci[1])}" if r.ci else "")
+                          + (f" (covers {100 * r.ci_coverage:.0f}%)" if r.ci and (r.ci_coverage or 1) < 0.95 else "")),
                      Cell(r.cv, f"{r.cv * 100:.1f}%" if r.cv is not None else ""),
                      Cell(r.cycles_per_unit),
                      Cell(r.median / best[r.point] if r.median else None,
                           f"{100 * r.median / best[r.point]:.0f}%" if r.median else ""),
+                     Cell(r.excluded_samples, f"{r.excluded_samples} samples" if r.excluded_samples else ""),
                      Cell(c.ratio if compared else None, fmt_delta(c.ratio, c.ci) if compared else ""),
                      Cell(c.p if compared else None, f"{c.p:.3f}" if compared and c.p is not None else ""),
                      _verdict(r, c)]
@@ -164,7 +166,7 @@ RESULT_FIELDS = ["experiment", "workload", "variant", "params", "status", "unit"
                  "ci_high", "cv", "cycles_per_unit", "ns_per_unit", "real_s", "user_s", "sys_s", "processes",
                  "invocations", "excluded_samples", "ci_coverage", "timer", "emulated", "error"]
 COMPARISON_FIELDS = ["experiment", "workload", "params", "baseline", "variant", "ratio", "ci_low", "ci_high", "p",
-                     "verdict"]
+                     "verdict", "method", "rounds"]
 
 
 def _field_cells(x, names: list[str], workload: str) -> list[Cell]:
