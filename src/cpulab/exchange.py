@@ -53,6 +53,18 @@ class Sample(_Strict):
     tsc_hz: Finite | None
     core_per_tsc: Finite | None
     layout_pad: Annotated[int, Field(ge=0)]
+    # What the harness saw around the sample (store.SIGNALS; absent in older runs), and
+    # why the sample is left out of estimates ('' = used).
+    invol_switches: Finite | None = None
+    vol_switches: Finite | None = None
+    offcpu_ns: Finite | None = None
+    migrated: Finite | None = None
+    steal_ticks: Finite | None = None
+    ratio_before: Finite | None = None
+    ratio_after: Finite | None = None
+    canary_before: Finite | None = None
+    canary_after: Finite | None = None
+    excluded: Annotated[str, Field(max_length=500)] = ""
 
 
 class Result(_Strict):

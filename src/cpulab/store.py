@@ -396,10 +396,11 @@ class Store:
                         (run_id, x["experiment"], x["workload"], x["variant"], json.dumps(x["params"], sort_keys=True),
                          x["unit"], x["status"], x["error"], x["artifact_hash"], x["same_as"],
                          json.dumps(x["notes"]))).lastrowid
-                    c.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                  [(rid, s["invocation"], s["idx"], s["ns"], s["cycles"], s["instructions"],
-                                    s["work"], s["reps"], s["user_s"], s["sys_s"], s["timer"], s["tsc_hz"],
-                                    s["core_per_tsc"], s["layout_pad"]) for s in x["samples"]])
+                    cols = ["invocation", "idx", "ns", "cycles", "instructions", "work", "reps", "user_s", "sys_s",
+                            "timer", "tsc_hz", "core_per_tsc", "layout_pad", *SIGNALS, "excluded"]
+                    c.executemany(f"INSERT INTO samples (result_id, {', '.join(cols)})"
+                                  f" VALUES ({', '.join('?' * (len(cols) + 1))})",
+                                  [(rid, *(s[k] for k in cols)) for s in x["samples"]])
                 for a in r["analyses"]:
                     c.execute("INSERT INTO analyses VALUES (?, ?, ?, ?)",
                               (run_id, a["kind"], a["key"], json.dumps(a["data"])))
