@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import run_artifact
-from cpulab.analysis.cache_levels import (describe_levels, detect_levels, label_by_level,
-                                    os_cache_sizes)
+from cpulab.analysis.cache_levels import describe_levels, detect_levels, label_by_level
+from cpulab.machine import os_cache_sizes
 from cpulab.workloads import get
 from cpulab.workloads.memory import memlat_sizes
 

@@ -14,16 +14,56 @@ import shutil
 import socket
 from pathlib import Path
 
-from .analysis.cache_levels import cache_name, os_cache_sizes
+from .params import ParamError, human_bytes, parse_size
 
 SYS_CPU = Path("/sys/devices/system/cpu")
+SYSFS_CACHE = SYS_CPU / "cpu0" / "cache"
 
 
-def _read(path: Path | str, default: str = "") -> str:
+def _read(path: Path | str, default: str | None = "") -> str | None:
     try:
         return Path(path).read_text().strip()
     except OSError:
         return default
+
+
+def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
+    """The caches of cpu0 as the kernel reports them, smallest level first.
+
+    Each: {"level": 1, "type": "Data"|"Instruction"|"Unified", "size_bytes": 32768,
+    "ways": 8 or None, "line_bytes": 64 or None, "shared_cpus": "0-1" or None,
+    "name": "L1d 32 KiB"}.  Missing or unreadable sysfs gives an empty list.
+    """
+    root = Path(root)
+    caches = []
+    try:
+        dirs = sorted(root.glob("index*"))
+    except OSError:
+        return []
+    for d in dirs:
+        level, ctype, size = _read(d / "level", None), _read(d / "type", None), _read(d / "size", None)
+        if not level or not ctype or not size or not level.isdigit():
+            continue
+        try:  # sysfs writes '32K', '1024K', '2M' or plain bytes: sizes as cpulab reads them
+            size_bytes = parse_size(size)
+        except ParamError:
+            continue
+        if not size_bytes:
+            continue
+        ways = _read(d / "ways_of_associativity", None)
+        line = _read(d / "coherency_line_size", None)
+        c = {"level": int(level), "type": ctype, "size_bytes": size_bytes,
+             "ways": int(ways) if ways and ways.isdigit() else None,
+             "line_bytes": int(line) if line and line.isdigit() else None,
+             "shared_cpus": _read(d / "shared_cpu_list", None)}
+        c["name"] = cache_name(c)
+        caches.append(c)
+    return sorted(caches, key=lambda c: (c["level"], c["type"]))
+
+
+def cache_name(c: dict) -> str:
+    suffix = {"Data": "d", "Instruction": "i"}.get(c.get("type", ""), "")
+    return f"L{c['level']}{suffix} {human_bytes(c['size_bytes'])}"
 
 
 def cpuinfo() -> dict[str, str]:

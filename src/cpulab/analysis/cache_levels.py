@@ -31,9 +31,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..params import ParamError, human_bytes, parse_size
-
-SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+from ..params import human_bytes
 
 FLAT_SLOPE = math.log(1.35)      # per octave: a plateau rises less than 35 % per doubling
 MIN_STEP = math.log(1.4)         # plateaus closer than 40 % in latency are one level (a
@@ -41,54 +39,6 @@ MIN_STEP = math.log(1.4)         # plateaus closer than 40 % in latency are one 
                                  # between cache levels are 2-10x)
 AGREE_FACTOR = 1.5               # an edge within this factor of an OS cache size agrees
 MIN_SIGMA = 0.01                 # noise floor (1 %) so clean synthetic curves stay sane
-
-
-# ---- the operating system's caches --------------------------------------------------------
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
-def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
-    """The caches of cpu0 as the kernel reports them, smallest level first.
-
-    Each: {"level": 1, "type": "Data"|"Instruction"|"Unified", "size_bytes": 32768,
-    "ways": 8 or None, "line_bytes": 64 or None, "shared_cpus": "0-1" or None,
-    "name": "L1d 32 KiB"}.  Missing or unreadable sysfs gives an empty list.
-    """
-    root = Path(root)
-    caches = []
-    try:
-        dirs = sorted(root.glob("index*"))
-    except OSError:
-        return []
-    for d in dirs:
-        level, ctype, size = _read(d / "level"), _read(d / "type"), _read(d / "size")
-        if not level or not ctype or not size or not level.isdigit():
-            continue
-        try:  # sysfs writes '32K', '1024K', '2M' or plain bytes: sizes as cpulab reads them
-            size_bytes = parse_size(size)
-        except ParamError:
-            continue
-        if not size_bytes:
-            continue
-        ways = _read(d / "ways_of_associativity")
-        line = _read(d / "coherency_line_size")
-        c = {"level": int(level), "type": ctype, "size_bytes": size_bytes,
-             "ways": int(ways) if ways and ways.isdigit() else None,
-             "line_bytes": int(line) if line and line.isdigit() else None,
-             "shared_cpus": _read(d / "shared_cpu_list")}
-        c["name"] = cache_name(c)
-        caches.append(c)
-    return sorted(caches, key=lambda c: (c["level"], c["type"]))
-
-
-def cache_name(c: dict) -> str:
-    suffix = {"Data": "d", "Instruction": "i"}.get(c.get("type", ""), "")
-    return f"L{c['level']}{suffix} {human_bytes(c['size_bytes'])}"
 
 
 def data_caches(os_caches: Iterable[dict]) -> list[dict]:

@@ -16,7 +16,7 @@ from typing import Callable
 from .. import explain, workloads
 from ..model import Comparison, Result, Summary, Verdict
 from ..store import Store
-from .cache_levels import os_cache_sizes
+from ..machine import os_cache_sizes
 from .steps import explain_curves
 from .summary import summarise
 from .sweeps import bandwidth_rows, memlat_curves

@@ -80,7 +80,8 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
                      Cell(r.cycles_per_unit),
                      Cell(r.median / best[r.point] if r.median else None,
                           f"{100 * r.median / best[r.point]:.0f}%" if r.median else ""),
-                     Cell(r.excluded_samples, f"{r.excluded_samples} samples" if r.excluded_samples else ""),
+                     Cell(r.excluded_samples, f"{r.excluded_samples} sample{'s' * (r.excluded_samples > 1)}"
+                          if r.excluded_samples else ""),
                      Cell(c.ratio if compared else None, fmt_delta(c.ratio, c.ci) if compared else ""),
                      Cell(c.p if compared else None, f"{c.p:.3f}" if compared and c.p is not None else ""),
                      _verdict(r, c)]
