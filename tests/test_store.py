@@ -47,24 +47,6 @@ def test_signals_and_exclusions_round_trip(tmp_path):
     assert a["excluded"] == "" and b["excluded"].startswith("off-cpu")
 
 
-def test_a_version_1_store_is_migrated_and_keeps_its_samples(tmp_path):
-    path = tmp_path / "old.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript(MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
-                      " INSERT INTO schema_version VALUES (1);"
-                      " INSERT INTO machines VALUES ('m', '{}', 0);"
-                      " INSERT INTO runs VALUES (1, 'm', 0, 1, 'done', '{\"experiments\": []}', '{}', '{}', '[]');"
-                      " INSERT INTO results (id, run_id, workload, variant, params, unit, status)"
-                      "  VALUES (1, 1, 'sha256', 'O2', '{}', 'bytes', 'ok');"
-                      " INSERT INTO samples (result_id, invocation, idx, ns, work, reps, timer)"
-                      "  VALUES (1, 0, 0, 5.0, 10.0, 1, 'tsc');")
-    con.close()
-    s = Store(path)
-    assert s.schema_version() == len(MIGRATIONS)
-    [x] = s.samples(1)
-    assert x["ns"] == 5.0 and x["excluded"] == "" and x["invol_switches"] is None
-
-
 def test_not_a_database(tmp_path):
     bad = tmp_path / "junk.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
@@ -164,35 +146,30 @@ def test_run_of_a_dead_owner_reads_interrupted(tmp_path):
     assert s.run(run)["status"] == "running" and s.run(run)["owner_pid"] == os.getpid()
 
 
-def test_a_store_of_schema_1_is_migrated_and_readable(tmp_path):
+def test_a_store_of_schema_1_is_migrated_and_stays_readable(tmp_path):
+    """A store written by the first release opens with every migration applied: its run
+    (owner unknown, so not known to be gone), its samples (no signals, all used), and it
+    takes new runs, cluster runs among them."""
     path = tmp_path / "old.sqlite"
     con = sqlite3.connect(path)
     con.executescript(MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
                       " INSERT INTO schema_version VALUES (1);"
                       " INSERT INTO machines VALUES ('m1', '{}', 0);"
                       " INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv)"
-                      "  VALUES ('m1', 0, 'running', '{\"experiments\": []}', '{}', '{}', '[]');")
-    con.close()
-    s = Store(path)
-    assert s.schema_version() == len(MIGRATIONS)
-    assert s.run(1)["status"] == "running"  # an owner from before migration 2 is not known to be gone
-    assert new_run(s) == 2 and s.run(2)["owner_pid"] == os.getpid()
-
-
-def test_first_schema_store_stays_readable_and_gains_machine_runs(tmp_path):
-    """A store written before clusters (schema 1) opens, keeps its run, and can hold cluster runs."""
-    path = tmp_path / "v1.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript(MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
-                      " INSERT INTO schema_version VALUES (1);"
-                      " INSERT INTO machines VALUES ('m1', '{}', 0);"
-                      " INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv)"
-                      " VALUES ('m1', 1, 'done', '{\"experiments\": []}', '{}', '{}', '[]');")
+                      "  VALUES ('m1', 0, 'running', '{\"experiments\": []}', '{}', '{}', '[]');"
+                      " INSERT INTO results (id, run_id, workload, variant, params, unit, status)"
+                      "  VALUES (1, 1, 'sha256', 'O2', '{}', 'bytes', 'ok');"
+                      " INSERT INTO samples (result_id, invocation, idx, ns, work, reps, timer)"
+                      "  VALUES (1, 0, 0, 5.0, 10.0, 1, 'tsc');")
     con.close()
     s = Store(path)
     assert s.schema_version() == len(MIGRATIONS)
     old = s.run(1)
+    assert old["status"] == "running"  # an owner from before migration 2 is not known to be gone
     assert old["machine"] == "" and old["parent"] is None and s.machine_runs(1) == []
+    [x] = s.samples(1)
+    assert x["ns"] == 5.0 and x["excluded"] == "" and x["invol_switches"] is None
+    assert new_run(s) == 2 and s.run(2)["owner_pid"] == os.getpid()
     child = s.start_run({}, "m2", {"experiments": []}, {}, {}, [], parent=1, machine="alpha")
     assert s.machine_runs(1) == [child] and s.run(child)["machine"] == "alpha"
-    assert s.latest_run() == 1  # a machine's part of a cluster run is not a run of its own
+    assert s.latest_run() == 2  # a machine's part of a cluster run is not a run of its own

@@ -20,7 +20,7 @@ from .toolchain import Variant, compiler_version
 from .workloads import KERNEL_DIR, Workload
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
-HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h"]
+HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "signal_pc.h"]
 HARNESS_CFLAGS = ("-O2", "-std=gnu11")
 BUILD_TIMEOUT_S = 300
 
@@ -120,11 +120,13 @@ def build_artifact(workload: Workload, variant: Variant, cache_dir: Path | None 
 
 
 def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str = "gcc",
-               cache_dir: Path | None = None) -> Path:
+               cache_dir: Path | None = None, headers: tuple[Path, ...] = ()) -> Path:
     """A standalone helper program of cpulab's own (one C file, no harness), built once
-    and cached by its source, flags and compiler version."""
+    and cached by its source, the headers it includes, flags and compiler version."""
     source = Path(source)
     h = hashlib.sha256(source.read_bytes())
+    for f in headers:
+        h.update(Path(f).read_bytes())
     h.update(json.dumps([compiler, compiler_version(compiler), list(cflags)]).encode())
     root = Path(cache_dir or paths.artifact_dir())
     exe = root / f"tool-{h.hexdigest()[:24]}" / source.stem

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "cpulab.h"
+#include "signal_pc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +31,6 @@
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #if defined(__linux__) && defined(__has_include)
@@ -563,29 +563,12 @@ int main(int argc, char **argv);
 static uintptr_t profile_pc[MAX_PROFILE_PCS];
 static volatile sig_atomic_t profile_n;
 
-static uintptr_t context_pc(const void *uc_)
-{
-    const ucontext_t *uc = uc_;
-#if defined(__x86_64__)
-    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-#elif defined(__i386__)
-    return (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
-#elif defined(__aarch64__)
-    return (uintptr_t)uc->uc_mcontext.pc;
-#elif defined(__arm__)
-    return (uintptr_t)uc->uc_mcontext.arm_pc;
-#else
-    (void)uc;
-    return 0;
-#endif
-}
-
 static void on_profile_tick(int sig, siginfo_t *info, void *uc)
 {
     (void)sig;
     (void)info;
     if (profile_n < MAX_PROFILE_PCS)
-        profile_pc[profile_n++] = context_pc(uc);
+        profile_pc[profile_n++] = signal_pc(uc);
 }
 
 static int cmp_pc(const void *a, const void *b)

@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <ucontext.h>
 #include <unistd.h>
+
+#include "signal_pc.h"
 
 #define PROFILE_PERIOD_US 1000
 #define MAX_PCS (1 << 20)
@@ -31,22 +32,9 @@ static void on_tick(int sig, siginfo_t *info, void *uc_)
 {
     (void)sig;
     (void)info;
-    const ucontext_t *uc = uc_;
-    uintptr_t pc = 0;
-#if defined(__x86_64__)
-    pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-#elif defined(__i386__)
-    pc = (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
-#elif defined(__aarch64__)
-    pc = (uintptr_t)uc->uc_mcontext.pc;
-#elif defined(__arm__)
-    pc = (uintptr_t)uc->uc_mcontext.arm_pc;
-#else
-    (void)uc;
-#endif
     unsigned i = __atomic_fetch_add(&n_pcs, 1, __ATOMIC_RELAXED);
     if (i < MAX_PCS)
-        pcs[i] = pc;
+        pcs[i] = signal_pc(uc_);
 }
 
 __attribute__((constructor)) static void profile_start(void)
