@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cpulab import plan as plans, processes, programs, run as runner, toolchain
-from cpulab.execute import Finished, LocalExecutor
+from cpulab.execute import LocalExecutor
 from cpulab.model import Status
 from cpulab.processes import Check, ProcessJob
 from cpulab.store import Store

@@ -26,7 +26,6 @@ a factor ``AGREE_FACTOR`` from every one of them is flagged as disagreeing.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np

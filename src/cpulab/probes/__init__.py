@@ -50,6 +50,9 @@ def get(name: str) -> Probe:
 
 
 # The public API, so callers write probes.measure_loop(...) whatever module holds it.
+__all__ = ["Probe", "registry", "get", "ALIGN_GROUPS", "align_group", "align_points", "align_table", "ProbeError",
+           "assemble", "expand_loop", "split_body", "kernel_source", "measure_loop", "mca_predict",
+           "SEED004_PUBLISHED", "SEED004_SEQUENCES", "seed004_table"]
 from .align import ALIGN_GROUPS, align_group, align_points, align_table  # noqa: E402
 from .asm import ProbeError, assemble, expand_loop, split_body  # noqa: E402
 from .loop import kernel_source, measure_loop  # noqa: E402
