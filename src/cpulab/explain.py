@@ -199,7 +199,7 @@ def loop_listing(f: Function, lp: Loop) -> list[Instruction]:
 
 # ---- the sampled profile ----------------------------------------------------------------
 
-PROFILE_SECONDS = 1.0  # about 1000 addresses here (the host delivers the 97 us timer at ~1 kHz)
+PROFILE_SECONDS = 1.0  # ~10,000 addresses on a quiet host; a loaded KVM host delivered the 97 us timer at ~1 kHz
 
 
 def symbol_address(executable: str, name: str) -> int | None:
