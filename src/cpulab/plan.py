@@ -366,6 +366,9 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
 
 def from_stored(d: dict, where: str) -> Plan:
     """The Plan a run stored (Plan.as_dict), read back to resume that run."""
+    if d.get("programs"):
+        raise PlanError(f"{where}: a run with [program] tables cannot be resumed (its kernels and programs "
+                        "would be measured apart); run it again")
     try:
         custom = {name: Variant(**{**v, "cflags": tuple(v["cflags"]), "ldflags": tuple(v["ldflags"]),
                                    "abi_flags": tuple(v["abi_flags"]), "env": tuple(v["env"].items())})

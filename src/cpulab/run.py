@@ -188,8 +188,7 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
         targets = _build_all(plan, store, run_id, progress, site) if resume is None else \
             _unfinished(plan, store, run_id, progress)
         _measure(plan, store, targets, site, progress, rng)
-        if resume is None:  # a resumed run's programs keep what they had (see README)
-            _measure_programs(plan, store, run_id, site.executor, progress, rng)
+        _measure_programs(plan, store, run_id, site.executor, progress, rng)
         made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
         tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
         progress.phase("tables", len(tables))
