@@ -20,7 +20,7 @@ from .toolchain import Variant, compiler_version
 from .workloads import KERNEL_DIR, Workload
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
-HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "signal_pc.h"]
+HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "profile.h"]
 HARNESS_CFLAGS = ("-O2", "-std=gnu11")
 BUILD_TIMEOUT_S = 300
 

@@ -441,7 +441,7 @@ def profile_program(executable: str, argv: list[str], env: dict[str, str] | None
 
     from .build import build_tool
     from .processes import ProcessJob, launcher
-    lib = build_tool(PRELOAD_SOURCE, ("-O2", "-shared", "-fPIC"), headers=(PRELOAD_SOURCE.parent / "signal_pc.h",))
+    lib = build_tool(PRELOAD_SOURCE, ("-O2", "-shared", "-fPIC"), headers=(PRELOAD_SOURCE.parent / "profile.h",))
     with tempfile.TemporaryDirectory(prefix="cpulab-profile-") as d:
         job = ProcessJob(argv, launcher(), check=None, timeout=timeout,
                          env={**(env or {}), "LD_PRELOAD": str(lib), "CPULAB_PROFILE_OUT": f"{d}/profile"})

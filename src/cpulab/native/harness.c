@@ -14,7 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "cpulab.h"
-#include "signal_pc.h"
+#include "profile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -581,15 +581,9 @@ static int cmp_pc(const void *a, const void *b)
  * interrupted addresses as ,"profile":{...} (addresses in hex strings, counts). */
 static void profile_code(void *ctx, uint64_t reps, double seconds)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_profile_tick;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, PROFILE_PERIOD_US}, {0, PROFILE_PERIOD_US}}, off = {{0, 0}, {0, 0}};
+    struct itimerval off = {{0, 0}, {0, 0}};
     profile_n = 0;
-    setitimer(ITIMER_REAL, &it, NULL);
+    arm_sampler(ITIMER_REAL, SIGALRM, on_profile_tick, PROFILE_PERIOD_US);
     for (uint64_t t0 = now_ns(); (double)(now_ns() - t0) < seconds * 1e9 && profile_n < MAX_PROFILE_PCS;)
         checksum_sink ^= k_run(ctx, reps);
     setitimer(ITIMER_REAL, &off, NULL);

@@ -19,7 +19,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "signal_pc.h"
+#include "profile.h"
 
 #define PROFILE_PERIOD_US 1000
 #define MAX_PCS (1 << 20)
@@ -42,14 +42,7 @@ __attribute__((constructor)) static void profile_start(void)
     out_path = getenv("CPULAB_PROFILE_OUT");
     if (!out_path)
         return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_tick;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, NULL);
-    struct itimerval it = {{0, PROFILE_PERIOD_US}, {0, PROFILE_PERIOD_US}};
-    setitimer(ITIMER_PROF, &it, NULL);
+    arm_sampler(ITIMER_PROF, SIGPROF, on_tick, PROFILE_PERIOD_US);
 }
 
 __attribute__((destructor)) static void profile_stop(void)
