@@ -10,7 +10,7 @@ from conftest import run_artifact
 from cpulab.analysis.cache_levels import describe_levels, detect_levels, label_by_level
 from cpulab.machine import os_cache_sizes
 from cpulab.workloads import get
-from cpulab.workloads.memory import memlat_sizes
+from cpulab.workloads.memory import memlat_sizes, page_colours
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -280,3 +280,126 @@ def test_os_cache_sizes_reads_sysfs_and_tolerates_its_absence(tmp_path):
     assert caches[2]["size_bytes"] == 2 * MiB
     for c in os_cache_sizes():  # this machine, whatever it has
         assert c["size_bytes"] > 0 and c["level"] >= 1
+
+
+# ---- memlat: page colours (/proc/self/pagemap frames; root only) --------------------------
+
+def _frames_visible() -> bool:
+    """Whether this process sees physical frame numbers in /proc/self/pagemap (root)."""
+    import ctypes
+    import mmap
+    import struct
+    buf = mmap.mmap(-1, 4096)
+    buf[0] = 1
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    with open("/proc/self/pagemap", "rb") as f:
+        f.seek(addr // 4096 * 8)
+        entry = struct.unpack("<Q", f.read(8))[0]
+    return bool(entry & ((1 << 55) - 1))
+
+
+COLOUR_CACHE = {"colour_cache_bytes": 1 * MiB, "colour_ways": 8}  # 32 colours of 4 KiB
+
+
+@pytest.mark.parametrize("cache_bytes, ways, colours", [(2 * MiB, 16, 32), (1 * MiB, 8, 32), (48 * KiB, 12, 1),
+                                                          (32 * KiB, 16, 1), (480 * MiB, 16, 7680)])
+def test_page_colours_arithmetic(cache_bytes, ways, colours):
+    assert page_colours(cache_bytes, ways) == colours
+
+
+@pytest.mark.parametrize("mode, size", [("random", 3 * MiB), ("pagestride", 2 * MiB), ("sequential", 100_000)])
+def test_memlat_colour_report_counts_every_page_once(memlat, mode, size):
+    r = run_artifact(memlat, *params(size=size, mode=mode, colour="report", **COLOUR_CACHE), *QUICK)
+    assert r["status"] == "ok", r["error"]
+    n = r["notes"]
+    if not n["colour_known"]:
+        assert "colours" not in n
+        pytest.skip("no physical frames in /proc/self/pagemap (not root)")
+    pages = -(-n["working_set_bytes"] // 4096)
+    colours = page_colours(COLOUR_CACHE["colour_cache_bytes"], COLOUR_CACHE["colour_ways"])
+    assert n["colours"] == colours and n["colour_pages"] == pages
+    assert n["colour_pages_min"] * colours <= pages <= n["colour_pages_max"] * colours
+    assert n["colour_imbalance"] == pytest.approx(n["colour_pages_max"] / (pages / colours))
+
+
+FEW_COLOURS = {"colour_cache_bytes": 64 * KiB, "colour_ways": 4}  # 4 colours
+
+
+@pytest.mark.parametrize("mode, size", [("random", 3 * MiB), ("pagestride", 2 * MiB), ("sequential", 400_000)])
+def test_memlat_colour_balanced_verifies_or_skips_without_root(memlat, mode, size):
+    r = run_artifact(memlat, *params(size=size, mode=mode, colour="balanced", **FEW_COLOURS), *QUICK)
+    if not _frames_visible():
+        assert r["status"] == "skipped" and "needs root" in r["error"]
+        return
+    assert r["status"] == "ok", r["error"]
+    n = r["notes"]
+    pages = -(-n["working_set_bytes"] // 4096)
+    assert n["colour_known"] == 1 and n["colour_pages"] == pages
+    # Round robin over the colours: the counts differ by at most one unless a colour runs
+    # out.  Twice the pages needed are mapped: with 4 colours and >= 98 pages needed, even
+    # frames drawn at random leave a colour short only with odds ~1e-4 (it is 4 standard
+    # deviations away); with 32 colours and 25 pages it happens about half the time.
+    assert n["colour_pages_max"] - n["colour_pages_min"] <= 1
+    same = run_artifact(memlat, *params(size=size, mode=mode), *QUICK)
+    assert same["notes"]["chain_id"] == n["chain_id"]  # the same chain, on other pages
+
+
+def test_memlat_colour_balanced_verify_catches_a_broken_chain(memlat):
+    if not _frames_visible():
+        pytest.skip("no physical frames in /proc/self/pagemap (not root)")
+    r = run_artifact(memlat, *params(size=1 * MiB, colour="balanced", corrupt=1, **COLOUR_CACHE), *QUICK)
+    assert r["status"] == "verify-failed" and r["error"]
+
+
+@pytest.mark.parametrize("bad", [{"colour": "rainbow"}, {"colour": "report", "pages": "thp"},
+                                 {"colour": "balanced"}, {"colour": "report", "colour_cache_bytes": 1 * MiB}])
+def test_memlat_colour_rejects_bad_parameters(memlat, bad):
+    r = run_artifact(memlat, *params(size=64 * KiB, **bad), *QUICK)
+    assert r["status"] == "setup-failed" and "colour" in r["error"]
+
+
+def test_memlat_colour_without_root_notes_unknown_and_skips_balanced(memlat, tmp_path):
+    """As an unprivileged user (setpriv, when we are root) the frames read as zero."""
+    import os
+    import shutil
+    from conftest import ArgvJob
+    from cpulab.execute import default_executor
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv (Debian package util-linux) to drop to an unprivileged user")
+    exe = tmp_path / "memlat"
+    shutil.copy(memlat, exe)
+    tmp_path.chmod(0o755)
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(exe)]
+    for colour, status in (("report", "ok"), ("balanced", "skipped")):
+        argv = [*drop, *params(size=256 * KiB, colour=colour, **COLOUR_CACHE), *QUICK]
+        r = default_executor().execute(ArgvJob(argv, 60)).data
+        assert r["status"] == status, r["error"]
+        assert r["notes"].get("colour_known") == 0 and "colours" not in r["notes"]
+    assert r["error"] == "page colour needs root (/proc/self/pagemap PFNs)"
+
+
+def test_memlat_colour_command_rows(tmp_path, monkeypatch):
+    """memlat --colour, on two small made-up caches: every row measured, both sides."""
+    import json
+
+    from click.testing import CliRunner
+    from cpulab import cli
+    fake = [{"level": 2, "type": "Unified", "size_bytes": 64 * KiB, "ways": 4, "name": "L2 64 KiB"},
+            {"level": 3, "type": "Unified", "size_bytes": 256 * KiB, "ways": 8, "name": "L3 256 KiB"}]
+    monkeypatch.setattr(cli.machine, "os_cache_sizes", lambda: fake)
+    monkeypatch.setenv("CPULAB_DB", str(tmp_path / "db.sqlite"))
+    res = CliRunner().invoke(cli.cli, ["memlat", "--colour", "--processes", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["rows"]
+    assert [(r["cache"], r["size"]) for r in rows] == [
+        (c["name"], int(c["size_bytes"] * f) // 4096 * 4096) for c in fake for f in cli.COLOUR_FRACTIONS]
+    assert [r["colours"] for r in rows] == [4] * 4 + [8] * 4
+    for r in rows:
+        assert r["arbitrary_ns"] > 0
+        if _frames_visible():
+            assert r["balanced_ns"] > 0 and r["arbitrary_imbalance"] >= 1
+        else:
+            assert r["balanced_ns"] is None and "needs root" in r["balanced_error"]
+    monkeypatch.setattr(cli.machine, "os_cache_sizes", lambda: [])
+    res = CliRunner().invoke(cli.cli, ["memlat", "--colour"])
+    assert res.exit_code == 2 and "--colour: sysfs names no L2 or L3" in res.output

@@ -18,6 +18,16 @@
  *   pages  4k (default): madvise(MADV_NOHUGEPAGE), ordinary 4 KiB pages;
  *          thp: MADV_HUGEPAGE on a 2 MiB-aligned mapping (transparent huge pages);
  *          huge: MAP_HUGETLB explicit huge pages (skipped if none are reserved).
+ *   colour any (default): the pages the kernel hands out, whatever their physical frames.
+ *          report: also note how the chase's pages spread over the page colours of a
+ *            cache of colour_cache_bytes with colour_ways ways (colours = bytes / ways /
+ *            4096: the pages whose frames agree modulo that compete for the same sets).
+ *          balanced: map twice the pages needed, read their frames, and chase a subset
+ *            with equal pages per colour (round robin over the colours), so no set of a
+ *            physically indexed cache is oversubscribed before the cache is full.
+ *          Frames come from /proc/self/pagemap, which shows them only to root
+ *          (CAP_SYS_ADMIN); otherwise colour_known=0 is noted and balanced is skipped.
+ *          report and balanced need pages=4k.  In a VM the frames are guest-physical.
  *   seed   of the permutation (default 1); the same seed gives the same chain in
  *          every variant (the generator uses only 32/64-bit integer arithmetic).
  *   corrupt 1 breaks the chain on purpose, to show that k_verify catches it.
@@ -45,6 +55,10 @@ const char k_unit[] = "loads";
 
 struct ctx {
     char *base;      /* first line of the chain */
+    uint32_t *page_at; /* balanced colour: logical page L of the chain is page page_at[L] of
+                        * base; NULL: logical and mapped pages are the same */
+    int32_t *slot_of;  /* inverse of page_at (-1: a mapped page the chase does not use) */
+    size_t mapped_pages;
     void *map;       /* what to munmap */
     size_t map_len;
     size_t line;     /* bytes of one line: the node's offset step within its page */
@@ -80,6 +94,125 @@ static size_t node_off(const struct ctx *c, uint32_t i)
 {
     size_t off = (size_t)i * c->stride;
     return c->pagestride ? off + (i % (c->stride / c->line)) * c->line : off;
+}
+
+/* Address of node i: its logical offset, moved to the mapped page chosen for its logical
+ * page when the pages were picked by colour (one lookup per node, in setup only). */
+static char *node_addr(const struct ctx *c, uint32_t i)
+{
+    size_t off = node_off(c, i);
+    if (!c->page_at)
+        return c->base + off;
+    return c->base + (size_t)c->page_at[off / PAGE_STRIDE] * PAGE_STRIDE + off % PAGE_STRIDE;
+}
+
+/* Logical offset of address p, or (size_t)-1 if p is not on a page of the chase. */
+static size_t logical_off(const struct ctx *c, const char *p)
+{
+    if (p < c->base)
+        return (size_t)-1;
+    size_t off = (size_t)(p - c->base);
+    if (!c->page_at)
+        return off;
+    size_t m = off / PAGE_STRIDE;
+    if (m >= c->mapped_pages || c->slot_of[m] < 0)
+        return (size_t)-1;
+    return (size_t)c->slot_of[m] * PAGE_STRIDE + off % PAGE_STRIDE;
+}
+
+/* Physical frame numbers of n 4 KiB pages from addr (already touched), from
+ * /proc/self/pagemap (bits 0-54 of each 8-byte entry; bit 63: present).  Returns 1 when
+ * every page is present with a non-zero frame, 0 when the kernel hides the frames
+ * (not root) or the file cannot be read. */
+static int read_frames(const char *addr, size_t n, uint64_t *pfn)
+{
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    if (!f)
+        return 0;
+    int ok = fseeko(f, (off_t)((uintptr_t)addr / PAGE_STRIDE * 8), SEEK_SET) == 0 &&
+             fread(pfn, 8, n, f) == n;
+    fclose(f);
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = (pfn[i] >> 63) && (pfn[i] & ((1ull << 55) - 1));
+        pfn[i] &= (1ull << 55) - 1;
+    }
+    return ok;
+}
+
+/* Pages per colour of the n frames, noted as colours, colour_pages (their sum),
+ * colour_pages_max, colour_pages_min and colour_imbalance (max / mean). */
+static void note_colours(const uint64_t *pfn, const uint32_t *which, size_t n, uint32_t colours)
+{
+    uint32_t *count = calloc(colours, sizeof *count);
+    if (!count)
+        return;
+    for (size_t i = 0; i < n; i++)
+        count[pfn[which ? which[i] : i] % colours]++;
+    uint32_t hi = 0, lo = UINT32_MAX;
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < colours; k++) {
+        hi = count[k] > hi ? count[k] : hi;
+        lo = count[k] < lo ? count[k] : lo;
+        sum += count[k];
+    }
+    free(count);
+    k_note("colours", colours);
+    k_note("colour_pages", (double)sum);
+    k_note("colour_pages_max", hi);
+    k_note("colour_pages_min", lo);
+    k_note("colour_imbalance", hi / ((double)sum / colours));
+}
+
+/* Choose the chase's pages among the mapped ones, round robin over the colours: each
+ * pass takes the next unused page of every colour that still has one, so the colours'
+ * page counts differ by at most one until a colour runs out (twice the pages needed are
+ * mapped, so that is rare).  Fills page_at and slot_of; 0 (after k_fail) if out of memory. */
+static int pick_balanced(struct ctx *c, const uint64_t *pfn, size_t need, uint32_t colours)
+{
+    uint32_t *start = calloc((size_t)colours + 1, sizeof *start); /* first page of colour k */
+    uint32_t *fill = calloc(colours, sizeof *fill);                /* pages of k handed out */
+    uint32_t *live = malloc(colours * sizeof *live);               /* colours with pages left */
+    uint32_t *by_colour = malloc(c->mapped_pages * sizeof *by_colour);
+    c->page_at = malloc(need * sizeof *c->page_at);
+    c->slot_of = malloc(c->mapped_pages * sizeof *c->slot_of);
+    int ok = start && fill && live && by_colour && c->page_at && c->slot_of;
+    if (!ok) {
+        k_fail("cannot allocate the page-colour tables");
+    } else {
+        /* The mapped pages grouped by colour, in address order (a counting sort). */
+        for (size_t m = 0; m < c->mapped_pages; m++)
+            start[pfn[m] % colours + 1]++;
+        for (uint32_t k = 0; k < colours; k++)
+            start[k + 1] += start[k];
+        for (size_t m = 0; m < c->mapped_pages; m++) {
+            uint32_t k = (uint32_t)(pfn[m] % colours);
+            by_colour[start[k] + fill[k]++] = (uint32_t)m;
+            c->slot_of[m] = -1;
+        }
+        memset(fill, 0, colours * sizeof *fill);
+        uint32_t nlive = 0;
+        for (uint32_t k = 0; k < colours; k++)
+            if (start[k + 1] > start[k])
+                live[nlive++] = k;
+        size_t L = 0;
+        while (L < need) { /* one pass; nlive > 0 while L < need since mapped >= need */
+            uint32_t kept = 0;
+            for (uint32_t j = 0; j < nlive && L < need; j++) {
+                uint32_t k = live[j];
+                uint32_t m = by_colour[start[k] + fill[k]++];
+                c->page_at[L] = m;
+                c->slot_of[m] = (int32_t)L++;
+                if (start[k] + fill[k] < start[k + 1])
+                    live[kept++] = k;
+            }
+            nlive = kept;
+        }
+    }
+    free(start);
+    free(fill);
+    free(live);
+    free(by_colour);
+    return ok;
 }
 
 static long hugetlb_reserved(void)
@@ -192,6 +325,9 @@ void *k_setup(void)
     const char *mode = k_param_str("mode", "random");
     const char *pages = k_param_str("pages", "4k");
     uint64_t seed = (uint64_t)k_param_int("seed", 1);
+    const char *colour = k_param_str("colour", "any");
+    int64_t colour_bytes = k_param_int("colour_cache_bytes", 0);
+    int64_t colour_ways = k_param_int("colour_ways", 0);
 
     if (line < (int64_t)sizeof(void *) || line % (int64_t)sizeof(void *) != 0 || line > 1 << 20) {
         k_fail("line must be a multiple of %zu bytes up to 1 MiB, got %lld", sizeof(void *), (long long)line);
@@ -215,15 +351,67 @@ void *k_setup(void)
             return NULL;
         }
     }
+    if (strcmp(colour, "any") != 0 && strcmp(colour, "report") != 0 && strcmp(colour, "balanced") != 0) {
+        k_fail("colour must be any, report or balanced, got '%s'", colour);
+        return NULL;
+    }
+    int balanced = colour[0] == 'b';
+    uint32_t colours = 0;
+    if (colour[0] != 'a') {
+        if (strcmp(pages, "4k") != 0) {
+            k_fail("colour=%s needs pages=4k, got '%s'", colour, pages);
+            return NULL;
+        }
+        if (colour_bytes < 0 || colour_ways < 0 || (colour_bytes > 0) != (colour_ways > 0)) {
+            k_fail("colour_cache_bytes and colour_ways must both be positive (or both 0), got %lld and %lld",
+                   (long long)colour_bytes, (long long)colour_ways);
+            return NULL;
+        }
+        if (colour_bytes > 0)
+            colours = (uint32_t)(colour_bytes / colour_ways / PAGE_STRIDE);
+        colours = colours ? colours : 1; /* a way smaller than a page: one colour */
+        if (balanced && colour_bytes == 0) {
+            k_fail("colour=balanced needs colour_cache_bytes and colour_ways (the cache to balance for)");
+            return NULL;
+        }
+    }
     c->line = (size_t)line;
     c->stride = c->pagestride ? PAGE_STRIDE : c->line;
     c->lines = (uint32_t)(size / (int64_t)c->stride);
     size_t bytes = (size_t)c->lines * c->stride;
 
     double page_bytes = -1;
-    c->base = map_pages(c, bytes, pages, &page_bytes);
+    /* Pages the chain spans; balanced maps twice as many to choose from. */
+    size_t need = round_up(bytes, PAGE_STRIDE) / PAGE_STRIDE;
+    c->base = map_pages(c, (balanced ? 2 : 1) * need * PAGE_STRIDE, pages, &page_bytes);
     if (!c->base)
         return NULL;
+    if (colour[0] != 'a') {
+        /* Touch every page so it has a frame, then read the frames (one 8-byte pagemap
+         * entry per page: ~1 ms per 100 MiB). */
+        c->mapped_pages = c->map_len / PAGE_STRIDE;
+        for (size_t m = 0; m < c->mapped_pages; m++)
+            c->base[m * PAGE_STRIDE] = 1;
+        uint64_t *pfn = malloc(c->mapped_pages * sizeof *pfn);
+        if (!pfn) {
+            k_fail("cannot allocate the frame table (%zu pages)", c->mapped_pages);
+            return NULL;
+        }
+        int known = read_frames(c->base, c->mapped_pages, pfn);
+        k_note("colour_known", known);
+        if (!known && balanced) {
+            free(pfn);
+            k_skip("page colour needs root (/proc/self/pagemap PFNs)");
+            return NULL;
+        }
+        if (known && balanced && !pick_balanced(c, pfn, need, colours)) {
+            free(pfn);
+            return NULL;
+        }
+        if (known && colour_bytes > 0)
+            note_colours(pfn, c->page_at, need, colours);
+        free(pfn);
+    }
 
     /* next[i] = index of the line that line i points to.  Sattolo's algorithm (Sattolo
      * 1986) turns the identity into a uniformly random permutation with a single
@@ -253,13 +441,13 @@ void *k_setup(void)
     k_note("chain_id", (double)(id >> 12));
     /* Write the pointers in address order (fast: sequential stores, page faults in order). */
     for (uint32_t i = 0; i < c->lines; i++)
-        *(void **)(c->base + node_off(c, i)) = c->base + node_off(c, next[i]);
+        *(void **)node_addr(c, i) = node_addr(c, next[i]);
     free(next);
-    c->p = c->base;
+    c->p = node_addr(c, 0);
     /* corrupt=1 (for testing the test): line 0 skips its successor, so the chain is
      * one line short of a full cycle and k_verify must refuse it. */
     if (k_param_int("corrupt", 0) && c->lines >= 2)
-        *(void **)c->base = **(void ***)c->base; /* node 0 is at offset 0 in every mode */
+        *(void **)c->p = **(void ***)c->p;
 
     if (strcmp(pages, "thp") == 0) {
         double thp = thp_bytes(c->base);
@@ -287,12 +475,12 @@ int k_verify(void *ctx)
         k_fail("cannot allocate the visit bitmap");
         return 1;
     }
-    char *p = c->base;
+    char *first = node_addr(c, 0), *p = first;
     int bad = 0;
     for (uint32_t n = 0; n < c->lines; n++) {
-        size_t off = (size_t)(p - c->base);
+        size_t off = logical_off(c, p);
         uint32_t i = (uint32_t)(off / c->stride);
-        if (p < c->base || off / c->stride >= c->lines || off != node_off(c, i)) {
+        if (off == (size_t)-1 || off / c->stride >= c->lines || off != node_off(c, i)) {
             k_fail("step %u: pointer %p is not a node of the region", n, (void *)p);
             bad = 1;
             break;
@@ -304,14 +492,14 @@ int k_verify(void *ctx)
         }
         seen[i / 8] |= (uint8_t)(1u << (i % 8));
         char *q = *(char **)p;
-        if (c->sequential && q != c->base + node_off(c, (i + 1) % c->lines)) {
+        if (c->sequential && q != node_addr(c, (i + 1) % c->lines)) {
             k_fail("sequential chain: line %u does not point at line %u", i, (i + 1) % c->lines);
             bad = 1;
             break;
         }
         p = q;
     }
-    if (!bad && p != c->base) {
+    if (!bad && p != first) {
         k_fail("after %u loads the chase is not back at line 0", c->lines);
         bad = 1;
     }
@@ -335,7 +523,7 @@ uint64_t k_run(void *ctx, uint64_t reps)
         }
     c->p = p;
     /* The line we stopped at: depends on every load, same in every variant. */
-    return (uint64_t)((char *)p - c->base) / c->stride;
+    return (uint64_t)(logical_off(c, p) / c->stride);
 }
 
 double k_work(const void *ctx, uint64_t reps)

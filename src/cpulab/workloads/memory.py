@@ -33,6 +33,12 @@ def memlat_sizes(lo: int, hi: int, per_octave: int, line: int = 64) -> list[int]
     return sorted({max(line, round(s / line) * line) for s in raw})
 
 
+def page_colours(cache_bytes: int, ways: int, page: int = 4096) -> int:
+    """Page colours of a physically indexed cache: pages whose frame numbers agree modulo
+    this count map to the same sets (one way's bytes / page size; at least 1)."""
+    return max(1, cache_bytes // ways // page)
+
+
 def _strs(values: list[int]) -> list[str]:
     return [str(v) for v in values]
 
@@ -46,7 +52,9 @@ WORKLOADS = [
                     "through a random single-cycle permutation of cache lines (lat_mem_rd)",
         params={"size": Param(str(64 * KIB), "size", min=8), "pages": Param("4k", "choice", choices=("4k", "thp", "huge")),
                 "mode": Param("random", "choice", choices=("random", "sequential")),
-                "line": Param("64", "size", min=8, max=MIB), "seed": Param("1")},
+                "line": Param("64", "size", min=8, max=MIB), "seed": Param("1"),
+                "colour": Param("any", "choice", choices=("any", "report", "balanced")),
+                "colour_cache_bytes": Param("0", "size"), "colour_ways": Param("0", max=1024)},
         memory=size_bytes,
         quick={"size": _strs(memlat_sizes(1 * KIB, 64 * MIB, 4)), "pages": ["4k", "thp"]},
         full={"size": _strs(memlat_sizes(1 * KIB, 256 * MIB, 4)), "pages": ["4k", "thp", "huge"],
