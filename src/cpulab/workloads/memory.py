@@ -51,7 +51,7 @@ WORKLOADS = [
         description="load-to-use latency vs working-set size: dependent pointer chase "
                     "through a random single-cycle permutation of cache lines (lat_mem_rd)",
         params={"size": Param(str(64 * KIB), "size", min=8), "pages": Param("4k", "choice", choices=("4k", "thp", "huge")),
-                "mode": Param("random", "choice", choices=("random", "sequential")),
+                "mode": Param("random", "choice", choices=("random", "sequential", "pagestride")),
                 "line": Param("64", "size", min=8, max=MIB), "seed": Param("1"),
                 "colour": Param("any", "choice", choices=("any", "report", "balanced")),
                 "colour_cache_bytes": Param("0", "size"), "colour_ways": Param("0", max=1024)},
