@@ -13,11 +13,11 @@ of any module here; the registry collects them, as the workload registry does.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from functools import cache
 from typing import Callable
+
+from ..declarations import collect, lookup
 
 
 @dataclass(frozen=True)
@@ -33,20 +33,11 @@ class Probe:
 
 @cache
 def registry() -> dict[str, Probe]:
-    found: dict[str, Probe] = {}
-    for mod in pkgutil.iter_modules(__path__):
-        for p in getattr(importlib.import_module(f"{__name__}.{mod.name}"), "PROBES", []):
-            if p.name in found:
-                raise ValueError(f"probe {p.name!r} declared twice")
-            found[p.name] = p
-    return dict(sorted(found.items()))
+    return collect(__name__, __path__, "PROBES", "probe")
 
 
 def get(name: str) -> Probe:
-    try:
-        return registry()[name]
-    except KeyError:
-        raise KeyError(f"unknown probe {name!r} (known: {', '.join(registry())})") from None
+    return lookup(registry(), name, "probe")
 
 
 # The public API, so callers write probes.measure_loop(...) whatever module holds it.

@@ -8,14 +8,13 @@ changes.
 """
 from __future__ import annotations
 
-import importlib
 import itertools
-import pkgutil
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
+from ..declarations import collect, lookup
 from ..params import Param
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
@@ -110,20 +109,12 @@ def size_bytes(point: dict[str, str]) -> int:
 
 @cache
 def registry() -> dict[str, Workload]:
-    found: dict[str, Workload] = {}
-    for mod in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        for w in getattr(module, "WORKLOADS", []):
-            if w.name in found:
-                raise ValueError(f"workload {w.name!r} declared twice")
-            if w.unit not in UNITS:
-                raise ValueError(f"workload {w.name!r} has unknown unit {w.unit!r}")
-            found[w.name] = w
-    return dict(sorted(found.items()))
+    found = collect(__name__, __path__, "WORKLOADS", "workload")
+    for w in found.values():
+        if w.unit not in UNITS:
+            raise ValueError(f"workload {w.name!r} has unknown unit {w.unit!r}")
+    return found
 
 
 def get(name: str) -> Workload:
-    try:
-        return registry()[name]
-    except KeyError:
-        raise KeyError(f"unknown workload {name!r} (known: {', '.join(registry())})") from None
+    return lookup(registry(), name, "workload")
