@@ -176,9 +176,12 @@ class LocalExecutor:
                                         start_new_session=True)
             finally:
                 os.sched_setaffinity(0, own)
+            # A daemon: an interrupt that lands before cancel() must not keep cpulab
+            # waiting for the timer at exit.
             killer = threading.Timer(timeout, lambda: (timed_out.set(), _kill_group(proc.pid)))
-            killer.start()
+            killer.daemon = True
             try:
+                killer.start()
                 _, status, ru = os.wait4(proc.pid, 0)
             except BaseException:  # Ctrl-C, SIGTERM: the measured process must not outlive us
                 _kill_group(proc.pid)
