@@ -273,6 +273,21 @@ static uintptr_t add_chain(uint64_t blocks)
     return x;
 }
 
+/* Core cycles per TSC tick from the fastest of `tries` chains of blocks x 100 dependent
+ * adds (interrupts only ever add ticks). */
+static double fastest_chain_ratio(uint64_t blocks, int tries)
+{
+    double best = 1e300;
+    for (int i = 0; i < tries; i++) {
+        uint64_t a = tsc_begin();
+        add_chain(blocks);
+        uint64_t b = tsc_end();
+        if ((double)(b - a) < best)
+            best = (double)(b - a);
+    }
+    return (double)(blocks * ADDS_PER_BLOCK) / best;
+}
+
 /* Core cycles per TSC tick.  The clock ramps up under load, so spin first; then
  * take the fastest of many short chains (interrupts only ever add ticks). */
 static double calibrate_core_per_tsc(double *tsc_hz)
@@ -281,17 +296,10 @@ static double calibrate_core_per_tsc(double *tsc_hz)
     uint64_t t0 = now_ns(), c0 = tsc_begin();
     while (now_ns() - t0 < 30000000ull) /* 30 ms warm-up */
         add_chain(blocks);
-    double best = 1e300;
-    for (int i = 0; i < 41; i++) {
-        uint64_t a = tsc_begin();
-        add_chain(blocks);
-        uint64_t b = tsc_end();
-        if ((double)(b - a) < best)
-            best = (double)(b - a);
-    }
+    double ratio = fastest_chain_ratio(blocks, 41);
     uint64_t c1 = tsc_end(), t1 = now_ns();
     *tsc_hz = (double)(c1 - c0) * 1e9 / (double)(t1 - t0);
-    return (double)(blocks * ADDS_PER_BLOCK) / best;
+    return ratio;
 }
 
 /* The core/TSC ratio right now: fastest of 5 chains of 20k dependent adds (about 6 us
@@ -299,16 +307,7 @@ static double calibrate_core_per_tsc(double *tsc_hz)
  * clock between processes and within one, so each sample gets its own ratio. */
 static double adjacent_core_per_tsc(void)
 {
-    const uint64_t blocks = 200;
-    double best = 1e300;
-    for (int i = 0; i < 5; i++) {
-        uint64_t a = tsc_begin();
-        add_chain(blocks);
-        uint64_t b = tsc_end();
-        if ((double)(b - a) < best)
-            best = (double)(b - a);
-    }
-    return (double)(blocks * ADDS_PER_BLOCK) / best;
+    return fastest_chain_ratio(200, 5);
 }
 
 /* Throughput canary: 4 independent add chains, up to 4 adds per cycle on a core of its
