@@ -12,13 +12,21 @@ all come through here, so every measured process is treated alike:
 * killed with its whole process group at its timeout, or when cpulab is interrupted;
 * reaped with wait4, so its wall time, CPU time, peak RSS and context switches are kept.
 
-LocalExecutor runs jobs here; a distributed executor implements the same `execute`.
+A *group* (`execute_group`) is several harness processes alive together on the one CPU,
+taking their samples in turns (`--turns`): cpulab hands a token to one process at a
+time, so sample j of every member is taken within milliseconds of the others and shares
+the host's state (a co-tenant on the core, the clock) -- the time scale of the noise on
+a shared host.  Each member keeps its own layout pad; a member that fails, fails alone.
+
+LocalExecutor runs jobs here; a distributed executor implements the same `execute` and
+`execute_group`.
 """
 from __future__ import annotations
 
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import tempfile
@@ -67,6 +75,7 @@ class Job(Protocol):
 
 class Executor(Protocol):
     def execute(self, job: Job) -> Outcome: ...
+    def execute_group(self, jobs: list["HarnessJob"], orders: list[list[int]]) -> list[Outcome]: ...
 
 
 @dataclass
@@ -84,11 +93,14 @@ class HarnessJob:
     calibrate_only: bool = False
     emulator: tuple[str, ...] = ()  # e.g. ("/usr/bin/qemu-arm",) for a cross artifact (emulation.py)
     profile_code: float = 0.0  # seconds of sampled profile after the samples (explain)
+    turns: bool = False  # samples in turns with the other members of a group (execute_group)
 
     def argv(self) -> list[str]:
         args = [*self.emulator, self.artifact_path, "--timer", self.timer]
         if self.calibrate_only:
             return args + ["--calibrate-only"]
+        if self.turns:
+            args.append("--turns")
         if self.profile_code:
             args += ["--profile-code", repr(self.profile_code)]
         args += ["--samples", str(self.samples), "--min-sample-time", repr(self.min_sample_time),
@@ -196,6 +208,138 @@ class LocalExecutor:
             return Finished(proc.returncode, out.read().decode(errors="replace"),
                             err.read().decode(errors="replace"), wall, ru.ru_utime, ru.ru_stime,
                             ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw, timed_out.is_set())
+
+
+    def execute_group(self, jobs: list[HarnessJob], orders: list[list[int]]) -> list[Outcome]:
+        """Run the jobs' harnesses alive together on this executor's CPU, in turns: in cycle
+        j the token goes to the members in the order orders[j] (job indices), each taking
+        one sample while the others sleep in read().  Each job's `samples` must be
+        len(orders).  The whole group shares the longest job timeout; a member that dies
+        or hangs is killed and fails alone, the others go on."""
+        pads = [self.rng.randrange(MAX_LAYOUT_PAD) for _ in jobs]
+        members: list[_Member] = []
+        deadline = time.perf_counter() + max(j.timeout for j in jobs)
+        try:
+            for job, pad in zip(jobs, pads):
+                env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
+                try:
+                    members.append(_Member.spawn(job.argv(), env, self.cpu))
+                    members[-1].wait_ready(deadline)  # its set-up and calibration ran alone
+                except OSError as e:
+                    members.append(_Member.failed(f"cannot execute {job.argv()[0]}: {e.strerror or e}"))
+            for order in orders:
+                for i in order:
+                    members[i].take_turn(deadline)
+            for m in members:
+                m.stop_turns()
+            done = [m.reap(deadline) for m in members]
+        except BaseException:  # Ctrl-C, SIGTERM: no member may outlive us
+            for m in members:
+                m.kill()
+                m.reap(time.perf_counter())
+            raise
+        outs = []
+        for job, pad, m, fin in zip(jobs, pads, members, done):
+            out = Outcome(Status.ERROR, m.error, layout_pad=pad) if fin is None else job.outcome(fin)
+            if fin is not None and m.error and out.status == Status.OK:
+                out = Outcome(Status.ERROR, m.error)  # it exited cleanly after missing its turn
+            out.layout_pad, out.process = pad, fin
+            outs.append(out)
+        return outs
+
+
+class _Member:
+    """One process of a group: spawned with its token pipe on fd 3 and its hand-back
+    pipe on fd 4 (posix_spawn's dup2: no preexec_fn), stdout and stderr to files."""
+
+    def __init__(self):
+        self.pid, self.error, self.timed_out = 0, "", False
+        self.token_w = self.done_r = -1
+        self.out = self.err = None
+        self.t0 = time.perf_counter()
+
+    @classmethod
+    def failed(cls, error: str) -> "_Member":
+        m = cls()
+        m.error = error
+        return m
+
+    @classmethod
+    def spawn(cls, argv: list[str], env: dict[str, str], cpu: int) -> "_Member":
+        m = cls()
+        token_r, m.token_w = os.pipe()
+        m.done_r, done_w = os.pipe()
+        m.out, m.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        own = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {cpu})  # inherited by the child, as in execute()
+        try:
+            with open(os.devnull, "rb") as null:
+                m.pid = os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
+                    (os.POSIX_SPAWN_DUP2, null.fileno(), 0), (os.POSIX_SPAWN_DUP2, m.out.fileno(), 1),
+                    (os.POSIX_SPAWN_DUP2, m.err.fileno(), 2), (os.POSIX_SPAWN_DUP2, token_r, 3),
+                    (os.POSIX_SPAWN_DUP2, done_w, 4)])
+        finally:
+            os.sched_setaffinity(0, own)
+            os.close(token_r)  # the child's ends: its exit then reads as EOF here
+            os.close(done_w)
+        return m
+
+    def take_turn(self, deadline: float) -> None:
+        """Hand over the token and wait until the member hands it back (one sample)."""
+        if self.error or not self.pid:
+            return
+        try:
+            os.write(self.token_w, b"t")
+        except BrokenPipeError:
+            self.error = "exited before its turn"
+            return
+        self.wait_ready(deadline)
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait for the member's byte on fd 4: set up (after spawn) or a sample taken."""
+        if self.error or not self.pid:
+            return
+        ready, _, _ = select.select([self.done_r], [], [], max(0.0, deadline - time.perf_counter()))
+        if not ready:
+            self.timed_out, self.error = True, "no sample within the group's timeout"
+            self.kill()
+        elif not os.read(self.done_r, 1):
+            self.error = "exited before its turn"
+
+    def stop_turns(self) -> None:
+        """End of file on fd 3: the harness prints what it measured and exits."""
+        if self.token_w >= 0:
+            os.close(self.token_w)
+            self.token_w = -1
+
+    def reap(self, deadline: float) -> Finished | None:
+        if not self.pid:
+            return None
+        killer = threading.Timer(max(0.0, deadline - time.perf_counter()), self._time_out)
+        killer.daemon = True
+        try:
+            killer.start()
+            _, status, ru = os.wait4(self.pid, 0)
+        finally:
+            killer.cancel()
+        self.pid, pid = 0, self.pid
+        os.close(self.done_r)
+        self.out.seek(0)
+        self.err.seek(0)
+        fin = Finished(os.waitstatus_to_exitcode(status), self.out.read().decode(errors="replace"),
+                       self.err.read().decode(errors="replace"), time.perf_counter() - self.t0, ru.ru_utime,
+                       ru.ru_stime, ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw, self.timed_out)
+        self.out.close()
+        self.err.close()
+        return fin
+
+    def _time_out(self) -> None:
+        self.timed_out = True
+        self.kill()
+
+    def kill(self) -> None:
+        if self.pid:
+            _kill_group(self.pid)
 
 
 _default: LocalExecutor | None = None
