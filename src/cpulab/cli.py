@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import analysis, machine, params, paths, plan as plans, run as runner, toolchain, workloads
+from . import analysis, machine, params, paths, plan as plans, policy, run as runner, toolchain, workloads
+from .model import Verdict
 from .execute import calibrate_timing
 from .report import views
 from .report.tables import to_rich
@@ -135,6 +136,12 @@ def main() -> None:
               help="Programs: evict their input files from the page cache before each run.")
 @click.option("--resume", type=int, default=None, metavar="RUN",
               help="Finish a stopped run: measure what it is missing, under the plan it stored.")
+@click.option("--against", type=int, default=None, metavar="RUN",
+              help="Measure RUN's stored executables (built on this machine) beside the new builds, in the same "
+                   "rounds: each variant is compared with its own build from RUN (VARIANT@RUN).")
+@click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
+              help="How variants meet their baseline (default turns: a point's processes alive together, "
+                   "samples in turns).")
 @click.option("--dry-run", is_flag=True, help="Validate the plan and print it with canonical parameter values; "
                                               "build and measure nothing.")
 @click.option("--cluster", default=None, metavar="ADDRESS",
@@ -144,8 +151,8 @@ def main() -> None:
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, budget, precision, samples,
-        min_sample_time, profile, timer, random_seed, cold, resume, dry_run, cluster, machines, tls_ca, tls_cert,
-        tls_key, db, as_json):
+        min_sample_time, profile, timer, random_seed, cold, resume, against, method, dry_run, cluster, machines,
+        tls_ca, tls_cert, tls_key, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
         given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
@@ -170,7 +177,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
             budget = 0.0  # --processes alone: a fixed count
         for attr, value in (("runs", processes), ("samples", samples), ("min_sample_time", min_sample_time),
                             ("profile", profile), ("timer", timer), ("cold", cold), ("budget", budget),
-                            ("precision", precision)):
+                            ("precision", precision), ("method", method), ("against", against)):
             if value is not None:
                 setattr(p, attr, value)
         for attr, value in (("runs", processes), ("samples", samples)):
@@ -188,6 +195,12 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
         return
     if machines and not cluster:
         fail("--machines needs --cluster")
+    if against is not None:
+        store = open_store(db)
+        try:
+            store.run(against)
+        except StoreError as e:
+            fail(f"--against {against}: {e}")
     if cluster:
         run_on_cluster(p, open_store(db), cluster, machines, cluster_security(tls_ca, tls_cert, tls_key),
                        random_seed, as_json)
@@ -350,9 +363,12 @@ def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], process
 @click.option("--by", type=click.Choice(["variant", "machine"]), default="variant", show_default=True,
               help="machine: a cluster run's machines x workloads table.")
 @click.option("--against", default=None, help="With --by machine: the machine the others are compared with (default: the fastest).")
-@click.option("--fail-on", type=click.Choice(["slower"]), default=None, help="Exit 1 when any comparison is slower (for CI).")
-@click.option("--method", type=click.Choice(["unpaired", "paired"]), default="unpaired",
-              help="unpaired: Mann-Whitney over processes; paired: signed-rank over per-round ratios.")
+@click.option("--fail-on", default=None, callback=lambda ctx, param, v: _verdict_words(v),
+              help="Exit 1 when any comparison's verdict is one of these words (a comma list, e.g. "
+                   "slower,unclear), for CI.")
+@click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
+              help="Override the run's method: turns (per-cycle ratios of processes that took samples in turns), "
+                   "paired (signed-rank over per-round ratios) or unpaired (Mann-Whitney over processes).")
 @db_option
 @json_option
 def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
@@ -393,8 +409,19 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
                 emit_json(summary.to_dict())
             else:
                 print_summary(summary, out)
-    if fail_on and any(r["verdict"] == fail_on for r in rows):
+    if fail_on and any(r["verdict"] in fail_on for r in rows):
         sys.exit(1)
+
+
+def _verdict_words(text: str | None) -> set[str]:
+    """--fail-on's comma list, each word a verdict."""
+    if not text:
+        return set()
+    words = {w.strip() for w in text.split(",")}
+    known = {v.value for v in Verdict}
+    if bad := sorted(words - known):
+        raise click.BadParameter(f"{bad[0]!r} is not a verdict (one of: {', '.join(sorted(known))})")
+    return words
 
 
 def print_run_comparison(doc: dict) -> None:

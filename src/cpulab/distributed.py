@@ -141,6 +141,10 @@ def _on_worker_execute(job: execute.Job) -> Outcome:
     return execute.default_executor().execute(job)
 
 
+def _on_worker_execute_group(jobs: list[execute.HarnessJob], orders: list[list[int]]) -> list[Outcome]:
+    return execute.default_executor().execute_group(jobs, orders)
+
+
 def _on_worker_probe(name: str, timer: str):
     return probes.get(name).measure(timer=timer, executor=execute.default_executor())
 
@@ -229,6 +233,12 @@ class MachineSite:
             return self._call(_on_worker_execute, job)
         except MachineGone as e:
             return Outcome(Status.LOST, str(e))
+
+    def execute_group(self, jobs, orders) -> list[Outcome]:
+        try:
+            return self._call(_on_worker_execute_group, jobs, orders)
+        except MachineGone as e:
+            return [Outcome(Status.LOST, str(e)) for _ in jobs]
 
     def _call(self, fn, *args):
         """Run fn(*args) on this machine; MachineGone when it died twice in it or left,

@@ -7,12 +7,59 @@ fingerprint id.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from itertools import pairwise
+
+import numpy as np
 
 from . import stats
 from .analysis.summary import _measured_as, result_summary, summarise
 from .model import Result, Verdict
+from .policy import DecisionPolicy
 from .store import Store, StoreError
+
+# Runs measured apart (two dates, two machines) share no host state: a shared VM moves
+# whole runs by several percent (the Zen 3 host: medians of one build 178-263 MB/s over 8
+# runs).  So a verdict across runs must clear the run-to-run drift of the machines, read
+# from the store: identical code (the same artifact bytes) measured at the same point in
+# several runs of one machine, the 95th percentile of |log ratio| of consecutive runs.
+# With fewer than DRIFT_MIN_PAIRS such pairs, DRIFT_DEFAULT stands in.
+DRIFT_DEFAULT = 0.10
+DRIFT_MIN_PAIRS = 5
+DRIFT_RUNS = 40  # the latest runs of a machine read for it
+APART = DecisionPolicy(method="unpaired")
+
+
+def machine_drift(store: Store, machine_id: str) -> tuple[float, int]:
+    """(drift, pairs): how far one machine's runs move identical code, as a fraction, and
+    how many run pairs said so (0: the default)."""
+    runs = [r["id"] for r in store.runs() if r["machine_id"] == machine_id and r["results"]][-DRIFT_RUNS:]
+    medians: dict[tuple, list[float]] = defaultdict(list)
+    codes: dict[str, str] = {}
+    for rid in runs:
+        for r in store.results(rid):
+            if r["status"] != "ok" or not r["artifact_hash"]:
+                continue
+            if r["artifact_hash"] not in codes:
+                art = store.artifact(r["artifact_hash"])
+                codes[r["artifact_hash"]] = art["code_hash"] if art else r["artifact_hash"]
+            est = result_summary(r, store.samples(r["id"])).median
+            if est:
+                medians[(r["workload"], codes[r["artifact_hash"]], str(sorted(r["params"].items())))].append(est)
+    logs = [abs(math.log(b / a)) for ms in medians.values() for a, b in pairwise(ms)]
+    if len(logs) < DRIFT_MIN_PAIRS:
+        return DRIFT_DEFAULT, 0
+    return max(float(np.quantile(logs, 0.95)), APART.precision), len(logs)
+
+
+def apart_test(base: Result, var: Result, drift: float) -> stats.Test:
+    """var against base measured in different runs: Mann-Whitney over processes, its
+    interval widened by the drift on both sides, so that only a difference beyond what
+    the machines' runs move by themselves can be called."""
+    t = stats.compare(list(base.observations.values()), list(var.observations.values()), APART.confidence)
+    lo, hi = t.ci
+    return stats.Test(t.ratio, (lo / (1 + drift), hi * (1 + drift)), t.p, t.p_floor, "apart", t.n)
 
 
 def _point(r: Result) -> tuple:
@@ -52,15 +99,18 @@ def cluster_summary(store: Store, run_id: int, against: str | None = None) -> di
         comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
         per_machine[run["machine"]] = run_results(store, child)
     lost = [a["data"] for a in store.analyses(run_id, "machine-lost")]
+    drift = max((machine_drift(store, m["machine_id"])[0] for m in machines), default=DRIFT_DEFAULT)
     return {"run_id": run_id, "status": parent["status"], "started": parent["started"],
             "finished": parent["finished"], "plan": parent["plan"], "client": parent["fingerprint"],
             "machines": machines, "machines_lost": lost, "results": results, "comparisons": comparisons,
-            "machine_table": machine_table(per_machine, against)}
+            "machine_table": machine_table(per_machine, against, drift)}
 
 
-def machine_table(per_machine: dict[str, list[Result]], against: str | None = None) -> list[dict]:
+def machine_table(per_machine: dict[str, list[Result]], against: str | None = None,
+                  drift: float = DRIFT_DEFAULT) -> list[dict]:
     """One row per (point, machine): rate, cycles/unit, % of the best machine's rate, and
-    the verdict against the best machine (or `against`), Holm-corrected per point."""
+    the verdict against the best machine (or `against`), Holm-corrected per point; the
+    machines were measured apart, so verdicts clear `drift` (apart_test)."""
     measured = {m: _measured(rs) for m, rs in per_machine.items()}
     points = sorted({p for rs in per_machine.values() for p in map(_point, rs)}, key=str)
     rows = []
@@ -90,9 +140,9 @@ def machine_table(per_machine: dict[str, list[Result]], against: str | None = No
             else:
                 family.append((row, have[ref], got))
             rows.append(row)
-        raw = [stats.compare(list(b.observations.values()), list(v.observations.values())) for _, b, v in family]
-        for (row, _, _), c in zip(family, stats.adjust_family(raw)):
-            row.update(ratio=c.ratio, ci_ratio=list(c.ci), p=c.p_adjusted, verdict=c.verdict)
+        tests = [apart_test(b, v, drift) for _, b, v in family]
+        for (row, _, _), t, (p_adj, verdict) in zip(family, tests, APART.decide(tests)):
+            row.update(ratio=t.ratio, ci_ratio=list(t.ci), p=p_adj, verdict=verdict)
     return rows
 
 
@@ -122,12 +172,14 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> dict:
         else:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
+    drift, pairs = max(machine_drift(store, a["machine_id"]), machine_drift(store, b["machine_id"]))
     for fam in families.values():
-        raw = [stats.compare(list(x.observations.values()), list(y.observations.values())) for _, x, y in fam]
-        for (row, _, _), c in zip(fam, stats.adjust_family(raw)):
-            row.update(ratio=c.ratio, ci=list(c.ci), p=c.p_adjusted, verdict=c.verdict)
+        tests = [apart_test(x, y, drift) for _, x, y in fam]
+        for (row, _, _), t, (p_adj, verdict) in zip(fam, tests, APART.decide(tests)):
+            row.update(ratio=t.ratio, ci=list(t.ci), p=p_adj, verdict=verdict)
 
     def side(run, rid):
         return {"run_id": rid, "machine": run["machine"], "machine_id": run["machine_id"],
                 "started": run["started"], "status": run["status"], "fingerprint": run["fingerprint"]}
-    return {"a": side(a, run_a), "b": side(b, run_b), "comparisons": rows}
+    return {"a": side(a, run_a), "b": side(b, run_b), "comparisons": rows,
+            "drift": {"fraction": drift, "pairs": pairs}}

@@ -34,7 +34,8 @@ class Status(StrEnum):
 class Verdict(StrEnum):
     FASTER = "faster"
     SLOWER = "slower"
-    SAME = "same"
+    SAME = "same"  # the interval lies within +-precision
+    UNCLEAR = "unclear"  # neither significant nor that narrow: more rounds would decide
     INCONCLUSIVE = "inconclusive"  # too few processes for any difference to be significant
     IDENTICAL_CODE = "identical code"
     NO_BASELINE = "no baseline"
@@ -87,9 +88,11 @@ class Result:
     excluded_samples: int = 0  # samples judged contaminated (stats.contamination), left out
     excluded_processes: int = 0  # processes with no sample left
     excluded_why: dict[str, int] = field(default_factory=dict)
-    # One observation per process, keyed by the round it ran in (for paired comparisons);
-    # not part of the document.
+    # One observation per process, keyed by the round it ran in (for paired comparisons),
+    # and each used sample's rate as round -> {cycle: rate} (for rounds in turns); not
+    # part of the document.
     observations: dict[int, float] = field(default_factory=dict, repr=False)
+    cycles: dict[int, dict[int, float]] = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> tuple:
@@ -102,7 +105,7 @@ class Result:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        del d["observations"]
+        del d["observations"], d["cycles"]
         return d
 
     @classmethod
@@ -123,9 +126,10 @@ class Comparison:
     ci: list[float] | None = None
     p: float | None = None  # Holm-corrected
     p_raw: float | None = None
-    method: str | None = None  # unpaired (Mann-Whitney over processes) or paired (signed rank over rounds)
+    method: str | None = None  # turns, paired or unpaired (policy.METHODS)
     rounds: int | None = None  # observations the test used
     alpha: float | None = None  # the level of this look (budget mode spends 0.05 over its looks)
+    confidence: float | None = None  # the coverage of ci: 1 - alpha
 
     @property
     def point(self) -> tuple:
@@ -148,6 +152,7 @@ class Geomean:
     baseline: str
     ratio: float
     points: int
+    ci: list[float] | None = None  # at the comparisons' confidence, over rounds (summary.geomeans)
 
     def to_dict(self) -> dict:
         return asdict(self)

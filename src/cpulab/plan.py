@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import machine, toolchain, workloads
+from . import machine, policy, toolchain, workloads
 from .params import human_bytes
 from .params import ParamError
 from .toolchain import Variant
@@ -62,6 +62,12 @@ class Plan:
     custom_variants: dict[str, Variant] = field(default_factory=dict)
     programs: dict = field(default_factory=dict)  # name -> programs.Program: [program.NAME] tables
     cold: bool = False  # evict program inputs from the page cache before each run
+    # How variants meet their baseline (policy.METHODS): "turns" runs the kernels of one
+    # point as processes alive together, taking samples in turns.
+    method: str = policy.DEFAULT_METHOD
+    # The id of a stored run whose artifacts are measured beside this plan's builds, as
+    # each variant's baseline (`run --against`): a comparison within one run.
+    against: int | None = None
 
     def runs_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
@@ -72,7 +78,8 @@ class Plan:
         return e.samples or self.samples
 
     def variant(self, name: str) -> Variant:
-        return toolchain.get(name, self.custom_variants)
+        """A variant by name; V@RUN (run --against: RUN's build of V) is defined as V."""
+        return toolchain.get(name.partition("@")[0], self.custom_variants)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -162,6 +169,8 @@ def _check_settings(plan: Plan, where: str) -> None:
     _check(plan.profile in ("quick", "full"), f"{where}: profile", f"must be quick or full, got {plan.profile!r}")
     _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
            f"must be auto, perf, tsc or clock, got {plan.timer!r}")
+    _check(plan.method in policy.METHODS, f"{where}: method",
+           f"expected one of {', '.join(policy.METHODS)}, got {plan.method!r}")
     _check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
            f"expected true or false, got {plan.measure_identical!r}")
     from . import probes  # the catalogue of probes, as workloads is the catalogue of kernels
@@ -259,7 +268,7 @@ def _programs_from_toml(table, where: str) -> dict:
 
 
 _PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer", "budget", "precision",
-              "measure_identical", "probe_tables", "variants", "experiment", "program", "cold"}
+              "measure_identical", "probe_tables", "variants", "experiment", "program", "cold", "method"}
 _EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "runs", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
@@ -321,7 +330,7 @@ def from_dict(d: dict, where: str) -> Plan:
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
                 **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
-                                     "profile", "timer", "measure_identical") if k in d},
+                                     "profile", "timer", "measure_identical", "method") if k in d},
                 probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     return validate(plan, where)
 

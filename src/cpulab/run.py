@@ -8,7 +8,9 @@ from later rounds while the others go on.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
 import signal
 import sys
@@ -19,10 +21,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from . import build, emulation, machine, probes, stats, toolchain, workloads
-from .analysis.summary import compare_results, result_summary
+from .analysis.summary import against_name, compare_results, result_summary
 from .execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
-from .model import Verdict
 from .plan import Plan
+from .policy import DecisionPolicy
 from .store import SIGNALS, Store
 
 class Progress(Protocol):
@@ -247,6 +249,9 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
             targets.append(t)
         progress.advance(f"{wname} / {vname}" + (f": {status}" if status != "pending" else ""))
 
+    if plan.against is not None:
+        targets += _against_targets(plan, store, run_id, targets)
+
     # Identical code run the same way: measure the first such variant, point the rest at it.
     first_with: dict[tuple, str] = {}
     for t in targets:
@@ -260,6 +265,47 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
         else:
             first_with.setdefault(key, t.variant)
     return targets
+
+
+def stored_artifact(store: Store, hash_: str | None) -> build.Artifact | None:
+    """A stored run's artifact, if its executable is still in this machine's cache with
+    the same bytes (built here, not evicted, not rebuilt since)."""
+    art = store.artifact(hash_) if hash_ else None
+    if not art or not os.path.isfile(art["path"]):
+        return None
+    with open(art["path"], "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != art["code_hash"]:
+            return None
+    return build.Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])})
+
+
+def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]) -> list[Target]:
+    """`run --against RUN`: for every point of this plan that RUN measured under the same
+    variant, RUN's stored executable is measured beside the new build, in the same
+    rounds, as that variant's baseline (`VARIANT@RUN`).  One whose executable is gone
+    from the cache is recorded skipped, saying so."""
+    old = {(r["workload"], r["variant"], json.dumps(r["params"], sort_keys=True)): r
+           for r in store.results(plan.against) if r["status"] in ("ok", "identical")}
+    out, named = [], set()
+    for t in targets:
+        r = old.get((t.workload, t.variant, json.dumps(t.params, sort_keys=True)))
+        if r is None:
+            continue
+        if r["status"] == "identical":  # measured as its twin: the twin's build is the one
+            r = old.get((t.workload, r["same_as"], json.dumps(t.params, sort_keys=True))) or r
+        name = against_name(t.variant, plan.against)
+        if name not in named:
+            store.add_variant(run_id, {**plan.variant(t.variant).as_dict(), "name": name}, "")
+            named.add(name)
+        art = stored_artifact(store, r["artifact_hash"])
+        status = "pending" if art else "skipped"
+        error = "" if art else f"run {plan.against}'s executable is no longer in this machine's artifact cache"
+        a = Target(t.experiment, t.workload, name, t.params, artifact=art, live=art is not None and t.live,
+                   emulator=t.emulator)
+        a.result_id = store.add_result(run_id, t.workload, name, t.params, workloads.get(t.workload).unit, status,
+                                       error, art.hash if art else None, experiment=t.experiment)
+        out.append(a)
+    return out
 
 
 def _execution_key(v: toolchain.Variant, art: build.Artifact) -> tuple:
@@ -299,9 +345,11 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
 def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random) -> None:
     """Rounds until every comparison point has its rounds.  Each round runs every live
-    job once; the points run in random order and the variants of one point back to back
-    in random order, so a burst of interference hits a variant and its baseline alike
-    (what the paired analysis relies on).  With a fixed count every point gets `runs`
+    target of a point once, the points in random order.  With the method "turns" the
+    targets of a point run as one group: processes alive together on one CPU taking their
+    samples in turns, in a fresh random order each cycle, so sample j of a variant and
+    of its baseline are milliseconds apart and share the host's state.  Otherwise they
+    run back to back in random order.  With a fixed count every point gets `processes`
     rounds; in budget mode a point whose comparisons are undecided at a look (n, 2n
     rounds) gets rounds up to the next look (2n, 4n) while its experiment has budget.
     A resumed target that is ahead of its point's other targets waits for them."""
@@ -324,8 +372,17 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
                 continue
             order = [t for t in points[k] if t.live and t.done <= done[k]]
             rng.shuffle(order)
-            for t in order:
-                spent[k[0]] += _measure_once(plan, store, t, goal[k], site, progress, prepared)
+            jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared))]
+            if plan.method == "turns" and len(jobs) > 1:
+                samples = plan.samples_of(k[0])
+                outs = site.executor.execute_group([job for _, job in jobs],
+                                                   [rng.sample(range(len(jobs)), len(jobs)) for _ in range(samples)])
+                spent[k[0]] += max((o.process.wall_s for o in outs if o.process), default=0.0)
+            else:
+                outs = [site.executor.execute(job) for _, job in jobs]
+                spent[k[0]] += sum(o.process.wall_s for o in outs if o.process)
+            for (t, job), out in zip(jobs, outs):
+                _record(store, t, out, goal[k], progress)
             done[k] += 1
 
 
@@ -341,22 +398,22 @@ def _next_look(plan: Plan, store: Store, points: dict, goal: dict, done: dict, s
                progress: Progress) -> list[tuple]:
     """In budget mode, at a look (n or 2n rounds): the points with an undecided comparison
     get rounds up to the next look, while their experiment has budget left; the undecided
-    ones are shown.  There are at most stats.LOOKS looks, each tested at
-    stats.look_alpha, so stopping early cannot inflate false verdicts."""
+    ones are shown.  There are at most policy.looks looks, each tested at its
+    look_alpha, so stopping early cannot inflate false verdicts."""
     if not plan.budget:
         return []
+    decision = DecisionPolicy.from_plan(plan.as_dict())
     more, labels = [], []
     for k, ts in points.items():
         n = plan.runs_of(k[0])
-        if done[k] != goal[k] or goal[k] >= n * 2 ** (stats.LOOKS - 1) or spent[k[0]] >= plan.budget:
+        if done[k] != goal[k] or goal[k] >= n * 2 ** (decision.looks - 1) or spent[k[0]] >= plan.budget:
             continue
         summaries = [result_summary(store.result(t.result_id), store.samples(t.result_id)) for t in ts]
-        baseline = next(e.baseline for e in plan.experiments if e.name == k[0])
-        open_ = [c for c in compare_results(summaries, {k[0]: baseline}, stats.look_alpha(True))
-                 if c.verdict not in (Verdict.FASTER, Verdict.SLOWER, Verdict.IDENTICAL_CODE, Verdict.NO_BASELINE)
-                 and c.ratio and not (c.verdict == Verdict.SAME and (c.ci[1] - c.ci[0]) / 2 <= plan.precision)]
+        baselines = {e.name: e.baseline for e in plan.experiments}
+        open_ = [c for c in compare_results(summaries, baselines, decision, plan.against)
+                 if c.ratio and not decision.decided(c.verdict)]
         if open_:
-            goal[k] = min(2 * goal[k], n * 2 ** (stats.LOOKS - 1))
+            goal[k] = min(2 * goal[k], n * 2 ** (decision.looks - 1))
             more.append(k)
             labels += [f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}" for c in open_]
     if more:
@@ -369,11 +426,10 @@ def fmt_interval(ci: list[float]) -> str:
     return f"[{(ci[0] - 1) * 100:+.1f}%, {(ci[1] - 1) * 100:+.1f}%]"
 
 
-def _measure_once(plan: Plan, store: Store, t: Target, goal: int, site: Site, progress: Progress,
-                  prepared: dict[int, dict[str, str]]) -> float:
-    """The next process of one target (its round: t.done); stores its samples, each with
-    why it is left out if the signals around it say it was disturbed
-    (stats.contamination), or the failure.  Returns the seconds it took."""
+def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
+         prepared: dict[int, dict[str, str]]) -> HarnessJob | None:
+    """The next process of one target, or None when its point cannot be prepared (then
+    the target is setup-failed)."""
     w = workloads.get(t.workload)
     if t.result_id not in prepared:
         try:
@@ -384,21 +440,27 @@ def _measure_once(plan: Plan, store: Store, t: Target, goal: int, site: Site, pr
             t.live = False
             store.set_status(t.result_id, "setup-failed", f"preparing {t.workload}: {e}")
             progress.advance(f"{t.workload} {t.variant}: setup-failed")
-            return 0.0
+            return None
     v = plan.variant(t.variant)
-    job = HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment),
-                     plan.min_sample_time, plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator)
-    out = site.executor.execute(job)
+    return HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
+                      plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
+                      turns=plan.method == "turns")
+
+
+def _record(store: Store, t: Target, out, goal: int, progress: Progress) -> None:
+    """Store one process of a target (its round: t.done): its samples, each with why it
+    is left out if the signals around it say it was disturbed (stats.contamination), or
+    the failure, which ends the target."""
     rnd = t.done
-    if out.status == "ok":
+    if out.status == "ok" and out.data.get("ns"):
         d = out.data
-        excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}})
+        io = workloads.get(t.workload).io_bound
+        excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
                     for i, ns in enumerate(d["ns"])]
         store.add_invocation(t.result_id, rnd, d, out.layout_pad, excluded)
         t.done += 1
     else:
         t.live = False
-        store.set_status(t.result_id, out.status, out.error)
+        store.set_status(t.result_id, out.status if out.status != "ok" else "error", out.error or "no samples")
     progress.advance(f"round {rnd + 1}/{goal}  {t.workload} {t.variant}"
                      + (f"  {out.status}: {out.error[:60]}" if out.status != "ok" else ""))
-    return out.process.wall_s if out.process else 0.0

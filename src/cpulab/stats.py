@@ -1,28 +1,26 @@
-"""Estimators and comparisons, distribution-free where it matters.
+"""Estimators and tests, distribution-free where it matters.
 
-The unit of observation is one process (one *invocation* of an artifact): within a
-process the code and data layout is fixed, so its samples are not independent of each
-other.  Each invocation contributes the median of its samples; medians, intervals and
-tests are computed over invocations.
+The unit of observation is one process: within a process the code and data layout is
+fixed, so its samples are not independent of each other.  A process's estimate is the
+fastest of its first KEEP used samples (noise on a shared machine only slows; a fixed
+count, so a process that kept more samples does not look faster); processes with fewer
+used samples are left out and counted.  Medians, intervals and tests are computed over
+processes, or over rounds when variants are paired (by round, or sample by sample when
+the processes of a round took their samples in turns).  What is decided from a test
+(verdicts, looks) is policy.py's.
 """
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
 
-ALPHA = 0.05
-# Budget mode looks at the data after n, 2n and 4n rounds at most (run.py); each look
-# tests at ALPHA / LOOKS, so by the union bound the chance of any false verdict over
-# all looks, whatever the stopping rule, stays below ALPHA (alpha spending, Bonferroni).
-LOOKS = 3
-# How processes are compared: "unpaired" (Mann-Whitney over processes) had as much or
-# more power than "paired" (signed-rank over per-round ratios) at the same false rate
-# on this machine: once preempted samples are left out, rounds share little noise, and
-# the signed-rank floor 2/2^n needs 7 rounds at 0.05/3 (bench/power.py --rounds; README).
-DEFAULT_METHOD = "unpaired"
+# A process's estimate: the fastest of its first KEEP used samples (or of all it has
+# when the plan asked for fewer per process; a program's process is one sample).
+KEEP = 5
 # A sample whose thread was off the CPU for more than this share of it (another thread
 # ran: involuntary switch) is contaminated (bench/interference.py; README) -- unless it
 # is long enough that subtracting the off-CPU time leaves less than SWITCH_BIAS_LIMIT of
@@ -32,9 +30,6 @@ DEFAULT_METHOD = "unpaired"
 OFFCPU_LIMIT = 0.01
 SWITCH_COST_NS = 100e3
 SWITCH_BIAS_LIMIT = 0.0025
-# Differences smaller than this are "same" even when significant: layout alone moves
-# results by about this much (Mytkowicz et al., ASPLOS 2009).
-MIN_EFFECT = 0.01
 
 
 @dataclass(frozen=True)
@@ -88,15 +83,11 @@ def estimate(x) -> Estimate:
     return Estimate(float(np.median(x)), median_ci(x), cv, len(x), median_ci_coverage(len(x)))
 
 
-def look_alpha(sequential: bool) -> float:
-    """The level each look tests at: ALPHA with a fixed run count, ALPHA / LOOKS when
-    rounds are added until the comparisons are decided (budget mode)."""
-    return ALPHA / LOOKS if sequential else ALPHA
-
-
-def contamination(sample: dict) -> str:
+def contamination(sample: dict, io_bound: bool = False) -> str:
     """Why a sample (the harness's per-sample signals) is left out of estimates; '' if it
-    is used.  Only signals that predicted slow samples here are rules (README)."""
+    is used.  Only signals that predicted slow samples here are rules (README).  An
+    IO-bound sample's off-CPU time is mostly its own wait for the device (voluntary
+    switches): it counts as time, and only involuntary switches (preemption) leave it out."""
     if sample.get("migrated"):
         return "migrated between CPUs"
     if sample.get("steal_ticks"):
@@ -106,6 +97,8 @@ def contamination(sample: dict) -> str:
         return ""
     switches = sample.get("invol_switches") or 0
     share = f"{100 * off / sample['ns']:.0f}%"
+    if io_bound:
+        return f"off-cpu {share} ({switches:g} involuntary switches)" if switches else ""
     if not switches:
         return f"off-cpu {share} without a switch"
     if switches * SWITCH_COST_NS > SWITCH_BIAS_LIMIT * (sample["ns"] - off):
@@ -113,22 +106,24 @@ def contamination(sample: dict) -> str:
     return ""  # long enough: its on-CPU time is the measure (on_cpu_ns)
 
 
-def on_cpu_ns(sample: dict) -> float:
-    """The time a sample's thread had the CPU: wall minus off-CPU time where the harness
-    measured it (equal to the wall time for an undisturbed sample)."""
+def on_cpu_ns(sample: dict, io_bound: bool = False) -> float:
+    """The time a sample counts: wall minus off-CPU time where the harness measured it
+    (equal to the wall time for an undisturbed sample); an IO-bound sample's wall time,
+    since its waits for the device are its work."""
+    if io_bound:
+        return sample["ns"]
     return sample["ns"] - max(sample.get("offcpu_ns") or 0.0, 0.0)
 
 
 @dataclass(frozen=True)
-class Comparison:
-    ratio: float  # median(variant) / median(baseline), of a higher-is-better rate
+class Test:
+    """The statistics of one comparison, before any correction or verdict (policy.py)."""
+    ratio: float  # variant / baseline, of a higher-is-better rate
     ci: tuple[float, float]
-    p: float  # two-sided: Mann-Whitney U (unpaired) or Wilcoxon signed-rank (paired)
-    p_adjusted: float  # after Holm's correction over the family
-    verdict: str  # faster | slower | same | inconclusive
+    p: float  # two-sided: Mann-Whitney U (unpaired) or Wilcoxon signed-rank (paired, turns)
     p_floor: float = 0.0  # the smallest p these sample sizes can give
-    method: str = "unpaired"  # unpaired (Mann-Whitney) | paired (signed-rank over rounds)
-    n: int = 0  # rounds (paired) or the smaller side's processes (unpaired)
+    method: str = "unpaired"
+    n: int = 0  # rounds (paired, turns) or the smaller side's processes (unpaired)
 
 
 def p_floor(n1: int, n2: int) -> float:
@@ -171,27 +166,13 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def verdict(ratio: float, ci: tuple[float, float], p_adjusted: float, alpha: float = ALPHA,
-            min_effect: float = MIN_EFFECT, p_floor_adjusted: float = 0.0) -> str:
-    """faster/slower only if significant, the interval excludes 1 and the effect is
-    larger than layout noise; inconclusive if too few runs could never be significant;
-    otherwise same."""
-    if p_floor_adjusted >= alpha:
-        return "inconclusive"
-    if p_adjusted >= alpha or ci[0] <= 1.0 <= ci[1] or abs(ratio - 1.0) < min_effect:
-        return "same"
-    return "faster" if ratio > 1 else "slower"
-
-
-def compare(baseline, variant, alpha: float = ALPHA) -> Comparison:
-    """Unpaired: one variant's per-process observations against the baseline's, before
-    any correction (Mann-Whitney U, bootstrap interval of the ratio of medians)."""
+def compare(baseline, variant, confidence: float = 0.95) -> Test:
+    """Unpaired: one variant's per-process observations against the baseline's
+    (Mann-Whitney U, bootstrap interval of the ratio of medians)."""
     base, var = np.asarray(baseline, float), np.asarray(variant, float)
     ratio = float(np.median(var) / np.median(base))
-    ci = ratio_ci(base, var, confidence=1 - alpha)
-    p, floor = mann_whitney_p(base, var), p_floor(len(base), len(var))
-    return Comparison(ratio, ci, p, p, verdict(ratio, ci, p, alpha, p_floor_adjusted=floor), floor,
-                      "unpaired", min(len(base), len(var)))
+    return Test(ratio, ratio_ci(base, var, confidence=confidence), mann_whitney_p(base, var),
+                p_floor(len(base), len(var)), "unpaired", min(len(base), len(var)))
 
 
 def signed_rank_null(n: int) -> np.ndarray:
@@ -207,29 +188,28 @@ def signed_rank_null(n: int) -> np.ndarray:
     return dist
 
 
-def paired_compare(ratios, alpha: float = ALPHA) -> Comparison:
-    """Paired: the per-round ratios variant/baseline (each round ran both back to back).
+def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> Test:
+    """Paired: one ratio variant/baseline per round (the round's processes ran back to
+    back, or together in turns).
 
     On log ratios: the exact Wilcoxon signed-rank p (symmetric under "no difference",
     since the order within a round is random), the Hodges-Lehmann estimate (median of
     the Walsh averages) as the ratio, and the matching distribution-free interval from
-    the Walsh averages at the exact critical rank (coverage >= 1 - alpha)."""
+    the Walsh averages at the exact critical rank (coverage >= confidence)."""
     d = np.log(np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], float))
     n = len(d)
     if n == 0:
-        return Comparison(math.nan, (math.nan, math.nan), 1.0, 1.0, "inconclusive", 1.0, "paired", 0)
+        return Test(math.nan, (math.nan, math.nan), 1.0, 1.0, method, 0)
     walsh = np.sort((d[:, None] + d[None, :])[np.triu_indices(n)] / 2)
     ratio = float(math.exp(np.median(walsh)))
     nz = d[d != 0]
     m = len(nz)
     floor = min(1.0, 2 * 0.5 ** m) if m else 1.0
     if m == 0:
-        return Comparison(ratio, (ratio, ratio), 1.0, 1.0, verdict(ratio, (ratio, ratio), 1.0, alpha, p_floor_adjusted=floor),
-                          floor, "paired", n)
+        return Test(ratio, (ratio, ratio), 1.0, floor, method, n)
     ranks = sps.rankdata(np.abs(nz))
     w = float(ranks[nz > 0].sum())
-    null = signed_rank_null(m)
-    cdf = np.cumsum(null)
+    cdf = np.cumsum(signed_rank_null(m))
     # With ties among |d| the ranks are midranks; round W+ to the exact table (ties are
     # rare in nanosecond timings).
     lo_tail = cdf[min(int(math.floor(w)), len(cdf) - 1)]
@@ -237,33 +217,73 @@ def paired_compare(ratios, alpha: float = ALPHA) -> Comparison:
     p = float(min(1.0, 2 * min(lo_tail, hi_tail)))
     # Interval [w_(C), w_(M+1-C)] (1-based) with C the largest rank such that
     # P(W+ <= C-1) <= alpha/2; its coverage is 1 - 2 P(W+ <= C-1).  When even C = 1 is
-    # too wide for alpha (under 6 rounds at 0.05), the full range is all there is, and
-    # the p floor makes the verdict inconclusive.
+    # too wide (under 6 rounds at 95%), the full range is all there is, and the p floor
+    # makes the verdict inconclusive.
     cdf_all = np.cumsum(signed_rank_null(n))
-    c = max(1, int(np.searchsorted(cdf_all, alpha / 2, side="right")))
+    c = max(1, int(np.searchsorted(cdf_all, (1 - confidence) / 2, side="right")))
     ci = (float(math.exp(walsh[c - 1])), float(math.exp(walsh[len(walsh) - c])))
-    return Comparison(ratio, ci, p, p, verdict(ratio, ci, p, alpha, p_floor_adjusted=floor), floor, "paired", n)
+    return Test(ratio, ci, p, floor, method, n)
 
 
-def compare_pair(baseline: dict[int, float], variant: dict[int, float], alpha: float = ALPHA,
-                 method: str = DEFAULT_METHOD) -> Comparison:
-    """Compare per-process observations keyed by round: paired over the rounds both ran
-    in (ratio variant/baseline of each round), or unpaired over all of them."""
+def round_ratio(baseline: dict[int, float], variant: dict[int, float]) -> float:
+    """One round's ratio from the per-cycle rates of two processes that took their
+    samples in turns (cycle -> rate; cycles where either sample was left out are
+    dropped): the exp of the median per-cycle log ratio -- a median, so it does not
+    depend on how many cycles survived."""
+    both = sorted(set(baseline) & set(variant))
+    if not both:
+        return math.nan
+    return float(math.exp(np.median([math.log(variant[c] / baseline[c]) for c in both])))
+
+
+def compare_pair(baseline, variant, confidence: float = 0.95, method: str = "unpaired") -> Test:
+    """Compare two results' observations keyed by round.  unpaired: Mann-Whitney over the
+    per-process estimates (round -> estimate); paired: signed-rank over per-round ratios
+    of those estimates; turns: the observations are round -> {cycle: rate} and each
+    round's ratio is round_ratio of its cycles."""
+    both = sorted(set(baseline) & set(variant))
+    if method == "turns":
+        return paired_compare([round_ratio(baseline[r], variant[r]) for r in both], confidence, "turns")
     if method == "paired":
-        both = sorted(set(baseline) & set(variant))
-        return paired_compare([variant[r] / baseline[r] for r in both], alpha)
-    return compare(list(baseline.values()), list(variant.values()), alpha)
+        return paired_compare([variant[r] / baseline[r] for r in both], confidence)
+    return compare(list(baseline.values()), list(variant.values()), confidence)
 
 
-def adjust_family(comparisons: list[Comparison], alpha: float = ALPHA,
-                  min_effect: float = MIN_EFFECT) -> list[Comparison]:
-    """Holm-correct a family of comparisons and redo their verdicts.  The smallest p any
-    of them can reach is multiplied by the family size, as Holm does with the smallest."""
-    adjusted = holm([c.p for c in comparisons])
-    m = len(comparisons)
-    return [Comparison(c.ratio, c.ci, c.p, pa, verdict(c.ratio, c.ci, pa, alpha, min_effect, min(1.0, c.p_floor * m)),
-                       c.p_floor, c.method, c.n)
-            for c, pa in zip(comparisons, adjusted)]
+def per_process(samples: list[dict], fn, reduce=np.median, keep: int | None = None) -> dict[int, float]:
+    """reduce(fn(sample)) over the used samples of each process (= the round it ran in),
+    one observation per process.  Samples judged contaminated when they were measured
+    (`excluded`) are left out.  With keep, only the first `keep` used samples count and a
+    process with fewer is left out, so no estimate depends on how many survived."""
+    groups: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        if s.get("excluded"):
+            continue
+        v = fn(s)
+        if v is not None and math.isfinite(v):
+            groups[s["invocation"]].append(v)
+    if keep:
+        return {inv: float(reduce(g[:keep])) for inv, g in sorted(groups.items()) if len(g) >= keep}
+    return {inv: float(reduce(g)) for inv, g in sorted(groups.items())}
+
+
+def per_cycle(samples: list[dict], fn) -> dict[int, dict[int, float]]:
+    """fn(sample) of every used sample, as round -> {cycle (sample index): value}."""
+    out: dict[int, dict[int, float]] = defaultdict(dict)
+    for s in samples:
+        if not s.get("excluded"):
+            v = fn(s)
+            if v is not None and math.isfinite(v):
+                out[s["invocation"]][s["idx"]] = v
+    return dict(out)
+
+
+def keep_count(samples: list[dict]) -> int:
+    """KEEP, or fewer when the processes were asked for fewer samples (the most any
+    process of the result took)."""
+    per: dict[int, int] = defaultdict(int)
+    for s in samples:
+        per[s["invocation"]] += 1
+    return min(KEEP, max(per.values(), default=1))
 
 
 def geomean(values) -> float:

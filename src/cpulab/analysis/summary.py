@@ -13,51 +13,55 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from .. import stats
+from scipy import stats as sps
+
+from .. import stats, workloads
+from ..policy import DecisionPolicy
 from ..model import Analysis, Comparison, Geomean, Result, Status, Summary, Verdict
 from ..store import Store
 from ..workloads import UNITS
 
 
-def _per_invocation(samples: list[dict], fn, reduce=np.median) -> dict[int, float]:
-    """reduce(fn(sample)) over the used samples of each invocation: one observation per
-    process, keyed by invocation (= the round it ran in).  Samples judged contaminated
-    when they were measured (`excluded`) are left out; a process with none left is too."""
-    groups: dict[int, list[float]] = defaultdict(list)
-    for s in samples:
-        if s.get("excluded"):
-            continue
-        v = fn(s)
-        if v is not None and math.isfinite(v):
-            groups[s["invocation"]].append(v)
-    return {inv: float(reduce(g)) for inv, g in sorted(groups.items())}
+def io_bound(workload: str) -> bool:
+    """Whether a workload's waits for a device are its time (programs and `time` are not kernels)."""
+    return workload in workloads.registry() and workloads.get(workload).io_bound
 
 
 def result_summary(r: dict, samples: list[dict]) -> Result:
     label, divisor, per_clock = UNITS.get(r["unit"], (r["unit"] + "/s", 1.0, "cycles/unit"))
-    # One-sided noise: a process's estimate is its fastest used sample (stats.PROCESS_ESTIMATOR).
-    # Rates per on-CPU second: the same as per wall second for an undisturbed sample; a long
-    # sample kept despite preemption loses the time other threads had (stats.contamination).
-    rates = _per_invocation(samples, lambda s: s["work"] / stats.on_cpu_ns(s) * 1e9 / divisor, np.max)
-    cpu = list(_per_invocation(samples, lambda s: s["cycles"] * stats.on_cpu_ns(s) / s["ns"] / s["work"]
-                               if s["cycles"] is not None else None, np.min).values())
-    ipc = list(_per_invocation(samples, lambda s: s["instructions"] / s["cycles"]
-                               if s["instructions"] is not None and s["cycles"] else None).values())
+    io = io_bound(r["workload"])
+    keep = stats.keep_count(samples)
+
+    def rate(s):  # per on-CPU second (stats.on_cpu_ns): a kept preempted sample loses others' time
+        return s["work"] / stats.on_cpu_ns(s, io) * 1e9 / divisor
+
+    def cycles(s):  # counters count only this thread's cycles; TSC ticks count off-CPU time too
+        if s["cycles"] is None:
+            return None
+        on_cpu = 1.0 if s["timer"] == "perf" else stats.on_cpu_ns(s, io) / s["ns"]
+        return s["cycles"] * on_cpu / s["work"]
+
+    # One-sided noise: a process's estimate is the fastest of its first `keep` used samples (stats.KEEP).
+    rates = stats.per_process(samples, rate, np.max, keep)
+    cpu = list(stats.per_process(samples, cycles, np.min, keep).values())
+    ipc = list(stats.per_process(samples, lambda s: s["instructions"] / s["cycles"]
+                                 if s["instructions"] is not None and s["cycles"] else None).values())
     est = stats.estimate(list(rates.values()))
     excluded = [s["excluded"] for s in samples if s.get("excluded")]
+    interval = rates and est.ci_coverage > 0  # one process has no interval, not [x, x]
     out = {
         "id": r["id"], "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
         "params": r["params"], "unit": r["unit"], "rate_unit": label, "per_clock_unit": per_clock,
         "status": r["status"], "error": r["error"], "same_as": r["same_as"], "notes": r["notes"],
         "emulated": bool(r["notes"].get("emulated")),  # ran under qemu-user: time is the emulator's
-        "median": est.median if rates else None, "ci": list(est.ci) if rates else None,
+        "median": est.median if rates else None, "ci": list(est.ci) if interval else None,
         "ci_coverage": est.ci_coverage if rates else None,
         "cv": est.cv if rates else None, "processes": len(rates), "invocations": len(rates),
         "excluded_samples": len(excluded),
         "excluded_processes": len({s["invocation"] for s in samples}) - len(rates),
         "excluded_why": dict(Counter(w.split(" ")[0] for w in excluded)),
         "cycles_per_unit": float(np.median(cpu)) if cpu else None,
-        "cycles_per_unit_ci": list(stats.median_ci(cpu)) if cpu else None,
+        "cycles_per_unit_ci": list(stats.median_ci(cpu)) if len(cpu) > 1 else None,
         "ns_per_unit": (1e9 / (est.median * divisor)) if rates and est.median else None,
         "ipc": float(np.median(ipc)) if ipc else None,
         "timer": samples[0]["timer"] if samples else None,
@@ -65,35 +69,38 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         if any(s["core_per_tsc"] for s in samples) else None,
         "samples": [s["work"] / s["ns"] * 1e9 / divisor for s in samples],
         "observations": rates,
+        "cycles": stats.per_cycle(samples, rate),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...)
     for key, fn in (("real_s", lambda s: s["ns"] * 1e-9 / s["reps"]), ("user_s", lambda s: s["user_s"] / s["reps"]),
                     ("sys_s", lambda s: s["sys_s"] / s["reps"])):
-        obs = list(_per_invocation(samples, fn).values())
+        obs = list(stats.per_process(samples, fn).values())
         out[key] = float(np.median(obs)) if obs else None
     return Result.from_dict(out)
 
 
-def compare_results(results: list[Result], baselines: dict[str, str], alpha: float = stats.ALPHA,
-                    method: str = stats.DEFAULT_METHOD) -> list[Comparison]:
-    """Every variant against its experiment's baseline at the same workload and params,
+def compare_results(results: list[Result], baselines: dict[str, str], policy: DecisionPolicy,
+                    against: int | None = None) -> list[Comparison]:
+    """Every variant against its experiment's baseline at the same workload and params
+    (with `against` RUN: against its own stored build VARIANT@RUN),
     Holm-corrected within each family: the variants compared at one parameter point.
     (Each point of a sweep is its own question, "which build is faster at N?"; correcting
-    across all points as well would make long sweeps unable to say anything.)  alpha is
-    the level of this look (stats.look_alpha); method paired or unpaired (stats.compare_pair)."""
+    across all points as well would make long sweeps unable to say anything.)  The policy
+    gives the level of this look, the method and the verdicts."""
     by_point: dict[tuple, dict[str, Result]] = defaultdict(dict)
     for r in results:
         by_point[(r.experiment, r.workload, r.point)][r.variant] = r
     families: dict[tuple, list[tuple]] = defaultdict(list)
     rows: list[Comparison] = []
     for (exp, wl, pk), variants in by_point.items():
-        base_name = baselines.get(exp)
-        base = variants.get(base_name)
-        base_measured = _measured_as(base, variants) if base else None
         for name, r in variants.items():
-            if name == base_name:
+            base_name = against_name(name, against) if against is not None else baselines.get(exp)
+            if name == base_name or (against is not None and "@" in name):
                 continue
-            row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE, alpha=alpha)
+            base = variants.get(base_name)
+            base_measured = _measured_as(base, variants) if base else None
+            row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE,
+                             alpha=policy.look_alpha, confidence=policy.confidence)
             measured = _measured_as(r, variants)
             if base is None or not base.status.measured:
                 pass
@@ -107,11 +114,25 @@ def compare_results(results: list[Result], baselines: dict[str, str], alpha: flo
                 families[(exp, wl, pk)].append((row, base_measured, measured))
             rows.append(row)
     for fam in families.values():
-        raw = [stats.compare_pair(b.observations, m.observations, alpha, method) for _, b, m in fam]
-        for (row, _, _), c in zip(fam, stats.adjust_family(raw, alpha)):
-            row.ratio, row.ci, row.p, row.p_raw, row.verdict = c.ratio, list(c.ci), c.p_adjusted, c.p, Verdict(c.verdict)
-            row.method, row.rounds = c.method, c.n
+        tests = [_test(b, m, policy) for _, b, m in fam]
+        for (row, _, _), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests)):
+            row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
+            row.method, row.rounds = t.method, t.n
     return rows
+
+
+def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
+    """The policy's test of two results.  turns reads every used sample by round and
+    cycle; for processes of a round that ran back to back (programs: one sample each)
+    it is the paired test by round."""
+    if policy.method == "turns":
+        return stats.compare_pair(base.cycles, var.cycles, policy.confidence, "turns")
+    return stats.compare_pair(base.observations, var.observations, policy.confidence, policy.method)
+
+
+def against_name(variant: str, run_id: int) -> str:
+    """The name the stored build of `variant` from run `run_id` is measured under (run --against)."""
+    return f"{variant}@{run_id}"
 
 
 def _measured_as(r: Result, variants: dict[str, Result]) -> Result | None:
@@ -122,19 +143,32 @@ def _measured_as(r: Result, variants: dict[str, Result]) -> Result | None:
 
 
 def geomeans(comparisons: list[Comparison]) -> list[Geomean]:
-    """Geometric mean of the ratios of each (experiment, workload, variant) over params."""
-    groups: dict[tuple, list[float]] = defaultdict(list)
+    """Geometric mean of the ratios of each (experiment, workload, variant) over params,
+    with an interval: the exp of the mean log ratio +- t times its standard error over the
+    points (each point's own noise and the spread between points both show in it), at
+    the comparisons' confidence; none for a single point."""
+    groups: dict[tuple, list[Comparison]] = defaultdict(list)
     for c in comparisons:
         if c.ratio:
-            groups[(c.experiment, c.workload, c.variant, c.baseline)].append(c.ratio)
-    return [Geomean(e, w, v, b, stats.geomean(rs), len(rs)) for (e, w, v, b), rs in groups.items()]
+            groups[(c.experiment, c.workload, c.variant, c.baseline)].append(c)
+    out = []
+    for (e, w, v, b), cs in groups.items():
+        logs = np.log([c.ratio for c in cs])
+        ci = None
+        if len(logs) > 1:
+            half = sps.t.ppf((1 + (cs[0].confidence or 0.95)) / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
+            ci = [float(math.exp(logs.mean() - half)), float(math.exp(logs.mean() + half))]
+        out.append(Geomean(e, w, v, b, stats.geomean([c.ratio for c in cs]), len(cs), ci))
+    return out
 
 
-def summarise(store: Store, run_id: int, baseline: str | None = None, method: str = stats.DEFAULT_METHOD) -> Summary:
+def summarise(store: Store, run_id: int, baseline: str | None = None, method: str | None = None) -> Summary:
+    """The run's Summary; method overrides the plan's (policy.METHODS)."""
     run = store.run(run_id)
     results = [result_summary(r, store.samples(r["id"])) for r in store.results(run_id)]
     baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
-    comparisons = compare_results(results, baselines, stats.look_alpha(bool(run["plan"].get("budget"))), method)
+    comparisons = compare_results(results, baselines, DecisionPolicy.from_plan(run["plan"], method),
+                                  run["plan"].get("against"))
     return Summary(run_id=run_id, status=run["status"], started=run["started"], finished=run["finished"],
                    plan=run["plan"], machine=run["fingerprint"], conditions=run["conditions"],
                    timing=run["timing"], variants=store.variants(run_id), results=results,

@@ -14,6 +14,7 @@ import jinja2
 
 from .. import machine
 from ..model import Result, Summary
+from ..policy import DecisionPolicy
 from . import plots, studies
 from .tables import FOLD_ROWS
 from .views import (analysis_tables, comparison_list, fmt_params, geomean_table, pivot_table, workload_of,
@@ -122,7 +123,7 @@ def render(s: Summary) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
     tpl = env.get_template("report.html.j2")
     return tpl.render(s=s, sections=sections(s), geomeans=geomean_table(s), comparisons=comparison_list(s),
-                      fold=FOLD_ROWS, fmt_params=fmt_params,
+                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=DecisionPolicy.from_plan(s.plan).legend(),
                       caches=", ".join(machine.cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))
 

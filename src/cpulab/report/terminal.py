@@ -6,7 +6,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from .. import stats
 from ..model import Summary
+from ..policy import DecisionPolicy
 from .tables import fmt_num, to_rich
 from .views import analysis_tables, explain_tables, geomean_table, process_table, workload_tables
 
@@ -33,18 +35,10 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(to_rich(g))
     if (pt := process_table(summary)) is not None:
         console.print(to_rich(pt))
-    comps = [c for c in summary.comparisons if c.method]
-    how = ("paired: the ratio of variant to baseline in each round (run back to back), Wilcoxon signed-rank "
-           "p and Hodges-Lehmann interval" if comps and comps[0].method == "paired"
-           else "unpaired: Mann-Whitney p, bootstrap interval of the ratio of medians")
-    alpha = comps[0].alpha if comps else 0.05
-    console.print(f"[dim]verdict ({how}): faster/slower only when p < {alpha:.3g} after Holm"
-                  + (" (0.05 spent over the looks of budget mode)" if alpha < 0.05 else "")
-                  + ", the interval excludes 0 and |delta| >= 1% (layout noise); inconclusive when so few "
-                  "processes could never be significant; otherwise same. Each observation is one process: its "
-                  "fastest sample among those not left out (a sample is left out when its thread was off "
-                  "the CPU for over 1% of it, or it migrated or saw steal time). A median interval marked "
-                  "(NN%) covers only that much: too few processes for 95%.[/]")
+    console.print(f"[dim]verdict: {escape(DecisionPolicy.from_plan(summary.plan).legend())}. Each observation "
+                  f"is one process: the fastest of its first {stats.KEEP} samples not left out (a sample is left "
+                  "out when its thread was off the CPU for over 1% of it, or it migrated or saw steal time). A "
+                  "median interval marked (NN%) covers only that much: too few processes for 95%.[/]")
 
 
 def print_analysis(kind: str, data: Any, console: Console) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from .. import workloads
 from ..params import human_bytes
 from ..model import Comparison, Result, Status, Summary, Verdict
+from ..policy import DecisionPolicy
 from .tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 
 
@@ -62,9 +63,10 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
             if r.median:
                 best[r.point] = max(best[r.point], r.median)
         base = next((c.baseline for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)), "")
+        conf = f"{100 * DecisionPolicy.from_plan(s.plan).confidence:.3g}%"
         names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", rows[0].per_clock_unit, "% of max",
                  "left out", f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
-        t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [95% CI]", columns(*names, left=2))
+        t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [{conf} CI]", columns(*names, left=2))
         t.columns[names.index("verdict")].left = True
         last = None
         for r in rows:
@@ -156,10 +158,10 @@ def geomean_table(s: Summary) -> Table | None:
     rows = [g for g in s.geomeans if g.points > 1]
     if not rows:
         return None
-    t = Table("geomeans", "geometric mean of the ratio over parameter points",
+    t = Table("geomeans", "geometric mean of the ratio over parameter points, with its interval over the points",
               columns("experiment", "workload", "variant", "vs", "geomean", "points", left=4))
     for g in rows:
-        t.add(g.experiment, g.workload, g.variant, g.baseline, Cell(g.ratio, fmt_delta(g.ratio, None)), g.points)
+        t.add(g.experiment, g.workload, g.variant, g.baseline, Cell(g.ratio, fmt_delta(g.ratio, g.ci)), g.points)
     return t
 
 

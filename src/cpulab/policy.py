@@ -1,0 +1,93 @@
+"""The one decision policy: when a comparison is significant, decided, and what it is called.
+
+A DecisionPolicy is made once from the plan (its budget decides the looks) and used by
+the runner's looks, the summary and every legend, so the rule lives in one place
+(benchstat's Thresholds is the model).  Verdicts, with ratio = variant rate / baseline
+rate and its interval at the look's confidence:
+
+* `inconclusive`: so few rounds that no difference could ever be significant;
+* `faster` / `slower`: significant after Holm's correction, the interval excludes 1, and
+  the difference is at least `min_effect`;
+* `same`: the interval lies within 1 +- `precision` (a difference, if any, is smaller);
+* `unclear`: none of these -- neither significant nor that narrow.  More rounds decide it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import stats
+
+ALPHA = 0.05
+# Budget mode looks at the data after n, 2n and 4n rounds at most; each look tests at
+# ALPHA / LOOKS, so by the union bound the chance of any false verdict over all looks,
+# whatever the stopping rule, stays below ALPHA (alpha spending, Bonferroni).
+LOOKS = 3
+PRECISION = 0.01
+# Differences smaller than this are never called faster/slower: layout alone moves
+# results by about this much (Mytkowicz et al., ASPLOS 2009).
+MIN_EFFECT = 0.01
+# How a variant meets its baseline: "turns" (the processes of one round alive together on
+# one CPU, taking samples in turns: per-cycle ratios, one per round, signed-rank over
+# rounds), "paired" (one estimate per process, ratio per round) or "unpaired"
+# (Mann-Whitney over processes).  README "How it measures" has the figures.
+METHODS = ("turns", "paired", "unpaired")
+DEFAULT_METHOD = "turns"
+
+
+@dataclass(frozen=True)
+class DecisionPolicy:
+    alpha: float = ALPHA
+    looks: int = 1
+    precision: float = PRECISION
+    min_effect: float = MIN_EFFECT
+    method: str = DEFAULT_METHOD
+
+    @classmethod
+    def from_plan(cls, plan: dict, method: str | None = None) -> "DecisionPolicy":
+        """The policy of a stored plan (its dict): budget mode spends alpha over LOOKS
+        looks.  A plan stored before methods were recorded compared unpaired."""
+        return cls(looks=LOOKS if plan.get("budget") else 1,
+                   precision=float(plan.get("precision") or PRECISION),
+                   method=method or plan.get("method") or "unpaired")
+
+    @property
+    def look_alpha(self) -> float:
+        """The level each look tests at."""
+        return self.alpha / self.looks
+
+    @property
+    def confidence(self) -> float:
+        """The coverage of every comparison interval: 1 - look_alpha (95%, or 98.3% over 3 looks)."""
+        return 1 - self.look_alpha
+
+    def verdict(self, t: stats.Test, p_adjusted: float, family: int = 1) -> str:
+        """The verdict of one test of a family of `family` tests (Holm-adjusted p)."""
+        lo, hi = t.ci
+        if min(1.0, t.p_floor * family) >= self.look_alpha:
+            return "inconclusive"
+        if p_adjusted < self.look_alpha and not lo <= 1.0 <= hi and abs(t.ratio - 1.0) >= self.min_effect:
+            return "faster" if t.ratio > 1 else "slower"
+        if 1 - self.precision <= lo and hi <= 1 + self.precision:
+            return "same"
+        return "unclear"
+
+    def decide(self, tests: list[stats.Test]) -> list[tuple[float, str]]:
+        """(Holm-adjusted p, verdict) of each test of one family."""
+        adjusted = stats.holm([t.p for t in tests])
+        return [(pa, self.verdict(t, pa, len(tests))) for t, pa in zip(tests, adjusted)]
+
+    @staticmethod
+    def decided(verdict: str) -> bool:
+        """Whether a look may stop adding rounds for a comparison with this verdict."""
+        return verdict not in ("unclear", "inconclusive")
+
+    def legend(self) -> str:
+        how = {"turns": "rounds of processes alive together, samples in turns; signed-rank over rounds of the "
+                        "median per-cycle ratio",
+               "paired": "signed-rank over per-round ratios",
+               "unpaired": "Mann-Whitney over processes"}[self.method]
+        spent = f" ({self.alpha:g} spent over {self.looks} looks)" if self.looks > 1 else ""
+        return (f"{100 * self.confidence:.3g}% intervals; {how}; faster/slower when p < {self.look_alpha:.3g}"
+                f"{spent} after Holm and the change is at least {100 * self.min_effect:g}%; same when the interval "
+                f"lies within ±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to "
+                f"ever be significant")
