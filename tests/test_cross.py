@@ -8,6 +8,7 @@ import pytest
 
 from cpulab import build, emulation, toolchain, workloads
 from cpulab.analysis.summary import compare_results
+from cpulab.policy import DecisionPolicy
 from cpulab.model import Result, Status, Verdict
 from cpulab.execute import HarnessJob, default_executor
 
@@ -74,8 +75,9 @@ def _result(variant, emulated, rates):
 
 def test_emulated_and_native_never_share_a_verdict():
     rows = compare_results([_result("O2", False, [1.0, 1.1, 0.9, 1.0, 1.05]),
-                            _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "O2"})
+                            _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "O2"}, DecisionPolicy())
     assert rows[0].verdict == Verdict.NOT_COMPARABLE and rows[0].ratio is None
     rows = compare_results([_result("armhf", True, [1.0, 1.1, 0.9, 1.0, 1.05]),
-                            _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "armhf"})
+                            _result("armel", True, [0.1, 0.11, 0.09, 0.1, 0.1])], {"e": "armhf"},
+                           DecisionPolicy(method="unpaired"))
     assert rows[0].verdict == Verdict.SLOWER

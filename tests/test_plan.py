@@ -128,10 +128,13 @@ def test_built_in_plans_can_reach_a_verdict():
     the experiment's comparisons, at the level the plan tests at (0.05/3 in budget mode);
     the command-line default too."""
     from cpulab import stats
+    from cpulab.policy import DecisionPolicy
     for plan in [plans.load(f.stem) for f in plans.PLAN_DIR.glob("*.toml")] + [plans.from_flags([], [], {}, None)]:
+        policy = DecisionPolicy.from_plan(plan.as_dict())
         for e in plan.experiments:
             comparisons = len(e.variants) - 1
             if comparisons:
                 n = plan.runs_of(e.name)
-                floor = stats.p_floor(n, n) * comparisons
-                assert floor < stats.look_alpha(plan.budget > 0), (plan.name, e.name, n, floor)
+                # unpaired: Mann-Whitney's floor; by round (turns, paired): the signed-rank floor 2 / 2^n
+                one = stats.p_floor(n, n) if policy.method == "unpaired" else 2 * 0.5 ** n
+                assert one * comparisons < policy.look_alpha, (plan.name, e.name, n, one * comparisons)

@@ -118,19 +118,19 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("far", ["sha256"], ["O2", "O0"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, runs=6, samples=3, min_sample_time=0.0005, warmup=0.0, budget=60.0,
+    p = plans.validate(plans.Plan("b", exps, runs=8, samples=3, min_sample_time=0.0005, warmup=0.0, budget=60.0,
                                   precision=0.00001, measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
     run_id = runner.run_plan(p, store, progress=progress, seed=5)
     rounds = {(r["experiment"], r["variant"]): len({s["invocation"] for s in store.samples(r["id"])})
               for r in store.results(run_id)}
-    assert rounds[("far", "O2")] == rounds[("far", "O0")] == 6
-    assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 24  # looks at 6, 12, 24: no more
+    assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
+    assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 32  # looks at 8, 16, 32: no more
     assert any("twin/O2" in n for n in progress.notes)
     comps = {c.experiment: c for c in analysis.summarise(store, run_id).comparisons}
-    assert comps["far"].verdict == "slower" and comps["far"].method == "unpaired"
-    assert comps["aa"].alpha == 0.05 / 3 and comps["aa"].rounds == 24
+    assert comps["far"].verdict == "slower" and comps["far"].method == "turns"
+    assert comps["aa"].alpha == 0.05 / 3 and comps["aa"].rounds == 32
 
 
 def test_budget_is_not_overspent(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpulab.analysis.summary import compare_results, geomeans
+from cpulab.policy import DecisionPolicy
 from cpulab.analysis.sweeps import memlat_curves
 from cpulab.model import Result, Status, Summary, Verdict
 from cpulab.report import exports, html
@@ -51,7 +52,7 @@ def test_comparisons_verdicts():
     results = [_result("O2", base), _result("fast", [2 * x for x in base]), _result("twin", [], Status.IDENTICAL, "O2"),
                _result("broken", [], Status.CRASH), _result("O2", [], Status.CRASH, size="128"),
                _result("fast", [1.0] * 10, size="128")]
-    comps = {(c.variant, c.params["size"]): c for c in compare_results(results, {"e": "O2"})}
+    comps = {(c.variant, c.params["size"]): c for c in compare_results(results, {"e": "O2"}, DecisionPolicy(method="unpaired"))}
     assert comps[("fast", "64")].verdict == Verdict.FASTER and comps[("fast", "64")].ratio == pytest.approx(2, rel=0.01)
     assert comps[("twin", "64")].verdict == Verdict.IDENTICAL_CODE and comps[("twin", "64")].ratio == 1.0
     assert comps[("broken", "64")].verdict == Status.CRASH

@@ -374,6 +374,8 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
             rng.shuffle(order)
             jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared))]
             if plan.method == "turns" and len(jobs) > 1:
+                for _, job in jobs:
+                    job.turns = True
                 samples = plan.samples_of(k[0])
                 outs = site.executor.execute_group([job for _, job in jobs],
                                                    [rng.sample(range(len(jobs)), len(jobs)) for _ in range(samples)])
@@ -443,8 +445,7 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
             return None
     v = plan.variant(t.variant)
     return HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
-                      plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
-                      turns=plan.method == "turns")
+                      plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator)
 
 
 def _record(store: Store, t: Target, out, goal: int, progress: Progress) -> None:

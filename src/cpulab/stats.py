@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-# A process's estimate: the fastest of its first KEEP used samples (or of all it has
-# when the plan asked for fewer per process; a program's process is one sample).
+# A process's estimate: the fastest of its first KEEP used samples, or of half the samples
+# the plan asked for when that is fewer (so a process may lose half its samples and still
+# count; a program's process is one sample).
 KEEP = 5
 # A sample whose thread was off the CPU for more than this share of it (another thread
 # ran: involuntary switch) is contaminated (bench/interference.py; README) -- unless it
@@ -278,12 +279,12 @@ def per_cycle(samples: list[dict], fn) -> dict[int, dict[int, float]]:
 
 
 def keep_count(samples: list[dict]) -> int:
-    """KEEP, or fewer when the processes were asked for fewer samples (the most any
-    process of the result took)."""
+    """KEEP, or half the samples each process took (the most any process of the result
+    took) when that is fewer, at least 1."""
     per: dict[int, int] = defaultdict(int)
     for s in samples:
         per[s["invocation"]] += 1
-    return min(KEEP, max(per.values(), default=1))
+    return max(1, min(KEEP, max(per.values(), default=1) // 2))
 
 
 def geomean(values) -> float:

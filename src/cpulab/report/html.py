@@ -46,7 +46,7 @@ def rate_plots(wname: str, ok: list[Result], caches: list[dict]) -> list[str]:
     unit = ok[0].rate_unit
     if key is None:
         return [plots.bars([_series_name(r, None, varying) for r in ok], [r.median for r in ok],
-                           [tuple(r.ci) for r in ok], unit, f"{wname}: median {unit} with 95% intervals")]
+                           [tuple(r.ci or (r.median, r.median)) for r in ok], unit, f"{wname}: median {unit} with 95% intervals")]
     slowest: dict[tuple, float] = {}
     for r in ok:
         slowest[r.point] = min(slowest.get(r.point, math.inf), r.median)

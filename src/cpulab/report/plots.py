@@ -37,7 +37,7 @@ def _mark_caches(ax, caches: list[dict]) -> None:
 
 
 def bars(labels: list[str], values: list[float], ci: list[tuple[float, float]], ylabel: str, title: str) -> str:
-    """A bar per variant with its 95% interval as an error bar."""
+    """A bar per variant with its 95% interval as an error bar (none for one process)."""
     fig, ax = plt.subplots(figsize=(7, 3.2))
     lo = [max(0.0, v - c[0]) for v, c in zip(values, ci)]
     hi = [max(0.0, c[1] - v) for v, c in zip(values, ci)]
