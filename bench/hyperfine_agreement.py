@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cpulab.execute import pick_cpu
+from cpulab.execute import claimed_cpu
 
 SPIN_C = r"""
 #include <stdlib.h>
@@ -57,7 +57,7 @@ def main() -> None:
     args = ap.parse_args()
     if not shutil.which("hyperfine"):
         sys.exit("hyperfine not found: apt-get install hyperfine")
-    cpu = pick_cpu()
+    cpu = claimed_cpu()
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         (t / "spin.c").write_text(SPIN_C)

@@ -79,6 +79,7 @@ def tls_options(f):
 
 
 def cluster_security(tls_ca, tls_cert, tls_key):
+    require_dask()
     from . import distributed
     try:
         return distributed.security(tls_ca, tls_cert, tls_key)
@@ -892,6 +893,8 @@ def align(full, timer, db, as_json):
               help="Timed processes per command, in interleaved random rounds (--runs as in hyperfine).")
 @click.option("-w", "--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
               help="Untimed runs of each command first.")
+@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=0.0, show_default=True,
+              help="Seconds to spend adding rounds to undecided comparisons at the looks (0: exactly --runs).")
 @click.option("-p", "--prepare", default=None, help="Command run before each run of each command (untimed).")
 @click.option("-s", "--setup", default=None, help="Command run once before all runs.")
 @click.option("-c", "--cleanup", default=None, help="Command run once after all runs.")
@@ -912,7 +915,7 @@ def align(full, timer, db, as_json):
 @click.option("--export-markdown", type=click.Path(dir_okay=False), default=None)
 @db_option
 @json_option
-def time_(commands, runs, warmup, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
+def time_(commands, runs, warmup, budget, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
           cpu, timeout, random_seed, export_json, export_csv, export_markdown, db, as_json):
     """Time whole commands, the first being the baseline: wall, user and sys per run,
     peak RSS and context switches from wait4, verdicts as for kernels."""
@@ -927,12 +930,13 @@ def time_(commands, runs, warmup, prepare, setup, cleanup, int_scans, list_scans
     except processes.CommandError as e:
         fail(str(e))
     store = open_store(db)
-    how = processes.Rounds(runs=runs, warmup=warmup, timeout=timeout)
+    how = processes.Rounds(warmup=warmup, timeout=timeout)
     with Progress(TextColumn("{task.description:8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[status]}"), console=console, transient=True) as bar:
         try:
             run_id = processes.time_commands(
-                store, list(commands), names=list(names), scans=scans, how=how, shell=shell, prepare=prepare,
+                store, list(commands), names=list(names), scans=scans, how=how, runs=runs, budget=budget, shell=shell,
+                prepare=prepare,
                 setup=setup, cleanup=cleanup, check=processes.Check(exit=None) if ignore_failure else processes.Check(),
                 cpu=cpu, seed=random_seed, progress=RichProgress(bar), argv=sys.argv)
         except processes.CommandError as e:

@@ -23,6 +23,7 @@ LocalExecutor runs jobs here; a distributed executor implements the same `execut
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -35,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from . import cpulock
 from .model import Status
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
@@ -144,11 +146,6 @@ def parse_harness_output(done: Finished) -> Outcome:
     return Outcome(st, data.get("error") or f"exit status {done.returncode}")
 
 
-def pick_cpu() -> int:
-    """The last CPU we may run on: CPU 0 takes most interrupts on Linux."""
-    return max(os.sched_getaffinity(0))
-
-
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -156,19 +153,42 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+_claimed: int | None = None  # the CPU this cpulab process claimed (cpulock.claim_cpu), kept for its life
+_claim = None
+
+
+def claimed_cpu() -> int:
+    """This process's CPU: the last allowed one no other cpulab claims (claimed once)."""
+    global _claimed, _claim
+    if _claimed is None:
+        _claimed, _claim = cpulock.claim_cpu(os.sched_getaffinity(0))
+    return _claimed
+
+
 class LocalExecutor:
-    """Runs each job here, pinned to one CPU, one at a time."""
+    """Runs each job here, pinned to one CPU, one at a time, holding the CPU's host-wide
+    lock while it measures (cpulock): `waited_s` says how long it waited for it, and
+    `on_wait` (if set) is told why."""
 
     def __init__(self, cpu: int | None = None, seed: int | None = None):
-        self.cpu = pick_cpu() if cpu is None else cpu
+        self.cpu = claimed_cpu() if cpu is None else cpu
         self.rng = random.Random(seed)
+        self.waited_s = 0.0
+        self.on_wait = None
+
+    @contextlib.contextmanager
+    def _holding_cpu(self):
+        with cpulock.measuring(self.cpu, self.on_wait) as waited:
+            self.waited_s += waited
+            yield
 
     def execute(self, job: Job) -> Outcome:
         pad = self.rng.randrange(MAX_LAYOUT_PAD)
         env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
         argv = job.argv()
         try:
-            done = self._spawn_and_reap(argv, env, job.timeout)
+            with self._holding_cpu():
+                done = self._spawn_and_reap(argv, env, job.timeout)
         except OSError as e:
             return Outcome(Status.ERROR, f"cannot execute {argv[0]}: {e.strerror or e}", layout_pad=pad)
         out = job.outcome(done)
@@ -214,19 +234,25 @@ class LocalExecutor:
         """Run the jobs' harnesses alive together on this executor's CPU, in turns: in cycle
         j the token goes to the members in the order orders[j] (job indices), each taking
         one sample while the others sleep in read().  Each job's `samples` must be
-        len(orders).  The whole group shares the longest job timeout; a member that dies
-        or hangs is killed and fails alone, the others go on."""
+        len(orders).  A member gets its own timeout to be ready, then the group shares
+        the longest one for its samples; a member that dies or hangs is killed and fails
+        alone, the others go on."""
+        with self._holding_cpu():
+            return self._run_group(jobs, orders)
+
+    def _run_group(self, jobs: list[HarnessJob], orders: list[list[int]]) -> list[Outcome]:
         pads = [self.rng.randrange(MAX_LAYOUT_PAD) for _ in jobs]
         members: list[_Member] = []
-        deadline = time.perf_counter() + max(j.timeout for j in jobs)
         try:
             for job, pad in zip(jobs, pads):
                 env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
                 try:
                     members.append(_Member.spawn(job.argv(), env, self.cpu))
-                    members[-1].wait_ready(deadline)  # its set-up and calibration ran alone
                 except OSError as e:
                     members.append(_Member.failed(f"cannot execute {job.argv()[0]}: {e.strerror or e}"))
+                # Its set-up and calibration run alone; one that hangs there is killed at its own timeout.
+                members[-1].wait_ready(time.perf_counter() + job.timeout)
+            deadline = time.perf_counter() + max(j.timeout for j in jobs)
             for order in orders:
                 for i in order:
                     members[i].take_turn(deadline)

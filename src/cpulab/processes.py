@@ -27,6 +27,7 @@ from pathlib import Path
 from . import build
 from .execute import Executor, Finished, LocalExecutor, Outcome
 from .model import Status
+from .rounds import QuietProgress, Schedule, measure_rounds
 from .store import Store
 
 LAUNCH_SOURCE = build.NATIVE_DIR / "launch.c"
@@ -148,9 +149,11 @@ def evict(files: list[str], drop_caches: bool = True) -> str:
 
 @dataclass
 class ProcessTarget:
-    """One command at one parameter point, stored as one result."""
+    """One command at one parameter point, stored as one result.  point: the comparison
+    it belongs to, (experiment, ...): its rounds and looks are that point's."""
     result_id: int
     label: str
+    point: tuple
     command: list[str]
     check: Check | None = Check()
     prepare: list[list[str]] = field(default_factory=list)  # before each run, untimed
@@ -159,11 +162,13 @@ class ProcessTarget:
     live: bool = True
     evicted_with: str = ""  # how the page cache was emptied before its cold runs
     reports: list[dict] = field(default_factory=list)
+    done: int = 0  # processes timed so far: the next round
 
 
 @dataclass
 class Rounds:
-    runs: int = 10
+    """How whole processes are timed: `warmup` untimed rounds, then rounds as the
+    schedule says (rounds.Schedule: the first look, budget and looks)."""
     warmup: int = 1
     timeout: float = 300.0
     cold: bool = False
@@ -191,38 +196,53 @@ def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Ro
     return _run(executor, t, t.command, t.check, False, how.timeout)
 
 
-def measure(store: Store, targets: list[ProcessTarget], how: Rounds, executor: Executor | None = None,
-            progress=None, rng: random.Random | None = None) -> None:
-    """Check each target once (output kept), warm it up, then time it in random rounds."""
+def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: Schedule,
+            executor: Executor | None = None, progress=None, rng: random.Random | None = None) -> None:
+    """Check each target once (output kept), warm it up, then time it in the one rounds
+    loop (rounds.measure_rounds): in each round a point's commands run back to back in
+    random order, so A and B are timed seconds apart at most."""
     executor = executor or LocalExecutor()
     rng = rng or random.Random()
+    progress = progress or QuietProgress()
     live = [t for t in targets if t.live]
-    if progress:
-        progress.phase("check", len(live))
+    progress.phase("check", len(live))
     for t in live:
         out = _run(executor, t, t.command, t.check, True, how.timeout)
         if out.status != Status.OK:
             _fail(store, t, out.status, out.error)
-        if progress:
-            progress.advance(f"{t.label}: {out.status}")
+        progress.advance(f"{t.label}: {out.status}")
     live = [t for t in live if t.live]
-    if progress:
-        progress.phase("measure", len(live) * (how.warmup + how.runs))
-    for rnd in range(-how.warmup, how.runs):  # negative rounds are warm-up, not stored
-        order = [t for t in live if t.live]
-        rng.shuffle(order)
+    progress.phase("warm-up", len(live) * how.warmup)
+    for _ in range(how.warmup):
+        for t in rng.sample(live, len(live)):
+            if t.live:
+                out = _prepare_and_run(store, executor, t, how)
+                if out is not None and out.status != Status.OK:
+                    _fail(store, t, out.status, out.error)
+                progress.advance(f"warm-up  {t.label}")
+
+    def run_round(k: tuple, order: list[ProcessTarget]) -> float:
+        seconds = 0.0
         for t in order:
             out = _prepare_and_run(store, executor, t, how)
             if out is None:
                 continue
+            seconds += out.process.wall_s if out.process else 0.0
             if out.status != Status.OK:
                 _fail(store, t, out.status, out.error)
-            elif rnd >= 0:
-                store.add_invocation(t.result_id, rnd, invocation_record(out.data), out.layout_pad)
+            else:
+                store.add_invocation(t.result_id, t.done, invocation_record(out.data), out.layout_pad)
                 t.reports.append(out.data)
-            if progress:
-                progress.advance(f"{'warm-up' if rnd < 0 else f'round {rnd + 1}/{how.runs}'}  {t.label}"
-                                 + (f"  {out.status}: {out.error[:60]}" if out.status != Status.OK else ""))
+                t.done += 1
+            progress.advance(f"round {t.done}  {t.label}" + (f"  {out.status}: {out.error[:60]}"
+                                                              if out.status != Status.OK else ""))
+        return seconds
+
+    points: dict[tuple, list[ProcessTarget]] = {}
+    for t in targets:
+        if t.live:
+            points.setdefault(t.point, []).append(t)
+    measure_rounds(store, points, schedule, run_round, progress, rng)
     for t in targets:
         if t.reports:
             store.set_notes(t.result_id, {**process_notes(t.reports),
@@ -286,9 +306,11 @@ def command_labels(commands: list[str], names: list[str]) -> list[str]:
 
 
 def time_plan(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
-              cpu: int) -> dict:
-    """The run's plan record: what `cpulab time` was asked, as summarise and the report read it."""
-    return {"name": "time", "runs": how.runs, "warmup_runs": how.warmup, "cpu": cpu, "shell": shell,
+              cpu: int, runs: int, budget: float) -> dict:
+    """The run's plan record: what `cpulab time` was asked, as summarise, the report and
+    the rounds' schedule read it (processes compared by round: method paired)."""
+    return {"name": "time", "runs": runs, "budget": budget, "method": "paired", "warmup_runs": how.warmup,
+            "cpu": cpu, "shell": shell,
             "commands": dict(zip(labels, commands)), "scans": scans,
             "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
                              "baseline": labels[0]}]}
@@ -304,6 +326,7 @@ def time_targets(store: Store, run_id: int, commands: list[str], labels: list[st
             prep = [command_argv(fill_scan(prepare, point), shell)] if prepare else []
             targets.append(ProcessTarget(rid, label + (" " + " ".join(f"{k}={v}" for k, v in point.items())
                                                        if point else ""),
+                                         ("time", json.dumps(point, sort_keys=True)),
                                          command_argv(fill_scan(text, point), shell), check, prep, env=env))
     return targets
 
@@ -317,12 +340,14 @@ def run_once(executor: Executor, argv: list[str], timeout: float, what: str) -> 
 
 
 def time_commands(store: Store, commands: list[str], *, names: list[str] = (), scans: dict[str, list[str]] = None,
-                  how: Rounds = Rounds(), shell: bool = False, prepare: str | None = None,
+                  how: Rounds = Rounds(), runs: int = 10, budget: float = 0.0, shell: bool = False,
+                  prepare: str | None = None,
                   setup: str | None = None, cleanup: str | None = None, check: Check | None = Check(),
                   cpu: int | None = None, seed: int | None = None, progress=None,
                   argv: list[str] | None = None) -> int:
     """`cpulab time`: every command at every scan point, checked, warmed up and timed in
-    interleaved random rounds; the first command is the baseline.  Returns the run id.
+    interleaved random rounds (runs at the first look; with a budget, more for undecided
+    comparisons at the looks); the first command is the baseline.  Returns the run id.
     Bad input raises CommandError before anything runs."""
     from .run import recorded_run
     scans = scans or {}
@@ -331,13 +356,13 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
         for point in scan_points(scans):
             command_argv(fill_scan(text, point), shell)
     executor = LocalExecutor(cpu=cpu, seed=seed)
-    plan = time_plan(list(commands), labels, scans, how, shell, executor.cpu)
+    plan = time_plan(list(commands), labels, scans, how, shell, executor.cpu, runs, budget)
     with recorded_run(store, plan, "clock", argv, executor=executor) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
         try:
-            measure(store, targets, how, executor, progress, random.Random(seed))
+            measure(store, targets, how, Schedule.of_plan(plan), executor, progress, random.Random(seed))
         finally:
             if cleanup:
                 run_once(executor, command_argv(cleanup, shell), how.timeout, "--cleanup")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from . import params, paths, processes, toolchain
 from .processes import Check, CommandError, ProcessTarget, Rounds
+from .rounds import Schedule
 from .toolchain import Variant
 
 BUILD_FIELDS = ("cc", "cflags", "ldflags", "jobs", "build")
@@ -327,14 +328,15 @@ def check_plan_programs(plan, where: str) -> None:
 
 def run_in_plan(plan, store, run_id: int, executor, progress, rng: random.Random) -> None:
     """Build every (program, variant) of the plan, then check and time their runs,
-    one experiment at a time in interleaved random rounds."""
+    one experiment at a time, in the one rounds loop with the plan's looks and budget."""
+    schedule = Schedule.of_plan(plan.as_dict())
     for e in plan.experiments:
         names = [w for w in e.workloads if w in plan.programs]
         if not names:
             continue
         targets = _program_targets(plan, e, names, store, run_id, progress)
-        how = Rounds(runs=plan.runs_of(e.name), warmup=1, timeout=plan.timeout, cold=plan.cold)
-        processes.measure(store, targets, how, executor, progress, rng)
+        how = Rounds(warmup=1, timeout=plan.timeout, cold=plan.cold)
+        processes.measure(store, targets, how, schedule, executor, progress, rng)
 
 
 def _program_targets(plan, e, names: list[str], store, run_id: int, progress) -> list[ProcessTarget]:
@@ -361,7 +363,8 @@ def _program_targets(plan, e, names: list[str], store, run_id: int, progress) ->
             if status != "pending":
                 continue
             files, argv = point_argv(p, v, b, point)
-            targets.append(ProcessTarget(rid, f"{pname} {vname} {' '.join(point.values())}", argv, p.check,
+            targets.append(ProcessTarget(rid, f"{pname} {vname} {' '.join(point.values())}",
+                                         (e.name, pname, json.dumps(point, sort_keys=True)), argv, p.check,
                                          cold_files=list(files.values()), env=dict(v.env)))
         progress.advance(f"{pname} / {vname}" + (f": {status}" if status != "pending" else ""))
     return targets

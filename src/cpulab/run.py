@@ -21,23 +21,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from . import build, emulation, machine, probes, stats, toolchain, workloads
-from .analysis.summary import against_name, compare_results, result_summary
+from .analysis.summary import against_name
 from .execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
 from .plan import Plan
-from .policy import DecisionPolicy
+from .rounds import Progress, QuietProgress, Schedule, measure_rounds  # noqa: F401 (re-exported)
 from .store import SIGNALS, Store
-
-class Progress(Protocol):
-    def phase(self, name: str, total: int) -> None: ...
-    def advance(self, label: str) -> None: ...
-    def note(self, text: str) -> None: ...
-
-
-class QuietProgress:
-    def phase(self, name, total): pass
-    def advance(self, label): pass
-    def note(self, text): pass
-
 
 @dataclass
 class Target:
@@ -139,6 +127,8 @@ def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] 
             status = "interrupted"
             raise Interrupted(getattr(e, "signum", signal.SIGINT), run_id) from None
         finally:
+            if isinstance(executor, LocalExecutor):  # where it measured, and how long it waited for that CPU
+                store.add_conditions(run_id, {"cpu": executor.cpu, "cpu_wait_s": round(executor.waited_s, 3)})
             store.finish_run(run_id, status)
 
 
@@ -184,9 +174,11 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     is missing.  site: where it runs (default: here, through `executor`)."""
     site = site or LocalSite(executor or LocalExecutor(seed=seed))
     progress = progress or QuietProgress()
+    if isinstance(site.executor, LocalExecutor):
+        site.executor.on_wait = progress.note
     rng = random.Random(seed)
     identity = site.identity(plan.timer) if resume is None else None
-    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, identity=identity) as run_id:
+    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, site.executor, identity) as run_id:
         targets = _build_all(plan, store, run_id, progress, site) if resume is None else \
             _unfinished(plan, store, run_id, progress)
         _measure(plan, store, targets, site, progress, rng)
@@ -344,48 +336,30 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
 
 def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random) -> None:
-    """Rounds until every comparison point has its rounds.  Each round runs every live
-    target of a point once, the points in random order.  With the method "turns" the
-    targets of a point run as one group: processes alive together on one CPU taking their
-    samples in turns, in a fresh random order each cycle, so sample j of a variant and
-    of its baseline are milliseconds apart and share the host's state.  Otherwise they
-    run back to back in random order.  With a fixed count every point gets `processes`
-    rounds; in budget mode a point whose comparisons are undecided at a look (n, 2n
-    rounds) gets rounds up to the next look (2n, 4n) while its experiment has budget.
-    A resumed target that is ahead of its point's other targets waits for them."""
-    points = _points([t for t in targets if t.live])
-    goal = {k: plan.runs_of(k[0]) for k in points}
-    done = {k: min(t.done for t in ts) for k, ts in points.items()}  # a resumed run's targets have some
-    spent: dict[str, float] = defaultdict(float)
+    """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
+    targets run as one group: processes alive together on one CPU taking their samples
+    in turns, in a fresh random order each cycle, so sample j of a variant and of its
+    baseline are milliseconds apart and share the host's state.  Otherwise they run back
+    to back in the round's random order."""
     prepared: dict[int, dict[str, str]] = {}
-    progress.phase("measure", sum(goal[k] * len(ts) for k, ts in points.items()))
-    while True:
-        due = [k for k in points if done[k] < goal[k] and any(t.live for t in points[k])]
-        if not due:
-            due = _next_look(plan, store, points, goal, done, spent, progress)
-            if not due:
-                return
-        rng.shuffle(due)
-        for k in due:
-            if plan.budget and done[k] >= plan.runs_of(k[0]) and spent[k[0]] >= plan.budget:
-                goal[k] = done[k]  # out of budget: this round is not started
-                continue
-            order = [t for t in points[k] if t.live and t.done <= done[k]]
-            rng.shuffle(order)
-            jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared))]
-            if plan.method == "turns" and len(jobs) > 1:
-                for _, job in jobs:
-                    job.turns = True
-                samples = plan.samples_of(k[0])
-                outs = site.executor.execute_group([job for _, job in jobs],
-                                                   [rng.sample(range(len(jobs)), len(jobs)) for _ in range(samples)])
-                spent[k[0]] += max((o.process.wall_s for o in outs if o.process), default=0.0)
-            else:
-                outs = [site.executor.execute(job) for _, job in jobs]
-                spent[k[0]] += sum(o.process.wall_s for o in outs if o.process)
-            for (t, job), out in zip(jobs, outs):
-                _record(store, t, out, goal[k], progress)
-            done[k] += 1
+
+    def run_round(k: tuple, order: list[Target]) -> float:
+        jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared))]
+        if plan.method == "turns" and len(jobs) > 1:
+            for _, job in jobs:
+                job.turns = True
+            cycles = [rng.sample(range(len(jobs)), len(jobs)) for _ in range(plan.samples_of(k[0]))]
+            outs = site.executor.execute_group([job for _, job in jobs], cycles)
+            seconds = max((o.process.wall_s for o in outs if o.process), default=0.0)
+        else:
+            outs = [site.executor.execute(job) for _, job in jobs]
+            seconds = sum(o.process.wall_s for o in outs if o.process)
+        for (t, _), out in zip(jobs, outs):
+            _record(store, t, out, progress)
+        return seconds
+
+    measure_rounds(store, _points([t for t in targets if t.live]), Schedule.of_plan(plan.as_dict()), run_round,
+                   progress, rng)
 
 
 def _points(live: list[Target]) -> dict[tuple, list[Target]]:
@@ -394,38 +368,6 @@ def _points(live: list[Target]) -> dict[tuple, list[Target]]:
     for t in live:
         points[(t.experiment, t.workload, json.dumps(t.params, sort_keys=True))].append(t)
     return points
-
-
-def _next_look(plan: Plan, store: Store, points: dict, goal: dict, done: dict, spent: dict,
-               progress: Progress) -> list[tuple]:
-    """In budget mode, at a look (n or 2n rounds): the points with an undecided comparison
-    get rounds up to the next look, while their experiment has budget left; the undecided
-    ones are shown.  There are at most policy.looks looks, each tested at its
-    look_alpha, so stopping early cannot inflate false verdicts."""
-    if not plan.budget:
-        return []
-    decision = DecisionPolicy.from_plan(plan.as_dict())
-    more, labels = [], []
-    for k, ts in points.items():
-        n = plan.runs_of(k[0])
-        if done[k] != goal[k] or goal[k] >= n * 2 ** (decision.looks - 1) or spent[k[0]] >= plan.budget:
-            continue
-        summaries = [result_summary(store.result(t.result_id), store.samples(t.result_id)) for t in ts]
-        baselines = {e.name: e.baseline for e in plan.experiments}
-        open_ = [c for c in compare_results(summaries, baselines, decision, plan.against)
-                 if c.ratio and not decision.decided(c.verdict)]
-        if open_:
-            goal[k] = min(2 * goal[k], n * 2 ** (decision.looks - 1))
-            more.append(k)
-            labels += [f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}" for c in open_]
-    if more:
-        progress.note(f"{len(labels)} undecided: " + "; ".join(labels[:6]) + (" ..." if len(labels) > 6 else ""))
-        progress.phase("undecided", sum((goal[k] - done[k]) * len(points[k]) for k in more))
-    return more
-
-
-def fmt_interval(ci: list[float]) -> str:
-    return f"[{(ci[0] - 1) * 100:+.1f}%, {(ci[1] - 1) * 100:+.1f}%]"
 
 
 def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
@@ -448,7 +390,7 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
                       plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator)
 
 
-def _record(store: Store, t: Target, out, goal: int, progress: Progress) -> None:
+def _record(store: Store, t: Target, out, progress: Progress) -> None:
     """Store one process of a target (its round: t.done): its samples, each with why it
     is left out if the signals around it say it was disturbed (stats.contamination), or
     the failure, which ends the target."""
@@ -463,5 +405,5 @@ def _record(store: Store, t: Target, out, goal: int, progress: Progress) -> None
     else:
         t.live = False
         store.set_status(t.result_id, out.status if out.status != "ok" else "error", out.error or "no samples")
-    progress.advance(f"round {rnd + 1}/{goal}  {t.workload} {t.variant}"
+    progress.advance(f"round {rnd + 1}  {t.workload} {t.variant}"
                      + (f"  {out.status}: {out.error[:60]}" if out.status != "ok" else ""))

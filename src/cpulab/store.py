@@ -348,6 +348,13 @@ class Store:
             c.execute("UPDATE results SET notes = ?, status = 'ok' WHERE id = ? AND status = 'pending'",
                       (json.dumps(out.get("notes", {})), result_id))
 
+    def add_conditions(self, run_id: int, conditions: dict) -> None:
+        """Add to a run's conditions what is known only once it has measured (its CPU's wait)."""
+        with self.tx() as c:
+            row = c.execute("SELECT conditions FROM runs WHERE id = ?", (run_id,)).fetchone()
+            c.execute("UPDATE runs SET conditions = ? WHERE id = ?",
+                      (json.dumps({**json.loads(row[0]), **conditions}), run_id))
+
     def set_notes(self, result_id: int, notes: dict) -> None:
         """Add to a result's notes (e.g. medians over its processes of peak RSS)."""
         with self.tx() as c:

@@ -1,0 +1,118 @@
+"""The one rounds loop: kernels, programs and `cpulab time` alike.
+
+A *point* is one comparison: an experiment's variants at one parameter point.  A round
+gives every live target of a point one process (for kernels a group in turns, for
+programs A and B back to back, in a fresh random order), the points in random order, so
+a drifting machine hits all variants alike.  Every point gets the schedule's first-look
+rounds; in budget mode a point with an undecided comparison at a look (n, 2n rounds)
+gets rounds up to the next look (2n, 4n) while its experiment has budget left.  There
+are at most policy.looks looks, each tested at policy.look_alpha, so stopping early
+cannot inflate false verdicts.
+"""
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from .analysis.summary import compare_results, result_summary
+from .policy import DecisionPolicy
+from .store import Store
+
+
+class Progress(Protocol):
+    def phase(self, name: str, total: int) -> None: ...
+    def advance(self, label: str) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+class QuietProgress:
+    def phase(self, name, total): pass
+    def advance(self, label): pass
+    def note(self, text): pass
+
+
+class RoundTarget(Protocol):
+    """What the loop needs of a target: its stored result, whether it still runs, and
+    how many processes it has measured (the next round it takes part in)."""
+    result_id: int
+    live: bool
+    done: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    first: dict[str, int]  # experiment -> rounds at the first look
+    budget: float  # seconds per experiment for rounds beyond the first look (0: none)
+    policy: DecisionPolicy
+    baselines: dict[str, str]  # experiment -> its baseline variant
+    against: int | None = None  # run --against: each variant against VARIANT@RUN
+
+    @classmethod
+    def of_plan(cls, plan: dict) -> "Schedule":
+        """The schedule of a plan (as stored: Plan.as_dict() or `cpulab time`'s record)."""
+        return cls({e["name"]: e.get("runs") or plan["runs"] for e in plan["experiments"]}, plan.get("budget") or 0.0,
+                   DecisionPolicy.from_plan(plan), {e["name"]: e["baseline"] for e in plan["experiments"]},
+                   plan.get("against"))
+
+
+# One round of one point: run these targets (in this order), record what they gave,
+# return the seconds it took.
+RunRound = Callable[[tuple, list], float]
+
+
+def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, run_round: RunRound,
+                   progress: Progress, rng: random.Random) -> None:
+    """Rounds until every point has its rounds and no look asks for more.  points: key
+    (experiment, ...) -> its targets.  A resumed target ahead of its point's others
+    waits for them."""
+    goal = {k: schedule.first[k[0]] for k in points}
+    done = {k: min(t.done for t in ts) for k, ts in points.items()}
+    spent: dict[str, float] = defaultdict(float)
+    progress.phase("measure", sum((goal[k] - done[k]) * len(ts) for k, ts in points.items()))
+    while True:
+        due = [k for k in points if done[k] < goal[k] and any(t.live for t in points[k])]
+        if not due:
+            due = _next_look(store, points, goal, done, spent, schedule, progress)
+            if not due:
+                return
+        rng.shuffle(due)
+        for k in due:
+            if schedule.budget and done[k] >= schedule.first[k[0]] and spent[k[0]] >= schedule.budget:
+                goal[k] = done[k]  # out of budget: this round is not started
+                continue
+            order = [t for t in points[k] if t.live and t.done <= done[k]]
+            rng.shuffle(order)
+            spent[k[0]] += run_round(k, order)
+            done[k] += 1
+
+
+def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, schedule: Schedule,
+               progress: Progress) -> list[tuple]:
+    """In budget mode, at a look: the points with an undecided comparison get rounds up
+    to the next look, while their experiment has budget left; the undecided ones are
+    shown."""
+    if not schedule.budget:
+        return []
+    policy = schedule.policy
+    more, labels = [], []
+    for k, ts in points.items():
+        last = schedule.first[k[0]] * 2 ** (policy.looks - 1)
+        if done[k] != goal[k] or goal[k] >= last or spent[k[0]] >= schedule.budget:
+            continue
+        summaries = [result_summary(store.result(t.result_id), store.samples(t.result_id)) for t in ts]
+        open_ = [c for c in compare_results(summaries, schedule.baselines, policy, schedule.against)
+                 if c.ratio and not policy.decided(c.verdict)]
+        if open_:
+            goal[k] = min(2 * goal[k], last)
+            more.append(k)
+            labels += [f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}" for c in open_]
+    if more:
+        progress.note(f"{len(labels)} undecided: " + "; ".join(labels[:6]) + (" ..." if len(labels) > 6 else ""))
+        progress.phase("undecided", sum((goal[k] - done[k]) * len(points[k]) for k in more))
+    return more
+
+
+def fmt_interval(ci: list[float]) -> str:
+    return f"[{(ci[0] - 1) * 100:+.1f}%, {(ci[1] - 1) * 100:+.1f}%]"

@@ -1,0 +1,49 @@
+"""One CPU, one measurement: concurrent cpulab processes never measure on one CPU at once."""
+import json
+import os
+import subprocess
+import sys
+
+from cpulab import cpulock
+
+# Two cpulab processes at once, each measuring 4 harness processes on the same CPU; each
+# prints the [start, end] of every sample it took (CLOCK_MONOTONIC, shared by processes).
+CHILD = """
+import json, sys
+from cpulab import build, toolchain, workloads
+from cpulab.execute import HarnessJob, LocalExecutor
+art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
+ex = LocalExecutor(cpu=int(sys.argv[1]))
+spans = []
+for _ in range(4):
+    d = ex.execute(HarnessJob(art.path, {"size": "4096"}, samples=5, min_sample_time=0.002, warmup=0.0)).data
+    spans.append([d["t_ns"][0], d["t_ns"][-1] + d["ns"][-1]])
+print(json.dumps({"spans": spans, "waited": ex.waited_s}))
+"""
+
+
+def test_two_concurrent_processes_never_measure_on_one_cpu_at_once(tmp_path):
+    env = {**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)}
+    cpu = str(max(os.sched_getaffinity(0)))
+    kids = [subprocess.Popen([sys.executable, "-c", CHILD, cpu], stdout=subprocess.PIPE, text=True, env=env)
+            for _ in range(2)]
+    docs = [json.loads(k.communicate(timeout=300)[0]) for k in kids]
+    a, b = (d["spans"] for d in docs)
+    for s0, e0 in a:
+        for s1, e1 in b:
+            assert e0 <= s1 or e1 <= s0  # the measured spans of the two never overlap
+    assert docs[0]["waited"] + docs[1]["waited"] > 0  # one of them had to wait
+
+
+def test_a_claimed_cpu_is_not_picked_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("CPULAB_LOCK_DIR", str(tmp_path))
+    first, claim = cpulock.claim_cpu({0, 1})
+    assert first == 1 and claim is not None
+    code = "from cpulab import cpulock; print(cpulock.claim_cpu({0, 1})[0])"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)})
+    assert other.stdout.strip() == "0"  # the free one
+    claim.close()
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)})
+    assert again.stdout.strip() == "1"  # released with its holder

@@ -1,0 +1,62 @@
+"""Groups in turns: harness processes alive together on one CPU, one sample at a time."""
+import random
+
+import pytest
+
+from cpulab import build, toolchain, workloads
+from cpulab.execute import HarnessJob, LocalExecutor
+from cpulab.model import Status
+
+
+@pytest.fixture(scope="module")
+def sha256_o2():
+    return build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"]).path
+
+
+def _job(path, samples, **params):
+    return HarnessJob(path, {"size": "1024", **params}, samples=samples, min_sample_time=0.0005, warmup=0.0,
+                      turns=True, timeout=20)
+
+
+@pytest.mark.parametrize("members", [2, 3])
+def test_samples_are_taken_in_the_order_given(sha256_o2, members):
+    rng = random.Random(members)
+    orders = [rng.sample(range(members), members) for _ in range(8)]
+    outs = LocalExecutor(seed=1).execute_group([_job(sha256_o2, 8) for _ in range(members)], orders)
+    assert [o.status for o in outs] == [Status.OK] * members
+    assert all(len(o.data["ns"]) == 8 for o in outs)
+    taken = sorted((o.data["t_ns"][j], i) for i, o in enumerate(outs) for j in range(8))
+    assert [i for _, i in taken] == [i for order in orders for i in order]
+    # each sample ends before the next member's begins: one at a time
+    spans = sorted((o.data["t_ns"][j], o.data["t_ns"][j] + o.data["ns"][j]) for o in outs for j in range(8))
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:]))
+    assert len({o.layout_pad for o in outs}) >= 1
+
+
+def test_fewer_tokens_than_samples_ends_early(sha256_o2):
+    out, = LocalExecutor(seed=2).execute_group([_job(sha256_o2, 10)], [[0]] * 4)
+    assert out.status == Status.OK and len(out.data["ns"]) == 4
+
+
+def test_a_member_that_fails_fails_alone(sha256_o2):
+    from conftest import TEST_KERNELS
+    from cpulab.toolchain import Variant
+    bad = build.build_executable(TEST_KERNELS / "misbehave.c", Variant("t", cflags=("-O2",))).path
+    jobs = [_job(sha256_o2, 6), HarnessJob(bad, {"mode": "crash"}, samples=6, turns=True, timeout=10),
+            HarnessJob(bad, {"mode": "hang"}, samples=6, turns=True, timeout=1.5), _job(sha256_o2, 6)]
+    outs = LocalExecutor(seed=3).execute_group(jobs, [[0, 1, 2, 3]] * 6)
+    assert outs[0].status == outs[3].status == Status.OK and len(outs[3].data["ns"]) == 6
+    assert outs[1].status == Status.CRASH and outs[2].status == Status.TIMEOUT
+
+
+def test_without_turns_the_harness_needs_no_token(sha256_o2):
+    out = LocalExecutor(seed=4).execute(HarnessJob(sha256_o2, {"size": "1024"}, samples=3, min_sample_time=0.0005))
+    assert out.status == Status.OK and len(out.data["ns"]) == len(out.data["t_ns"]) == 3
+
+
+def test_a_waiting_member_takes_no_cpu_from_the_one_measuring(sha256_o2):
+    """While one member samples, the others sleep in read(): the measuring process is
+    not switched out for them (no involuntary switch in most samples)."""
+    outs = LocalExecutor(seed=5).execute_group([_job(sha256_o2, 20) for _ in range(3)], [[0, 1, 2]] * 20)
+    switched = sum(x > 0 for o in outs for x in o.data["invol_switches"])
+    assert switched <= 0.25 * 60
