@@ -4,7 +4,7 @@ real 1%, 2% and 3% slowdowns, and the raw rate of p < alpha, each with an exact
 binomial interval.
 
 One plan, measured as cpulab measures any plan (the default precision and method unless
-given; a budget of 10 s per experiment, so that the default fits in 20 minutes here),
+given; a budget of 5 s per experiment, so that the default fits in 20 minutes here),
 with K experiments of one bench kernel (bench/kernels/inflated.c: SHA-256 blocks).  In
 each, five variants run in the same rounds:
 
@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 INJECTED = {"inflated1": 1, "inflated2": 2, "inflated3": 3}
 
 
-BUDGET = 10.0
+BUDGET = 5.0
 
 
 def register_inflated() -> None:

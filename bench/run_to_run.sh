@@ -22,6 +22,7 @@ for v in ("O2", "O3"):
           f"cycles/byte {[round(c, 2) for c in cpb]}, CV {cv(cpb):.2f}%")
 cs = [next(c for c in d["comparisons"] if c["variant"] == "O3") for d in docs]
 ratios = [c["ratio"] for c in cs]
-print(f"O3/O2 per run: {[f'{c['ratio']:.4f} [{c['ci'][0]:.4f}, {c['ci'][1]:.4f}] {c['verdict']} ({c['rounds']} rounds)' for c in cs]}")
+for c in cs:
+    print(f"O3/O2: {c['ratio']:.4f} [{c['ci'][0]:.4f}, {c['ci'][1]:.4f}] {c['verdict']} ({c['rounds']} rounds)")
 print(f"O3/O2 run-to-run CV {cv(ratios):.2f}%")
 PY

@@ -46,7 +46,9 @@ class Plan:
     # Processes per result, in rounds (the first look in budget mode): 12 rounds let the
     # signed-rank test over rounds reach p < 0.05/3 after Holm over 16 comparisons.
     runs: int = 12
-    samples: int = 20  # samples per invocation: short ones, so preempted ones can be left out
+    # Samples per process: short ones, so preempted ones can be left out; many, since in
+    # turns a round's ratio is a median over its cycles (per-sample noise here is ~13%).
+    samples: int = 50
     min_sample_time: float = 0.0025
     # Budget mode (budget > 0): after `runs` rounds, add rounds to undecided comparisons
     # whose interval is wider than +-precision, up to `budget` seconds per experiment
