@@ -82,7 +82,9 @@ def test_program_built_per_variant_checked_and_timed(source, tmp_path):
     assert all(r["status"] == "ok" and r["unit"] == "runs" for r in results), results
     for r in results:
         samples = store.samples(r["id"])
-        assert len(samples) == 3  # one sample per timed process
+        # one sample per timed process; 3 rounds at the first look, and budget mode's looks
+        # give an undecided point 6, then 12 (programs share the kernels' rounds loop)
+        assert len(samples) == len({s["invocation"] for s in samples}) in (3, 6, 12)
         assert all(0 < s["ns"] < 5e9 and s["user_s"] >= 0 for s in samples)
         assert r["notes"]["median_max_rss_kb"] > 0
     # each variant's copy was built with its own flags, and the exact commands are kept
