@@ -11,7 +11,7 @@ import pytest
 from cpulab.analysis.summary import compare_results, geomeans
 from cpulab.policy import DecisionPolicy
 from cpulab.analysis.sweeps import memlat_curves
-from cpulab.model import Result, Status, Summary, Verdict
+from cpulab.model import Comparison, Result, Status, Summary, Verdict
 from cpulab.report import exports, html
 from cpulab.report.tables import to_markdown, to_rich
 from cpulab.report.views import (ANALYSIS_VIEWS, analysis_tables, comparison_list, fmt_params, memlat_tables,
@@ -140,3 +140,15 @@ def test_ratio_cells_keep_the_plain_ratio(summary):
     for row, c in zip(t.rows, summary.comparisons):
         v = row[names.index("ratio")].value
         assert v == c.ratio and (v is None or math.isfinite(v))
+
+
+def test_geomean_interval_combines_the_points_intervals():
+    """Two points each known to +-2%: their geometric mean is known better than either
+    (errors of a mean), and a point without an interval gives the mean none."""
+    cs = [Comparison("e", "w", {"n": str(i)}, "b", "v", "faster", ratio=r, ci=[r / 1.02, r * 1.02])
+          for i, r in enumerate([1.1, 1.2])]
+    g, = geomeans(cs)
+    assert g.ratio == pytest.approx((1.1 * 1.2) ** 0.5)
+    assert g.ci[0] < g.ratio < g.ci[1] and g.ci[1] / g.ratio == pytest.approx(1.02 ** (2 ** 0.5 / 2))
+    cs[1].ci = None
+    assert geomeans(cs)[0].ci is None

@@ -13,8 +13,6 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from scipy import stats as sps
-
 from .. import stats, workloads
 from ..policy import DecisionPolicy
 from ..model import Analysis, Comparison, Geomean, Result, Status, Summary, Verdict
@@ -144,21 +142,21 @@ def _measured_as(r: Result, variants: dict[str, Result]) -> Result | None:
 
 def geomeans(comparisons: list[Comparison]) -> list[Geomean]:
     """Geometric mean of the ratios of each (experiment, workload, variant) over params,
-    with an interval: the exp of the mean log ratio +- t times its standard error over the
-    points (each point's own noise and the spread between points both show in it), at
-    the comparisons' confidence; none for a single point."""
+    with an interval for these points: each point's interval as a normal half-width in
+    log space, combined as independent errors of a mean (sqrt of the summed squares, over
+    the count); none when a point has no interval."""
     groups: dict[tuple, list[Comparison]] = defaultdict(list)
     for c in comparisons:
         if c.ratio:
             groups[(c.experiment, c.workload, c.variant, c.baseline)].append(c)
     out = []
     for (e, w, v, b), cs in groups.items():
-        logs = np.log([c.ratio for c in cs])
+        g = stats.geomean([c.ratio for c in cs])
         ci = None
-        if len(logs) > 1:
-            half = sps.t.ppf((1 + (cs[0].confidence or 0.95)) / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
-            ci = [float(math.exp(logs.mean() - half)), float(math.exp(logs.mean() + half))]
-        out.append(Geomean(e, w, v, b, stats.geomean([c.ratio for c in cs]), len(cs), ci))
+        if all(c.ci and c.ci[0] > 0 for c in cs):
+            half = math.sqrt(sum(((math.log(c.ci[1]) - math.log(c.ci[0])) / 2) ** 2 for c in cs)) / len(cs)
+            ci = [g * math.exp(-half), g * math.exp(half)]
+        out.append(Geomean(e, w, v, b, g, len(cs), ci))
     return out
 
 

@@ -158,7 +158,7 @@ def geomean_table(s: Summary) -> Table | None:
     rows = [g for g in s.geomeans if g.points > 1]
     if not rows:
         return None
-    t = Table("geomeans", "geometric mean of the ratio over parameter points, with its interval over the points",
+    t = Table("geomeans", "geometric mean of the ratio over parameter points, with an interval from the points' intervals",
               columns("experiment", "workload", "variant", "vs", "geomean", "points", left=4))
     for g in rows:
         t.add(g.experiment, g.workload, g.variant, g.baseline, Cell(g.ratio, fmt_delta(g.ratio, g.ci)), g.points)
