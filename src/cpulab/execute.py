@@ -348,7 +348,8 @@ class _Member:
             _, status, ru = os.wait4(self.pid, 0)
         finally:
             killer.cancel()
-        self.pid, pid = 0, self.pid
+        self.pid = 0  # reaped: kill() must not signal a recycled pid
+        self.stop_turns()
         os.close(self.done_r)
         self.out.seek(0)
         self.err.seek(0)
