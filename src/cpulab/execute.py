@@ -146,6 +146,29 @@ def parse_harness_output(done: Finished) -> Outcome:
     return Outcome(st, data.get("error") or f"exit status {done.returncode}")
 
 
+def _wait4_within(pid: int, seconds: float, on_timeout) -> tuple[int, object]:
+    """wait4 for pid, calling on_timeout (which kills it) if it outlives `seconds`.  The
+    timer is a daemon: an interrupt that lands before cancel() must not keep cpulab
+    waiting for it at exit."""
+    killer = threading.Timer(seconds, on_timeout)
+    killer.daemon = True
+    try:
+        killer.start()
+        _, status, ru = os.wait4(pid, 0)
+    finally:
+        killer.cancel()
+    return status, ru
+
+
+def _finished(status: int, ru, out, err, wall_s: float, timed_out: bool) -> Finished:
+    """What a reaped process left: its exit, its output files read back, its rusage."""
+    out.seek(0)
+    err.seek(0)
+    return Finished(os.waitstatus_to_exitcode(status), out.read().decode(errors="replace"),
+                    err.read().decode(errors="replace"), wall_s, ru.ru_utime, ru.ru_stime, ru.ru_maxrss,
+                    ru.ru_nvcsw, ru.ru_nivcsw, timed_out)
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -208,27 +231,14 @@ class LocalExecutor:
                                         start_new_session=True)
             finally:
                 os.sched_setaffinity(0, own)
-            # A daemon: an interrupt that lands before cancel() must not keep cpulab
-            # waiting for the timer at exit.
-            killer = threading.Timer(timeout, lambda: (timed_out.set(), _kill_group(proc.pid)))
-            killer.daemon = True
             try:
-                killer.start()
-                _, status, ru = os.wait4(proc.pid, 0)
+                status, ru = _wait4_within(proc.pid, timeout, lambda: (timed_out.set(), _kill_group(proc.pid)))
             except BaseException:  # Ctrl-C, SIGTERM: the measured process must not outlive us
                 _kill_group(proc.pid)
                 proc.wait()
                 raise
-            finally:
-                killer.cancel()
-            wall = time.perf_counter() - t0
             proc.returncode = os.waitstatus_to_exitcode(status)
-            out.seek(0)
-            err.seek(0)
-            return Finished(proc.returncode, out.read().decode(errors="replace"),
-                            err.read().decode(errors="replace"), wall, ru.ru_utime, ru.ru_stime,
-                            ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw, timed_out.is_set())
-
+            return _finished(status, ru, out, err, time.perf_counter() - t0, timed_out.is_set())
 
     def execute_group(self, jobs: list[HarnessJob], orders: list[list[int]]) -> list[Outcome]:
         """Run the jobs' harnesses alive together on this executor's CPU, in turns: in cycle
@@ -341,21 +351,11 @@ class _Member:
     def reap(self, deadline: float) -> Finished | None:
         if not self.pid:
             return None
-        killer = threading.Timer(max(0.0, deadline - time.perf_counter()), self._time_out)
-        killer.daemon = True
-        try:
-            killer.start()
-            _, status, ru = os.wait4(self.pid, 0)
-        finally:
-            killer.cancel()
+        status, ru = _wait4_within(self.pid, max(0.0, deadline - time.perf_counter()), self._time_out)
         self.pid = 0  # reaped: kill() must not signal a recycled pid
         self.stop_turns()
         os.close(self.done_r)
-        self.out.seek(0)
-        self.err.seek(0)
-        fin = Finished(os.waitstatus_to_exitcode(status), self.out.read().decode(errors="replace"),
-                       self.err.read().decode(errors="replace"), time.perf_counter() - self.t0, ru.ru_utime,
-                       ru.ru_stime, ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw, self.timed_out)
+        fin = _finished(status, ru, self.out, self.err, time.perf_counter() - self.t0, self.timed_out)
         self.out.close()
         self.err.close()
         return fin
