@@ -21,9 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cotenant import cotenant  # noqa: E402
 from power import rate  # noqa: E402
 
-from cpulab import machines, plan as plans, run as runner  # noqa: E402
-from cpulab.execute import claimed_cpu  # noqa: E402
-from cpulab.store import Store  # noqa: E402
+from cpulab.analysis import between_runs as machines
+from cpulab.plan import plan as plans
+from cpulab.measure import runner  # noqa: E402
+from cpulab.measure.execute import claimed_cpu  # noqa: E402
+from cpulab.store.db import Store  # noqa: E402
 
 
 def main() -> None:

@@ -26,8 +26,10 @@ import sys
 import numpy as np
 from scipy import stats as sps
 
-from cpulab import build, toolchain, workloads
-from cpulab.execute import HarnessJob, LocalExecutor
+from cpulab.build import artifacts as build
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.measure.execute import HarnessJob, LocalExecutor
 
 SHAPES = {"5x10ms": (5, 0.010), "20x2.5ms": (20, 0.0025)}
 SLOW = 0.05  # a sample this far below its process's fastest is slow

@@ -6,8 +6,11 @@ Usage: python bench/latency_truths.py [RUNS]"""
 import statistics
 import sys
 
-from cpulab import build, probes, toolchain, workloads
-from cpulab.execute import HarnessJob, default_executor
+from cpulab.build import artifacts as build
+from cpulab.measure import probes
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.measure.execute import HarnessJob, default_executor
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 

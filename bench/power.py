@@ -37,10 +37,13 @@ from scipy import stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cotenant import cotenant  # noqa: E402
 
-from cpulab import analysis, plan as plans, run as runner, workloads  # noqa: E402
+from cpulab import analysis
+from cpulab.plan import plan as plans
+from cpulab.measure import runner
+from cpulab import workloads  # noqa: E402
 from cpulab.policy import DecisionPolicy  # noqa: E402
-from cpulab.store import Store  # noqa: E402
-from cpulab.toolchain import Variant  # noqa: E402
+from cpulab.store.db import Store  # noqa: E402
+from cpulab.plan.variants import Variant  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 INJECTED = {"inflated1": 1, "inflated2": 2, "inflated3": 3}

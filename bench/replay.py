@@ -29,7 +29,7 @@ import numpy as np
 from cpulab import stats
 from cpulab.analysis.summary import result_summary
 from cpulab.policy import DecisionPolicy
-from cpulab.store import Store
+from cpulab.store.db import Store
 
 
 def canary_adjusted(samples: list[dict]) -> tuple[list[dict], float]:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from cpulab import build, toolchain, workloads
-from cpulab.execute import Finished, Outcome, default_executor
+from cpulab.build import artifacts as build
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.measure.execute import Finished, Outcome, default_executor
 from cpulab.model import Status
-from cpulab.toolchain import Variant
+from cpulab.plan.variants import Variant
 from cpulab.workloads import KERNEL_DIR
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"

@@ -5,7 +5,8 @@ import statistics
 
 import pytest
 
-from cpulab import probes, workloads
+from cpulab.measure import probes
+from cpulab import workloads
 from conftest import run_artifact
 
 QUICK = ("--samples", "1", "--min-sample-time", "0.001", "--warmup", "0")

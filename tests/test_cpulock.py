@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from cpulab import cpulock
+from cpulab.measure import cpulock
 
 # Two cpulab processes at once, each measuring 4 harness processes on the same CPU; each
 # prints the [start, end] of every sample it took (CLOCK_MONOTONIC, shared by processes).

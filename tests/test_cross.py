@@ -6,11 +6,14 @@ import shutil
 
 import pytest
 
-from cpulab import build, emulation, toolchain, workloads
+from cpulab.build import artifacts as build
+from cpulab.build import emulation
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
 from cpulab.analysis.summary import compare_results
 from cpulab.policy import DecisionPolicy
 from cpulab.model import Result, Status, Verdict
-from cpulab.execute import HarnessJob, default_executor
+from cpulab.measure.execute import HarnessJob, default_executor
 
 CROSS = ["armel", "armel-softfp", "armhf", "aarch64"]
 

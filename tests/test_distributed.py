@@ -16,11 +16,12 @@ import pytest
 
 pytest.importorskip("distributed", reason="needs dask.distributed: pip install 'cpulab[distributed]'")
 
-from cpulab import distributed as fleet  # noqa: E402
-from cpulab import exchange, machines  # noqa: E402
-from cpulab.execute import Finished, Outcome  # noqa: E402
+from cpulab.measure import cluster as fleet  # noqa: E402
+from cpulab.store import exchange
+from cpulab.analysis import between_runs as machines  # noqa: E402
+from cpulab.measure.execute import Finished, Outcome  # noqa: E402
 from cpulab.model import Status  # noqa: E402
-from cpulab.store import Store  # noqa: E402
+from cpulab.store.db import Store  # noqa: E402
 
 SRC = Path(fleet.__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent

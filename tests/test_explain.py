@@ -1,7 +1,10 @@
 """explain: kernel functions, loops, alignment and the side-by-side alignment of listings."""
 from pathlib import Path
 
-from cpulab import build, explain, toolchain, workloads
+from cpulab.build import artifacts as build
+from cpulab.analysis.explain import code as explain
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
 
 
 def artifact(name):

@@ -363,7 +363,7 @@ def test_memlat_colour_without_root_notes_unknown_and_skips_balanced(memlat, tmp
     import os
     import shutil
     from conftest import ArgvJob
-    from cpulab.execute import default_executor
+    from cpulab.measure.execute import default_executor
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv (Debian package util-linux) to drop to an unprivileged user")
     exe = tmp_path / "memlat"
@@ -383,7 +383,7 @@ def test_memlat_colour_command_rows(tmp_path, monkeypatch):
     import json
 
     from click.testing import CliRunner
-    from cpulab import cli
+    from cpulab.cli import main as cli
     fake = [{"level": 2, "type": "Unified", "size_bytes": 64 * KiB, "ways": 4, "name": "L2 64 KiB"},
             {"level": 3, "type": "Unified", "size_bytes": 256 * KiB, "ways": 8, "name": "L3 256 KiB"}]
     monkeypatch.setattr(cli.machine, "os_cache_sizes", lambda: fake)

@@ -8,7 +8,10 @@ import sys
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
-from cpulab import cli, plan as plans, toolchain, workloads
+from cpulab.cli import main as cli
+from cpulab.plan import plan as plans
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
 from cpulab.params import INT64_MAX, Param, ParamError
 
 SIZE = Param("1", "size", min=0)

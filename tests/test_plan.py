@@ -1,7 +1,7 @@
 """Plans: loading, the built-in plans, and one-line errors naming the field."""
 import pytest
 
-from cpulab import plan as plans
+from cpulab.plan import plan as plans
 
 
 def write(tmp_path, text):
@@ -45,7 +45,7 @@ def test_baseline_in_order_of_preference_is_the_first_buildable_here(tmp_path):
 
 
 def test_seeds_plan_compares_with_a_baseline_this_machine_builds():
-    from cpulab import toolchain
+    from cpulab.plan import variants as toolchain
     seed001 = next(e for e in plans.load("seeds").experiments if e.name == "float-abi")
     x87 = toolchain.unavailable_reason(toolchain.BUILTIN["i386-x87"])
     assert seed001.baseline == ("O2" if x87 else "i386-x87")

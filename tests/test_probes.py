@@ -12,9 +12,9 @@ import subprocess
 import pytest
 
 from conftest import skip_unless_buildable
-from cpulab import probes
-from cpulab.build import NATIVE_DIR
-from cpulab.probes.loop import TEMPLATE
+from cpulab.measure import probes
+from cpulab.build.artifacts import NATIVE_DIR
+from cpulab.measure.probes.loop import TEMPLATE
 
 FAST = dict(samples=10, repeats=4, min_sample_time=0.002)
 

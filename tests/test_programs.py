@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from cpulab import plan as plans, processes, programs, run as runner, toolchain
-from cpulab.execute import LocalExecutor
+from cpulab.plan import plan as plans
+from cpulab.measure import processes
+from cpulab.plan import programs
+from cpulab.measure import runner
+from cpulab.plan import variants as toolchain
+from cpulab.measure.execute import LocalExecutor
 from cpulab.model import Status
-from cpulab.processes import Check, ProcessJob
-from cpulab.store import Store
+from cpulab.measure.processes import Check, ProcessJob
+from cpulab.store.db import Store
 
 # One C program, told by its first argument how to behave, reading the input file it is given.
 PROGRAM_C = r"""

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from cpulab import analysis, plan as plans, run as runner
-from cpulab.report import exports, html
-from cpulab.store import Store
-from cpulab.toolchain import Variant
+from cpulab import analysis
+from cpulab.plan import plan as plans
+from cpulab.measure import runner
+from cpulab.report import exports
+from cpulab.report import html
+from cpulab.store.db import Store
+from cpulab.plan.variants import Variant
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = "<script>alert('x')</script>"

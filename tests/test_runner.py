@@ -10,8 +10,10 @@ import time
 
 import pytest
 
-from cpulab import analysis, plan as plans, run as runner
-from cpulab.store import Store
+from cpulab import analysis
+from cpulab.plan import plan as plans
+from cpulab.measure import runner
+from cpulab.store.db import Store
 
 FAST = dict(runs=2, samples=2, min_sample_time=0.001, warmup=0.0, budget=0.0)  # budget 0: a fixed count
 
@@ -41,7 +43,7 @@ def test_every_failure_is_recorded_and_the_rest_goes_on(tmp_path, misbehave):
 
 
 def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
-    from cpulab.toolchain import Variant
+    from cpulab.plan.variants import Variant
     custom = {"broken": Variant("broken", cflags=("-O2", "-fno-such-option")),
               "nocc": Variant("nocc", compiler="no-such-cc", package="no-such-package")}
     p = make_plan(["sha256"], ["O2", "broken", "nocc"], {"sha256": {"size": ["256"]}}, custom)
@@ -54,7 +56,7 @@ def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
 
 
 def test_identical_code_is_reported_not_measured(tmp_path):
-    from cpulab.toolchain import Variant
+    from cpulab.plan.variants import Variant
     custom = {"O2-twin": Variant("O2-twin", cflags=("-O2", "-DUNUSED_MACRO=1"))}
     p = make_plan(["sha256"], ["O2", "O2-twin", "O0"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
@@ -69,7 +71,9 @@ def test_identical_code_is_reported_not_measured(tmp_path):
 
 
 def test_artifacts_are_cached_by_content(tmp_path):
-    from cpulab import build, toolchain, workloads
+    from cpulab.build import artifacts as build
+    from cpulab.plan import variants as toolchain
+    from cpulab import workloads
     w = workloads.get("sha256")
     a = build.build_artifact(w, toolchain.BUILTIN["O2"], cache_dir=tmp_path)
     mtime = os.path.getmtime(a.path)
@@ -85,7 +89,7 @@ def test_identical_builds_are_same(tmp_path):
     The raw p (before Holm and before the 1% effect floor) must hold alpha: more than 4
     of 20 below 0.05 has probability 0.003 when it does (Binomial(20, 0.05)), so a broken
     test statistic fails here even where the floor would hide it."""
-    from cpulab.toolchain import Variant
+    from cpulab.plan.variants import Variant
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment(f"aa{i}", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["1024"]}})
             for i in range(20)]
@@ -117,7 +121,7 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     """O0 against O2 is decided at the first look (far apart); a twin of O2 at a
     precision no run can reach stays undecided, so its point gets rounds up to 2x and
     4x the first look, and the progress says which comparison is undecided."""
-    from cpulab.toolchain import Variant
+    from cpulab.plan.variants import Variant
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("far", ["sha256"], ["O2", "O0"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
@@ -138,7 +142,7 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
 
 def test_budget_is_not_overspent(tmp_path):
     """With a budget of 0.01 s the first look's rounds run, then nothing more."""
-    from cpulab.toolchain import Variant
+    from cpulab.plan.variants import Variant
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
     p = plans.validate(plans.Plan("b", exps, runs=4, samples=2, min_sample_time=0.0005, warmup=0.0, budget=0.01,
@@ -172,15 +176,15 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
 
 
 def test_missing_library_names_the_package():
-    from cpulab import toolchain
+    from cpulab.plan import variants as toolchain
     why = toolchain.library_reason(toolchain.BUILTIN["O2"], "no_such_header_here.h", ("-lnosuchlib",), "libnosuch-dev")
     assert "install libnosuch-dev" in why and "no_such_header_here.h" in why
     assert toolchain.library_reason(toolchain.BUILTIN["O2"], "stdio.h", ("-lm",), "libc6-dev") == ""
 
 
 def test_variants_differing_only_in_environment_are_both_measured(tmp_path):
-    from cpulab import build
-    from cpulab.toolchain import Variant
+    from cpulab.build import artifacts as build
+    from cpulab.plan.variants import Variant
     env = (("CPULAB_TEST_SETTING", "1"),)
     custom = {"O2-env": Variant("O2-env", env=env), "O2-env-twin": Variant("O2-env-twin", env=env)}
     p = make_plan(["sha256"], ["O2", "O2-env", "O2-env-twin"], {"sha256": {"size": ["256"]}}, custom)

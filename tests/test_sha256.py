@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_artifact
-from cpulab import toolchain, workloads
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
 from cpulab.workloads import sha256_file
 
 CORRECTNESS = ("--samples", "1", "--min-sample-time", "0.001", "--warmup", "0")

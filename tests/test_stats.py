@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from cpulab import policy, stats
+from cpulab import policy
+from cpulab import stats
 from cpulab.policy import DecisionPolicy
 
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from cpulab.store import MIGRATIONS, Store, StoreError
+from cpulab.store.db import MIGRATIONS, Store, StoreError
 
 HARNESS_OUT = {"ns": [1.0, 2.0], "cycles": [3.0, None], "instructions": [None, None], "work": 10.0, "reps": 2,
                "user_s": [0.0, 0.0], "sys_s": [0.0, 0.0], "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.2,

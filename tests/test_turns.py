@@ -3,8 +3,10 @@ import random
 
 import pytest
 
-from cpulab import build, toolchain, workloads
-from cpulab.execute import HarnessJob, LocalExecutor
+from cpulab.build import artifacts as build
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.measure.execute import HarnessJob, LocalExecutor
 from cpulab.model import Status
 
 
@@ -40,7 +42,7 @@ def test_fewer_tokens_than_samples_ends_early(sha256_o2):
 
 def test_a_member_that_fails_fails_alone(sha256_o2):
     from conftest import TEST_KERNELS
-    from cpulab.toolchain import Variant
+    from cpulab.plan.variants import Variant
     bad = build.build_executable(TEST_KERNELS / "misbehave.c", Variant("t", cflags=("-O2",))).path
     jobs = [_job(sha256_o2, 6), HarnessJob(bad, {"mode": "crash"}, samples=6, turns=True, timeout=10),
             HarnessJob(bad, {"mode": "hang"}, samples=6, turns=True, timeout=1.5), _job(sha256_o2, 6)]

@@ -12,10 +12,10 @@ from cpulab.analysis.summary import compare_results, geomeans
 from cpulab.policy import DecisionPolicy
 from cpulab.analysis.sweeps import memlat_curves
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
-from cpulab.report import exports, html
+from cpulab.report import exports
+from cpulab.report import html
 from cpulab.report.tables import to_markdown, to_rich
-from cpulab.report.views import (ANALYSIS_VIEWS, analysis_tables, comparison_list, fmt_params, memlat_tables,
-                                 result_list, workload_tables)
+from cpulab.report.views import ANALYSIS_VIEWS, analysis_tables, comparison_list, fmt_params, memlat_tables, result_list, workload_tables
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "summary.json"
 

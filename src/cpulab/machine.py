@@ -14,7 +14,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from .params import ParamError, human_bytes, parse_size
+from cpulab.params import ParamError, human_bytes, parse_size
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYSFS_CACHE = SYS_CPU / "cpu0" / "cache"
@@ -91,7 +91,7 @@ def caches() -> list[dict]:
 
 def tlbs() -> dict:
     """TLB geometry (analysis.tlb): {"tlbs": [...], "source": where from, or why unknown}."""
-    from .analysis.tlb import read_tlbs
+    from cpulab.analysis.tlb import read_tlbs
     found, source = read_tlbs(cpuinfo_text=_read("/proc/cpuinfo"))
     return {"tlbs": found, "source": source}
 

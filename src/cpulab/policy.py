@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import stats
+from cpulab import stats
 
 ALPHA = 0.05
 # Budget mode looks at the data after n, 2n and 4n rounds at most; each look tests at

@@ -6,5 +6,5 @@ cache_levels.py  cache levels from a latency-vs-working-set curve (memlat), labe
                  bandwidth points, the operating system's view of the caches
 sweeps.py        the memlat curves with their levels, bandwidth rows by cache level
 """
-from .stage import analyse  # noqa: F401
-from .summary import summarise  # noqa: F401
+from cpulab.analysis.stage import analyse  # noqa: F401
+from cpulab.analysis.summary import summarise  # noqa: F401

@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..params import human_bytes
+from cpulab.params import human_bytes
 
 FLAT_SLOPE = math.log(1.35)      # per octave: a plateau rises less than 35 % per doubling
 MIN_STEP = math.log(1.4)         # plateaus closer than 40 % in latency are one level (a

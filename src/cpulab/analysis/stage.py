@@ -13,13 +13,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from .. import explain, workloads
-from ..model import Comparison, Result, Summary, Verdict
-from ..store import Store
-from ..machine import os_cache_sizes
-from .steps import explain_curves
-from .summary import summarise
-from .sweeps import bandwidth_rows, memlat_curves
+from cpulab.analysis.explain import code as explain
+from cpulab import workloads
+from cpulab.model import Comparison, Result, Summary, Verdict
+from cpulab.store.db import Store
+from cpulab.machine import os_cache_sizes
+from cpulab.analysis.steps import explain_curves
+from cpulab.analysis.summary import summarise
+from cpulab.analysis.sweeps import bandwidth_rows, memlat_curves
 
 def memlat_steps(results: list[Result], caches: list[dict], fingerprint: dict) -> dict | None:
     """Each step of the latency curve matched to a cache level, a TLB level, or neither."""

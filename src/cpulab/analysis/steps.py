@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from .cache_levels import AGREE_FACTOR, data_caches, human_bytes
+from cpulab.analysis.cache_levels import AGREE_FACTOR, data_caches, human_bytes
 
 LINE = 64
 PAGE = 4096

@@ -13,11 +13,12 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from .. import stats, workloads
-from ..policy import DecisionPolicy
-from ..model import Analysis, Comparison, Geomean, Result, Status, Summary, Verdict
-from ..store import Store
-from ..workloads import UNITS
+from cpulab import stats
+from cpulab import workloads
+from cpulab.policy import DecisionPolicy
+from cpulab.model import Analysis, Comparison, Geomean, Result, Status, Summary, Verdict
+from cpulab.store.db import Store
+from cpulab.workloads import UNITS
 
 
 def io_bound(workload: str) -> bool:

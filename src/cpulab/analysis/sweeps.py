@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from ..model import Result, Status
-from .cache_levels import describe_levels, detect_levels, label_by_level
+from cpulab.model import Result, Status
+from cpulab.analysis.cache_levels import describe_levels, detect_levels, label_by_level
 
 
 def _series_key(params: dict, skip: tuple[str, ...]) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ..model import Summary
-from .tables import to_csv, to_markdown
-from .views import comparison_list, result_list
+from cpulab.model import Summary
+from cpulab.report.tables import to_csv, to_markdown
+from cpulab.report.views import comparison_list, result_list
 
 
 def render(summary: Summary, fmt: str) -> str:

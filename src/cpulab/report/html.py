@@ -12,13 +12,13 @@ from pathlib import Path
 
 import jinja2
 
-from .. import machine
-from ..model import Result, Summary
-from ..policy import DecisionPolicy
-from . import plots, studies
-from .tables import FOLD_ROWS
-from .views import (analysis_tables, comparison_list, fmt_params, geomean_table, pivot_table, workload_of,
-                    workload_tables)
+from cpulab import machine
+from cpulab.model import Result, Summary
+from cpulab.policy import DecisionPolicy
+from cpulab.report import plots
+from cpulab.report import studies
+from cpulab.report.tables import FOLD_ROWS
+from cpulab.report.views import analysis_tables, comparison_list, fmt_params, geomean_table, pivot_table, workload_of, workload_tables
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

@@ -6,7 +6,7 @@ import math
 
 import matplotlib
 
-from ..params import human_bytes
+from cpulab.params import human_bytes
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

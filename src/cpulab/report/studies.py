@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..analysis.cache_levels import human_bytes, label_by_level
-from ..model import Result
+from cpulab.analysis.cache_levels import human_bytes, label_by_level
+from cpulab.model import Result
 
 
 def _label(size: float, caches: list[dict]) -> str:

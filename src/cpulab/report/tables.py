@@ -12,7 +12,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import Status, Verdict
+from cpulab.model import Status, Verdict
 
 # Tags a cell may carry; each drawer has one style per tag.
 TAGS = ("faster", "slower", "same", "identical", "fail", "muted", "changed", "only")

@@ -6,11 +6,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .. import stats
-from ..model import Summary
-from ..policy import DecisionPolicy
-from .tables import fmt_num, to_rich
-from .views import analysis_tables, explain_tables, geomean_table, process_table, workload_tables
+from cpulab import stats
+from cpulab.model import Summary
+from cpulab.policy import DecisionPolicy
+from cpulab.report.tables import fmt_num, to_rich
+from cpulab.report.views import analysis_tables, explain_tables, geomean_table, process_table, workload_tables
 
 
 def run_status_note(summary: Summary) -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable
 
-from .. import workloads
-from ..params import human_bytes
-from ..model import Comparison, Result, Status, Summary, Verdict
-from ..policy import DecisionPolicy
-from .tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
+from cpulab import workloads
+from cpulab.params import human_bytes
+from cpulab.model import Comparison, Result, Status, Summary, Verdict
+from cpulab.policy import DecisionPolicy
+from cpulab.report.tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 
 
 def workload_of(name: str) -> workloads.Workload | None:

@@ -14,8 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Callable
 
-from ..declarations import collect, lookup
-from ..params import Param
+from cpulab.declarations import collect, lookup
+from cpulab.params import Param
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 

@@ -6,7 +6,7 @@ across 8, across 16, across 32, across the line for 8-byte loads, both for 63) x
 4, 8 x levels l1, l2 = 28 runs.  Full: all 64 offsets x 2 widths x 2 levels x at
 {line, page-end} = 512 runs.  The grouped table is cpulab.probes.align_table.
 """
-from . import Param, Workload
+from cpulab.workloads import Param, Workload
 
 _QUICK_OFFSETS = ["0", "1", "5", "13", "29", "60", "63"]
 

@@ -1,5 +1,5 @@
 """DES key check: the DES-II work of distributed.net's clients, in keys/s."""
-from . import Param, Workload
+from cpulab.workloads import Param, Workload
 
 WORKLOADS = [
     Workload(

@@ -17,7 +17,7 @@ take up to ~1.5 s of setup and verification, fft-fftw plans for up to 0.5 s):
 """
 from __future__ import annotations
 
-from . import Param, Workload
+from cpulab.workloads import Param, Workload
 
 PRECISIONS = ["float", "double"]
 QUICK_N = [str(1 << e) for e in range(4, 21, 2)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from . import Param, Workload, size_bytes
+from cpulab.workloads import Param, Workload, size_bytes
 
 KIB = 1024
 MIB = 1024 * KIB

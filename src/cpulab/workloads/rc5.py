@@ -1,5 +1,5 @@
 """RC5-72: the distributed.net key-search work, RC5-32/12/9 key checks in keys/s."""
-from . import Param, Workload
+from cpulab.workloads import Param, Workload
 
 WORKLOADS = [
     Workload(

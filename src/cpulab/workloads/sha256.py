@@ -1,6 +1,6 @@
 """SHA-256 of an in-memory buffer: portable C (FIPS 180-4), the x86 SHA extensions and the
 OpenSSL peer.  Whole files are sha256_file.py."""
-from . import Param, Workload, size_bytes
+from cpulab.workloads import Param, Workload, size_bytes
 
 WORKLOADS = [
     Workload(

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import paths
-from . import Param, Workload
+from cpulab import paths
+from cpulab.workloads import Param, Workload
 
 # The content stream: PCG64's raw 64-bit outputs, little-endian.  numpy promises a
 # BitGenerator's raw stream is stable across versions (unlike Generator methods), so

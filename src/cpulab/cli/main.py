@@ -12,13 +12,21 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import analysis, machine, params, paths, plan as plans, policy, run as runner, toolchain, workloads
-from .model import Verdict
-from .execute import calibrate_timing
-from .report import views
-from .report.tables import to_rich
-from .report.terminal import print_analysis, print_explain, print_summary
-from .store import Store, StoreError
+from cpulab import analysis
+from cpulab import machine
+from cpulab import params
+from cpulab import paths
+from cpulab.plan import plan as plans
+from cpulab import policy
+from cpulab.measure import runner
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.model import Verdict
+from cpulab.measure.execute import calibrate_timing
+from cpulab.report import views
+from cpulab.report.tables import to_rich
+from cpulab.report.terminal import print_analysis, print_explain, print_summary
+from cpulab.store.db import Store, StoreError
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 140)
@@ -80,7 +88,7 @@ def tls_options(f):
 
 def cluster_security(tls_ca, tls_cert, tls_key):
     require_dask()
-    from . import distributed
+    from cpulab.measure import cluster as distributed
     try:
         return distributed.security(tls_ca, tls_cert, tls_key)
     except distributed.ClusterError as e:
@@ -228,7 +236,7 @@ def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names:
     """Run a plan across a cluster with one progress bar per machine.  Ctrl-C cancels the
     cluster's work (exit 130); the scheduler gone ends the run interrupted (exit 1)."""
     require_dask()
-    from . import distributed
+    from cpulab.measure import cluster as distributed
     client = None
     try:
         client = distributed.connect(address, sec)
@@ -264,7 +272,7 @@ class MachineProgress(RichProgress):
 
 
 def machines_mod():
-    from . import machines
+    from cpulab.analysis import between_runs as machines
     return machines
 
 
@@ -300,7 +308,7 @@ def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, 
     run_id = execute(p, store, random_seed, resume)
     summary = analysis.analyse(store, run_id)
     summary.wall_s = time.time() - started
-    from .report import html
+    from cpulab.report import html
     report_error = ""
     try:
         summary.report = str(html.write(summary, default_report_path(store, run_id)))
@@ -467,7 +475,7 @@ def list_(as_json):
 @json_option
 def doctor(as_json):
     """Timers, counters, toolchains, governor and load: what would make results noisy."""
-    from . import build
+    from cpulab.build import artifacts as build
     art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
     timing = calibrate_timing(art.path)
     fp, cond = machine.fingerprint(timing), machine.conditions()
@@ -522,7 +530,7 @@ def default_report_path(store: Store, run_id: int) -> Path:
 @db_option
 def report(run_id, output, db):
     """Write a self-contained HTML report of a run (default: the latest)."""
-    from .report import html
+    from cpulab.report import html
     store = open_store(db)
     run_id = _run_id(store, run_id)
     path = Path(output) if output else default_report_path(store, run_id)
@@ -541,10 +549,10 @@ def report(run_id, output, db):
 @db_option
 def export(run_id, fmt, output, db):
     """Export a run's results and comparisons as JSON, CSV or Markdown, or the run itself."""
-    from .report import exports
+    from cpulab.report import exports
     store = open_store(db)
     if fmt == "cpulab":
-        from . import exchange
+        from cpulab.store import exchange
         text = json.dumps(exchange.export_run(store, _run_id(store, run_id)))
     else:
         summary = analysis.summarise(store, _run_id(store, run_id))
@@ -561,7 +569,7 @@ def export(run_id, fmt, output, db):
 @json_option
 def import_(file, db, as_json):
     """Add a run exported with 'cpulab export --format cpulab' to the store (once)."""
-    from . import exchange
+    from cpulab.store import exchange
     try:
         doc = exchange.read_document(Path(file))
     except exchange.RunFileError as e:
@@ -583,7 +591,7 @@ def scheduler(host, port, tls_ca, tls_cert, tls_key):
     """A dask scheduler for 'cpulab worker' and 'cpulab run --cluster'.  Anyone who can
     reach it can make every worker run anything: keep it on a trusted network, or use TLS."""
     require_dask()
-    from . import distributed
+    from cpulab.measure import cluster as distributed
     sec = cluster_security(tls_ca, tls_cert, tls_key)
     try:
         distributed.serve_scheduler(host or None, port, sec, on_ready=lambda a: click.echo(f"scheduler at {a}"))
@@ -602,7 +610,7 @@ def worker(address, name, cpu, tls_ca, tls_cert, tls_key):
     """Join a cluster as one machine: one process, one thread, one measurement at a time.
     It builds and runs whatever plan the scheduler sends it."""
     require_dask()
-    from . import distributed
+    from cpulab.measure import cluster as distributed
     sec = cluster_security(tls_ca, tls_cert, tls_key)
     import os
     if cpu is not None and cpu not in os.sched_getaffinity(0):
@@ -633,7 +641,8 @@ def worker(address, name, cpu, tls_ca, tls_cert, tls_key):
 def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, program_name, plan_file, rows, as_json):
     """Where the kernel (or a program) spends its time under two variants, and that code
     side by side."""
-    from . import build, explain
+    from cpulab.build import artifacts as build
+    from cpulab.analysis.explain import code as explain
     if program_name:
         doc = explain_program(variant_a, variant_b, program_name, plan_file, param_flags, profile_code)
         if as_json:
@@ -674,7 +683,8 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, pro
 def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | None, param_flags,
                     profile_code: bool) -> dict:
     """Build the plan's program under both variants and explain them (one-line errors)."""
-    from . import explain, programs
+    from cpulab.analysis.explain import code as explain
+    from cpulab.plan import programs
     if not plan_file:
         fail("--program needs --plan FILE (the plan that declares it)")
     try:
@@ -724,7 +734,7 @@ def parse_size(option: str, text: str) -> int:
 @json_option
 def memlat(pages, mode, max_size, per_octave, colour, variant, processes, profile, db, as_json):
     """Load-to-use latency against working-set size, with the cache levels found in it."""
-    from .workloads.memory import memlat_sizes
+    from cpulab.workloads.memory import memlat_sizes
     if colour:
         memlat_colour(variant, processes, db, as_json)
         return
@@ -760,7 +770,7 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
     """memlat --colour: for the L2 and the L3 (sysfs), random chases at COLOUR_FRACTIONS of
     the cache's size on the pages the kernel gave (colour=report, which also notes their
     colour imbalance) and on pages balanced over that cache's colours; one run per cache."""
-    from .workloads.memory import page_colours
+    from cpulab.workloads.memory import page_colours
     caches = [c for c in machine.os_cache_sizes() if c["level"] in (2, 3) and c["type"] != "Instruction"
               and c["ways"]]
     if not caches:
@@ -815,7 +825,7 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
 @json_option
 def bandwidth(ops, max_size, per_octave, variant, processes, profile, db, as_json):
     """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
-    from .workloads.memory import memlat_sizes
+    from cpulab.workloads.memory import memlat_sizes
     hi = parse_size("--max-size", max_size) if max_size else (256 if profile == "full" else 64) * 1024 ** 2
     sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
     store = open_store(db)
@@ -845,7 +855,7 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
     The body is unrolled in an aligned loop and run at two lengths (N and 2N) in several
     processes; the fastest run per execution is the headline.  Registers: rsi points at a zeroed 4 KiB buffer
     whose first qword holds its own address; rax = rsi (so 'mov rax, [rax]' chases in L1)."""
-    from . import probes
+    from cpulab.measure import probes
     if (body is None) == (table is None):
         fail("give an instruction sequence or --table seed004 (one of them)")
     store = open_store(db)
@@ -876,7 +886,7 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
 def align(full, timer, db, as_json):
     """Latency of a dependent load by alignment (seed 004 table 3): L1 hit and L2 hit,
     4- and 8-byte loads, grouped as the seed groups them."""
-    from . import probes
+    from cpulab.measure import probes
     store = open_store(db)
     with runner.recorded_run(store, {"name": "align", "experiments": [], "full": full}, timer) as run_id:
         doc = {"run_id": run_id, **probes.align_table(full=full, timer=timer)}
@@ -920,8 +930,8 @@ def time_(commands, runs, warmup, budget, prepare, setup, cleanup, int_scans, li
     """Time whole commands, the first being the baseline: wall, user and sys per run,
     peak RSS and context switches from wait4, verdicts as for kernels."""
     import os
-    from . import processes
-    from .report import exports
+    from cpulab.measure import processes
+    from cpulab.report import exports
     if cpu is not None and cpu not in os.sched_getaffinity(0):
         fail(f"--cpu {cpu}: not one of the CPUs this process may use")
     try:

@@ -24,11 +24,11 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build
-from .execute import Executor, Finished, LocalExecutor, Outcome
-from .model import Status
-from .rounds import QuietProgress, Schedule, measure_rounds
-from .store import Store
+from cpulab.build import artifacts as build
+from cpulab.measure.execute import Executor, Finished, LocalExecutor, Outcome
+from cpulab.model import Status
+from cpulab.measure.rounds import QuietProgress, Schedule, measure_rounds
+from cpulab.store.db import Store
 
 LAUNCH_SOURCE = build.NATIVE_DIR / "launch.c"
 LAUNCH_MARK = "cpulab-launch "
@@ -349,7 +349,7 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
     interleaved random rounds (runs at the first look; with a budget, more for undecided
     comparisons at the looks); the first command is the baseline.  Returns the run id.
     Bad input raises CommandError before anything runs."""
-    from .run import recorded_run
+    from cpulab.measure.runner import recorded_run
     scans = scans or {}
     labels = command_labels(list(commands), list(names))
     for text in [*commands, *(t for t in (prepare, setup, cleanup) if t)]:

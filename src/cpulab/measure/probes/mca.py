@@ -5,7 +5,7 @@ import re
 import shutil
 import subprocess
 
-from .asm import expand_loop, split_body
+from cpulab.measure.probes.asm import expand_loop, split_body
 
 def mca_cpu() -> str:
     """The CPU model llvm-mca should use: llc's host CPU if llc knows it, else znver1."""

@@ -13,11 +13,11 @@ from itertools import pairwise
 
 import numpy as np
 
-from . import stats
-from .analysis.summary import _measured_as, result_summary, summarise
-from .model import Result, Verdict
-from .policy import DecisionPolicy
-from .store import Store, StoreError
+from cpulab import stats
+from cpulab.analysis.summary import _measured_as, result_summary, summarise
+from cpulab.model import Result, Verdict
+from cpulab.policy import DecisionPolicy
+from cpulab.store.db import Store, StoreError
 
 # Runs measured apart (two dates, two machines) share no host state: a shared VM moves
 # whole runs by several percent (the Zen 3 host: medians of one build 178-263 MB/s over 8

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Callable
 
-from ..declarations import collect, lookup
+from cpulab.declarations import collect, lookup
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ def get(name: str) -> Probe:
 __all__ = ["Probe", "registry", "get", "ALIGN_GROUPS", "align_group", "align_points", "align_table", "ProbeError",
            "assemble", "expand_loop", "split_body", "kernel_source", "measure_loop", "mca_predict",
            "SEED004_PUBLISHED", "SEED004_SEQUENCES", "seed004_table"]
-from .align import ALIGN_GROUPS, align_group, align_points, align_table  # noqa: E402
-from .asm import ProbeError, assemble, expand_loop, split_body  # noqa: E402
-from .loop import kernel_source, measure_loop  # noqa: E402
-from .mca import mca_predict  # noqa: E402
-from .seed004 import SEED004_PUBLISHED, SEED004_SEQUENCES, seed004_table  # noqa: E402
+from cpulab.measure.probes.align import ALIGN_GROUPS, align_group, align_points, align_table  # noqa: E402
+from cpulab.measure.probes.asm import ProbeError, assemble, expand_loop, split_body  # noqa: E402
+from cpulab.measure.probes.loop import kernel_source, measure_loop  # noqa: E402
+from cpulab.measure.probes.mca import mca_predict  # noqa: E402
+from cpulab.measure.probes.seed004 import SEED004_PUBLISHED, SEED004_SEQUENCES, seed004_table  # noqa: E402

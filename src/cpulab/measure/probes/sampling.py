@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import statistics
 
-from ..execute import Executor, HarnessJob, default_executor
-from ..model import Status
-from .asm import ProbeError
+from cpulab.measure.execute import Executor, HarnessJob, default_executor
+from cpulab.model import Status
+from cpulab.measure.probes.asm import ProbeError
 
 
 def measure(art_path: str, params: dict[str, str], samples: int, timer: str,

@@ -15,11 +15,11 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import paths
-from .toolchain import Variant, compiler_version
-from .workloads import KERNEL_DIR, Workload
+from cpulab import paths
+from cpulab.plan.variants import Variant, compiler_version
+from cpulab.workloads import KERNEL_DIR, Workload
 
-NATIVE_DIR = Path(__file__).resolve().parent / "native"
+NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "profile.h"]
 HARNESS_CFLAGS = ("-O2", "-std=gnu11")
 BUILD_TIMEOUT_S = 300

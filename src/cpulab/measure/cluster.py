@@ -35,11 +35,17 @@ from distributed import Client, KilledWorker, Nanny, Scheduler, Security, get_wo
 from distributed.client import FutureCancelledError
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from . import build, execute, machine, probes, run, toolchain, workloads
-from .execute import Outcome
-from .model import Status
-from .plan import Plan
-from .store import Store
+from cpulab.build import artifacts as build
+from cpulab.measure import execute
+from cpulab import machine
+from cpulab.measure import probes
+from cpulab.measure import runner as run
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.measure.execute import Outcome
+from cpulab.model import Status
+from cpulab.plan.plan import Plan
+from cpulab.store.db import Store
 
 POLL_S = 1.0  # how often a waiting client thread checks that its machine and scheduler are still there
 GRACE_S = 60.0  # a machine absent this long has left: its remaining jobs are lost

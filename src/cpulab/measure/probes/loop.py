@@ -48,11 +48,12 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .. import paths, toolchain
-from ..build import BuildError, build_executable
-from ..execute import Executor
-from .asm import GPR64, TO64, ProbeError, assemble, check_rules, expand_loop, split_body
-from .sampling import measure, per_unit, spread
+from cpulab import paths
+from cpulab.plan import variants as toolchain
+from cpulab.build.artifacts import BuildError, build_executable
+from cpulab.measure.execute import Executor
+from cpulab.measure.probes.asm import GPR64, TO64, ProbeError, assemble, check_rules, expand_loop, split_body
+from cpulab.measure.probes.sampling import measure, per_unit, spread
 
 TEMPLATE = Path(__file__).resolve().parent / "loop_probe.c"
 LOOP_LABEL = "86420"  # the generator's own loop label (a GAS numeric local label)

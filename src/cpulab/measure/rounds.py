@@ -16,9 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from .analysis.summary import compare_results, result_summary
-from .policy import DecisionPolicy
-from .store import Store
+from cpulab.analysis.summary import compare_results, result_summary
+from cpulab.policy import DecisionPolicy
+from cpulab.store.db import Store
 
 
 class Progress(Protocol):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import shutil
 
-from ..execute import Executor
-from . import Probe
-from .align import align_table
-from .loop import measure_loop
-from .mca import mca_cpu, mca_predict
+from cpulab.measure.execute import Executor
+from cpulab.measure.probes import Probe
+from cpulab.measure.probes.align import align_table
+from cpulab.measure.probes.loop import measure_loop
+from cpulab.measure.probes.mca import mca_cpu, mca_predict
 
 # The seven loops of seed 004's Table 2 (Brian Case, "Testing Reveals x86 Core
 # Differences", MDR).  Columns 1-5 are the table's own headings; the heading of column 7

@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from . import cpulock
-from .model import Status
+from cpulab.measure import cpulock
+from cpulab.model import Status
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 MAX_LAYOUT_PAD = 4096

@@ -20,12 +20,18 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import build, emulation, machine, probes, stats, toolchain, workloads
-from .analysis.summary import against_name
-from .execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
-from .plan import Plan
-from .rounds import Progress, QuietProgress, Schedule, measure_rounds  # noqa: F401 (re-exported)
-from .store import SIGNALS, Store
+from cpulab.build import artifacts as build
+from cpulab.build import emulation
+from cpulab import machine
+from cpulab.measure import probes
+from cpulab import stats
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.analysis.summary import against_name
+from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
+from cpulab.plan.plan import Plan
+from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds  # noqa: F401 (re-exported)
+from cpulab.store.db import SIGNALS, Store
 
 @dataclass
 class Target:
@@ -196,7 +202,7 @@ def _measure_programs(plan: Plan, store: Store, run_id: int, executor: Executor,
                       rng: random.Random) -> None:
     """[program.NAME] workloads: built from their own source trees, timed as whole processes."""
     if plan.programs:
-        from . import programs
+        from cpulab.plan import programs
         programs.run_in_plan(plan, store, run_id, executor, progress, rng)
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import statistics
 
-from .. import toolchain, workloads
-from ..build import build_artifact
-from ..execute import Executor
-from .sampling import measure, per_unit
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.build.artifacts import build_artifact
+from cpulab.measure.execute import Executor
+from cpulab.measure.probes.sampling import measure, per_unit
 
 ALIGN_GROUPS = [
     ("aligned", "naturally aligned"),

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from .execute import Executor, HarnessJob, default_executor
-from .model import Status
+from cpulab.measure.execute import Executor, HarnessJob, default_executor
+from cpulab.model import Status
 
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+(.*)$")
 _FUNC = re.compile(r"^([0-9a-f]+) <(.+)>:$")
@@ -279,7 +279,7 @@ def region_summary(name: str, f: Function, lp: Loop | None, total: int) -> dict:
 
 def mca_estimate(listing: list[str]) -> dict | None:
     """llvm-mca's cycles per iteration of a loop listing (a model, not a measurement)."""
-    from .probes.mca import mca_predict
+    from cpulab.measure.probes.mca import mca_predict
     body = [re.sub(r"\s*<[^>]*>", "", t) for t in listing]
     # The closing backward branch goes to the loop top; other branches are dropped (the
     # model does not take them anyway).
@@ -396,7 +396,7 @@ def compare_code(funcs_a: dict[str, Function], funcs_b: dict[str, Function], pa:
 
 # ---- whole programs (explain --program) ---------------------------------------------------
 
-PRELOAD_SOURCE = Path(__file__).resolve().parent / "native" / "profile_preload.c"
+PRELOAD_SOURCE = Path(__file__).resolve().parents[2] / "native" / "profile_preload.c"
 
 
 def file_offset_to_address(executable: str, offset: int) -> int | None:
@@ -439,8 +439,8 @@ def profile_program(executable: str, argv: list[str], env: dict[str, str] | None
     addresses in its own binary (CPU time, 1 ms ticks)."""
     import tempfile
 
-    from .build import build_tool
-    from .processes import ProcessJob, launcher
+    from cpulab.build.artifacts import build_tool
+    from cpulab.measure.processes import ProcessJob, launcher
     lib = build_tool(PRELOAD_SOURCE, ("-O2", "-shared", "-fPIC"), headers=(PRELOAD_SOURCE.parent / "profile.h",))
     with tempfile.TemporaryDirectory(prefix="cpulab-profile-") as d:
         job = ProcessJob(argv, launcher(), check=None, timeout=timeout,

@@ -10,12 +10,15 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import machine, policy, toolchain, workloads
-from .params import human_bytes
-from .params import ParamError
-from .toolchain import Variant
+from cpulab import machine
+from cpulab import policy
+from cpulab.plan import variants as toolchain
+from cpulab import workloads
+from cpulab.params import human_bytes
+from cpulab.params import ParamError
+from cpulab.plan.variants import Variant
 
-PLAN_DIR = Path(__file__).resolve().parent / "plans"
+PLAN_DIR = Path(__file__).resolve().parents[1] / "plans"
 DEFAULT_PLAN = "seeds"
 
 
@@ -177,7 +180,7 @@ def _check_settings(plan: Plan, where: str) -> None:
            f"expected one of {', '.join(policy.METHODS)}, got {plan.method!r}")
     _check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
            f"expected true or false, got {plan.measure_identical!r}")
-    from . import probes  # the catalogue of probes, as workloads is the catalogue of kernels
+    from cpulab.measure import probes  # the catalogue of probes, as workloads is the catalogue of kernels
     for t in plan.probe_tables:
         _check(t in probes.registry(), f"{where}: probe_tables",
                f"unknown probe {t!r} (known: {', '.join(probes.registry())})")
@@ -256,7 +259,7 @@ def _point_label(w: workloads.Workload, point: dict[str, str]) -> str:
 
 
 def _validate_programs(plan: Plan, where: str) -> None:
-    from . import programs
+    from cpulab.plan import programs
     try:
         programs.check_plan_programs(plan, where)
     except programs.CommandError as e:
@@ -264,7 +267,7 @@ def _validate_programs(plan: Plan, where: str) -> None:
 
 
 def _programs_from_toml(table, where: str) -> dict:
-    from . import programs
+    from cpulab.plan import programs
     try:
         return programs.parse_programs(table, where)
     except programs.CommandError as e:

@@ -33,10 +33,13 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import params, paths, processes, toolchain
-from .processes import Check, CommandError, ProcessTarget, Rounds
-from .rounds import Schedule
-from .toolchain import Variant
+from cpulab import params
+from cpulab import paths
+from cpulab.measure import processes
+from cpulab.plan import variants as toolchain
+from cpulab.measure.processes import Check, CommandError, ProcessTarget, Rounds
+from cpulab.measure.rounds import Schedule
+from cpulab.plan.variants import Variant
 
 BUILD_FIELDS = ("cc", "cflags", "ldflags", "jobs", "build")
 BUILD_STEP_TIMEOUT_S = 3600  # configure + make of a real project on a slow machine

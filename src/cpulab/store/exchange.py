@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .model import Status
-from .store import Store
+from cpulab.model import Status
+from cpulab.store.db import Store
 
 FORMAT = "cpulab-run"
 VERSION = 1

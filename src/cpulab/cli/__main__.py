@@ -1,0 +1,3 @@
+from cpulab.cli.main import main
+
+main()

@@ -1,0 +1,6 @@
+"""The measure stage: every measured process is a Job run by an Executor (`execute.py`),
+pinned to a CPU it holds a host-wide lock on (`cpulock.py`); one rounds loop with the
+policy's looks serves kernels, programs and `cpulab time` (`rounds.py`); a run's lifecycle
+and signals (`session.py`), the runner of a plan's kernels (`runner.py`) and programs
+(`programs.py`, `processes.py`, `inputs.py`), whole commands (`commands.py`), dask workers
+(`cluster.py`) and the probes (`probes/`)."""
