@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     plan = plans.from_flags(["sha256"], ["O2"], {"size": "16K"}, None)
-    plan.runs, plan.budget = a.processes, 0.0
+    plan.processes, plan.budget = a.processes, 0.0
     plans.validate(plan)
     with tempfile.TemporaryDirectory() as d:
         store = Store(a.keep or Path(d) / "apart.sqlite")

@@ -26,8 +26,8 @@ import sys
 import numpy as np
 from scipy import stats as sps
 
-from cpulab.build import artifacts as build
-from cpulab.plan import variants as toolchain
+from cpulab.build import artifacts
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import HarnessJob, LocalExecutor
 
@@ -36,7 +36,7 @@ SLOW = 0.05  # a sample this far below its process's fastest is slow
 
 
 def collect(processes: int) -> dict[str, list[dict]]:
-    art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
+    art = artifacts.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
     ex = LocalExecutor()
     data: dict[str, list[dict]] = {k: [] for k in SHAPES}
     for i in range(processes):

@@ -6,9 +6,9 @@ Usage: python bench/latency_truths.py [RUNS]"""
 import statistics
 import sys
 
-from cpulab.build import artifacts as build
+from cpulab.build import artifacts
 from cpulab.measure import probes
-from cpulab.plan import variants as toolchain
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import HarnessJob, default_executor
 
@@ -24,7 +24,7 @@ for name, body in (("add rax, rbx", "add rax, rbx"), ("imul rax, rbx", "imul rax
                    ("L1 chase mov rax, [rax]", "mov rax, [rax]")):
     show(name, [probes.measure_loop(body)["cycles_per_iteration"] for _ in range(RUNS)])
 
-art = build.build_artifact(workloads.get("memlat"), toolchain.BUILTIN["O2"])
+art = artifacts.build_artifact(workloads.get("memlat"), toolchain.BUILTIN["O2"])
 ex = default_executor()
 for size in (16384, 262144):
     vals = []

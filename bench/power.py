@@ -43,7 +43,7 @@ from cpulab.measure import runner
 from cpulab import workloads  # noqa: E402
 from cpulab.policy import DecisionPolicy  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
-from cpulab.plan.variants import Variant  # noqa: E402
+from cpulab.plan.toolchain import Variant  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 INJECTED = {"inflated1": 1, "inflated2": 2, "inflated3": 3}
@@ -69,7 +69,7 @@ def make_plan(k: int, budget: float | None, processes: int | None, method: str |
     if budget is not None:
         p.budget = budget
     if processes is not None:
-        p.runs = processes
+        p.processes = processes
     if method is not None:
         p.method = method
     return plans.validate(p)
@@ -140,11 +140,11 @@ def main() -> None:
         comps = [c.to_dict() for c in summary.comparisons]
         policy = DecisionPolicy.from_plan(run["plan"])
         doc = {**tally(comps, policy.look_alpha), "method": policy.method,
-               "first_look": first_look(store, run_id, run["plan"]["runs"], policy.method),
+               "first_look": first_look(store, run_id, run["plan"]["processes"], policy.method),
                "rounds_min_median_max": sorted(c["rounds"] for c in comps if c["rounds"])[::max(1, len(comps) // 2)],
                "excluded_samples": sum(r.excluded_samples for r in summary.results),
                "samples": sum(len(r.samples) for r in summary.results),
-               "plan": {k: run["plan"][k] for k in ("runs", "budget", "precision", "samples", "min_sample_time")},
+               "plan": {k: run["plan"][k] for k in ("processes", "budget", "precision", "samples", "min_sample_time")},
                "host": {"cpu_model": run["fingerprint"].get("cpu_model"),
                         "core_per_tsc": run["timing"].get("core_per_tsc")},
                "cotenant_cpu": a.cotenant,

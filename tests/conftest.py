@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from cpulab.build import artifacts as build
-from cpulab.plan import variants as toolchain
+from cpulab.build import artifacts
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import Finished, Outcome, default_executor
 from cpulab.model import Status
-from cpulab.plan.variants import Variant
+from cpulab.plan.toolchain import Variant
 from cpulab.workloads import KERNEL_DIR
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"
@@ -51,7 +51,7 @@ def build_kernel(tmp_path_factory):
         w = workload_of(kernel)
         v = Variant("test", compiler, tuple(f for f in cflags if f not in ABI_FLAGS),
                     abi_flags=tuple(f for f in cflags if f in ABI_FLAGS))
-        return Path(build.build_executable(KERNEL_DIR / kernel, v, libs=w.libs if w else (), cache_dir=out).path)
+        return Path(artifacts.build_executable(KERNEL_DIR / kernel, v, libs=w.libs if w else (), cache_dir=out).path)
 
     return build_one
 

@@ -10,9 +10,11 @@ from cpulab.measure import cpulock
 # prints the [start, end] of every sample it took (CLOCK_MONOTONIC, shared by processes).
 CHILD = """
 import json, sys
-from cpulab import build, toolchain, workloads
-from cpulab.execute import HarnessJob, LocalExecutor
-art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
+from cpulab import workloads
+from cpulab.build import artifacts
+from cpulab.measure.execute import HarnessJob, LocalExecutor
+from cpulab.plan import toolchain
+art = artifacts.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
 ex = LocalExecutor(cpu=int(sys.argv[1]))
 spans = []
 for _ in range(4):
@@ -39,7 +41,7 @@ def test_a_claimed_cpu_is_not_picked_again(tmp_path, monkeypatch):
     monkeypatch.setenv("CPULAB_LOCK_DIR", str(tmp_path))
     first, claim = cpulock.claim_cpu({0, 1})
     assert first == 1 and claim is not None
-    code = "from cpulab import cpulock; print(cpulock.claim_cpu({0, 1})[0])"
+    code = "from cpulab.measure import cpulock; print(cpulock.claim_cpu({0, 1})[0])"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)})
     assert other.stdout.strip() == "0"  # the free one

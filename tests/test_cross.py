@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from cpulab.build import artifacts as build
+from cpulab.build import artifacts
 from cpulab.build import emulation
-from cpulab.plan import variants as toolchain
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.analysis.summary import compare_results
 from cpulab.policy import DecisionPolicy
@@ -59,7 +59,7 @@ def test_fp_kernels_verify_on_arm(variant, kernel, tmp_path):
     v = toolchain.BUILTIN[variant]
     if why := toolchain.unavailable_reason(v):
         pytest.skip(f"{variant}: {why}")
-    art = build.build_artifact(workloads.get(kernel), v, cache_dir=tmp_path)
+    art = artifacts.build_artifact(workloads.get(kernel), v, cache_dir=tmp_path)
     try:
         em = emulation.emulator_for(art.path)
     except emulation.CannotRun as e:

@@ -319,7 +319,7 @@ def test_a_cluster_without_dask_is_one_line():
     import sys
     for args in (["run", "-w", "sha256", "-v", "O2", "--cluster", "tcp://127.0.0.1:1"], ["scheduler"]):
         code = ("import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
-                f"sys.argv = ['cpulab', *{args!r}]; from cpulab.cli import main; main()")
+                f"sys.argv = ['cpulab', *{args!r}]; from cpulab.cli.main import main; main()")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and "Traceback" not in p.stderr
         assert p.stderr.strip().splitlines() == ["cpulab: error: clusters need dask.distributed: "

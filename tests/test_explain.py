@@ -1,44 +1,44 @@
 """explain: kernel functions, loops, alignment and the side-by-side alignment of listings."""
 from pathlib import Path
 
-from cpulab.build import artifacts as build
-from cpulab.analysis.explain import code as explain
-from cpulab.plan import variants as toolchain
+from cpulab.build import artifacts
+from cpulab.analysis.explain import code, profile, why
+from cpulab.plan import toolchain
 from cpulab import workloads
 
 
 def artifact(name):
-    return build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN[name]).path
+    return artifacts.build_artifact(workloads.get("sha256"), toolchain.BUILTIN[name]).path
 
 
 def test_loop_alignment():
-    assert explain.Loop(0x40, 0x60, 5, 34).alignment == 64
-    assert explain.Loop(0x48, 0x60, 5, 34).alignment == 8
-    assert explain.Loop(0x1003, 0x1010, 3, 15).alignment == 1
+    assert code.Loop(0x40, 0x60, 5, 34).alignment == 64
+    assert code.Loop(0x48, 0x60, 5, 34).alignment == 8
+    assert code.Loop(0x1003, 0x1010, 3, 15).alignment == 1
 
 
 def test_kernel_functions_are_the_kernels_only():
-    funcs = explain.kernel_functions(artifact("O2"))
+    funcs = code.kernel_functions(artifact("O2"))
     assert "k_run" in funcs and "main" not in funcs and "take_sample" not in funcs
     assert all(f.instructions for f in funcs.values())
 
 
 def test_hot_loop_is_in_the_timed_code():
-    funcs = explain.kernel_functions(artifact("O0"))
-    name, loop = explain.hot_loop(funcs)
-    assert name in explain.timed_functions(funcs) and "verify" not in name and "setup" not in name
+    funcs = code.kernel_functions(artifact("O0"))
+    name, loop = code.hot_loop(funcs)
+    assert name in code.timed_functions(funcs) and "verify" not in name and "setup" not in name
     assert loop.instructions > 10 and loop.bytes > 0
 
 
 def test_same_artifact_explains_as_identical():
-    doc = explain.explain(artifact("O2"), artifact("O2"))
+    doc = why.explain(artifact("O2"), artifact("O2"))
     assert doc["identical"] and all(tag == "=" for _, _, tag in doc["rows"])
 
 
 def test_side_by_side_marks_changes():
-    a = [explain.Instruction(0, t) for t in ("add eax,ebx", "imul eax,ecx", "ret")]
-    b = [explain.Instruction(0, t) for t in ("add eax,ebx", "lea eax,[rax+rax*2]", "nop", "ret")]
-    tags = [tag for _, _, tag in explain.side_by_side(a, b)]
+    a = [code.Instruction(0, t) for t in ("add eax,ebx", "imul eax,ecx", "ret")]
+    b = [code.Instruction(0, t) for t in ("add eax,ebx", "lea eax,[rax+rax*2]", "nop", "ret")]
+    tags = [tag for _, _, tag in code.side_by_side(a, b)]
     assert tags[0] == "=" and tags[-1] == "=" and set(tags[1:-1]) <= {"~", "<", ">"} and len(tags) == 4
 
 
@@ -48,26 +48,26 @@ HOTCOLD = Path(__file__).resolve().parent / "kernels" / "hotcold.c"
 
 
 def hotcold(variant):
-    return build.build_executable(HOTCOLD, toolchain.BUILTIN[variant]).path
+    return artifacts.build_executable(HOTCOLD, toolchain.BUILTIN[variant]).path
 
 
 def test_most_samples_land_in_the_hot_loop():
-    prof = explain.profile(hotcold("O2"), seconds=0.3)
-    funcs = explain.kernel_functions(hotcold("O2"))
-    per_func = explain.attribute(funcs, prof["pcs"])
+    prof = profile.profile(hotcold("O2"), seconds=0.3)
+    funcs = code.kernel_functions(hotcold("O2"))
+    per_func = profile.attribute(funcs, prof["pcs"])
     total = sum(per_func.values())
     assert total >= 30, per_func  # a 97 us timer over 0.3 s: hundreds expected, 30 is a wide floor
     hot = max(per_func, key=per_func.get)
-    assert explain.stem(hot) == "hot_loop" and per_func[hot] > 0.8 * total, per_func
-    region = explain.sampled_region(funcs[hot])
+    assert code.stem(hot) == "hot_loop" and per_func[hot] > 0.8 * total, per_func
+    region = why.sampled_region(funcs[hot])
     assert region is not None  # narrowed to the loop, not the whole function
-    assert sum(i.samples for i in explain.loop_listing(funcs[hot], region)) > 0.5 * per_func[hot]
+    assert sum(i.samples for i in code.loop_listing(funcs[hot], region)) > 0.5 * per_func[hot]
 
 
 def test_two_builds_line_up_on_the_same_region():
-    doc = explain.explain(hotcold("O1"), hotcold("O3"), profile_code=0.3, names=("O1", "O3"))
+    doc = why.explain(hotcold("O1"), hotcold("O3"), profile_code=0.3, names=("O1", "O3"))
     ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
-    assert explain.stem(ha["function"]) == explain.stem(hb["function"]) == "hot_loop"
+    assert code.stem(ha["function"]) == code.stem(hb["function"]) == "hot_loop"
     assert ha["loop"] and hb["loop"] and hb["lined_up"]
     assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5
     assert "O3 against O1" in doc["why"] and "instructions per iteration" in doc["why"]
@@ -75,22 +75,22 @@ def test_two_builds_line_up_on_the_same_region():
 
 
 def test_a_double_run_is_not_explained_by_the_float_loop():
-    art = build.build_artifact(workloads.get("dot"), toolchain.BUILTIN["O2"]).path
-    doc = explain.explain(art, art, {"n": "4096", "precision": "double"}, profile_code=0.3)
-    assert explain.stem(doc["a"]["hot_loop"]["function"]) == "dot_f64"
+    art = artifacts.build_artifact(workloads.get("dot"), toolchain.BUILTIN["O2"]).path
+    doc = why.explain(art, art, {"n": "4096", "precision": "double"}, profile_code=0.3)
+    assert code.stem(doc["a"]["hot_loop"]["function"]) == "dot_f64"
     assert doc["identical"]
 
 
 def test_operands_are_kept_and_addresses_become_symbols():
-    i = explain.Instruction(0, "add    QWORD PTR [rip+0x2e3c],0x1        # 5010 <counter>")
+    i = code.Instruction(0, "add    QWORD PTR [rip+0x2e3c],0x1        # 5010 <counter>")
     assert i.display == "add QWORD PTR [rip+<counter>],0x1"
-    j = explain.Instruction(0, "jne    1234 <hot_loop+0x14>")
+    j = code.Instruction(0, "jne    1234 <hot_loop+0x14>")
     assert j.display == "jne <hot_loop+0x14>" and j.normalised == "jne <hot_loop+?>"
-    assert explain.Instruction(0, "mov    rax,QWORD PTR [rdi+rcx*8+0x10]").display == "mov rax,QWORD PTR [rdi+rcx*8+0x10]"
+    assert code.Instruction(0, "mov    rax,QWORD PTR [rdi+rcx*8+0x10]").display == "mov rax,QWORD PTR [rdi+rcx*8+0x10]"
 
 
 def test_instruction_kinds():
-    kinds = lambda t: explain.Instruction(0, t).kinds()
+    kinds = lambda t: code.Instruction(0, t).kinds()
     assert kinds("mov rax,QWORD PTR [rdi]") == {"load"}
     assert kinds("mov QWORD PTR [rdi],rax") == {"store"}
     assert kinds("add DWORD PTR [rdi],0x1") == {"load", "store"}
@@ -102,10 +102,10 @@ def test_instruction_kinds():
 
 def test_a_whole_program_is_profiled_into_its_own_binary():
     src = Path(__file__).resolve().parent / "kernels" / "hotcold_program.c"
-    a, b = (str(build.build_tool(src, (flag,))) for flag in ("-O1", "-O2"))
-    doc = explain.explain_programs(a, [a], b, [b], ("O1", "O2"))
+    a, b = (str(artifacts.build_tool(src, (flag,))) for flag in ("-O1", "-O2"))
+    doc = why.explain_programs(a, [a], b, [b], ("O1", "O2"))
     ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
-    assert explain.stem(ha["function"]) == explain.stem(hb["function"]) == "hot", (ha["function"], hb["function"])
+    assert code.stem(ha["function"]) == code.stem(hb["function"]) == "hot", (ha["function"], hb["function"])
     assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5
     assert doc["a"]["profile"]["ticks"] >= 20  # 1 ms of CPU time a tick over ~0.3 s: a wide floor
     assert all(d["function"] for d in doc["differences"])

@@ -383,16 +383,17 @@ def test_memlat_colour_command_rows(tmp_path, monkeypatch):
     import json
 
     from click.testing import CliRunner
-    from cpulab.cli import main as cli
+    from cpulab.cli import memory
+    from cpulab.cli.main import cli
     fake = [{"level": 2, "type": "Unified", "size_bytes": 64 * KiB, "ways": 4, "name": "L2 64 KiB"},
             {"level": 3, "type": "Unified", "size_bytes": 256 * KiB, "ways": 8, "name": "L3 256 KiB"}]
-    monkeypatch.setattr(cli.machine, "os_cache_sizes", lambda: fake)
+    monkeypatch.setattr(memory.machine, "os_cache_sizes", lambda: fake)
     monkeypatch.setenv("CPULAB_DB", str(tmp_path / "db.sqlite"))
-    res = CliRunner().invoke(cli.cli, ["memlat", "--colour", "--processes", "1", "--json"])
+    res = CliRunner().invoke(cli, ["memlat", "--colour", "--processes", "1", "--json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["rows"]
     assert [(r["cache"], r["size"]) for r in rows] == [
-        (c["name"], int(c["size_bytes"] * f) // 4096 * 4096) for c in fake for f in cli.COLOUR_FRACTIONS]
+        (c["name"], int(c["size_bytes"] * f) // 4096 * 4096) for c in fake for f in memory.COLOUR_FRACTIONS]
     assert [r["colours"] for r in rows] == [4] * 4 + [8] * 4
     for r in rows:
         assert r["arbitrary_ns"] > 0
@@ -400,6 +401,6 @@ def test_memlat_colour_command_rows(tmp_path, monkeypatch):
             assert r["balanced_ns"] > 0 and r["arbitrary_imbalance"] >= 1
         else:
             assert r["balanced_ns"] is None and "needs root" in r["balanced_error"]
-    monkeypatch.setattr(cli.machine, "os_cache_sizes", lambda: [])
-    res = CliRunner().invoke(cli.cli, ["memlat", "--colour"])
+    monkeypatch.setattr(memory.machine, "os_cache_sizes", lambda: [])
+    res = CliRunner().invoke(cli, ["memlat", "--colour"])
     assert res.exit_code == 2 and "--colour: sysfs names no L2 or L3" in res.output

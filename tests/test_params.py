@@ -10,7 +10,7 @@ from hypothesis import event, given, settings, strategies as st
 
 from cpulab.cli import main as cli
 from cpulab.plan import plan as plans
-from cpulab.plan import variants as toolchain
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.params import INT64_MAX, Param, ParamError
 
@@ -168,7 +168,7 @@ def test_any_plan_is_valid_or_one_line_naming_the_file(d):
     event("valid")
     for e in p.experiments:
         assert_canonical(e.params)
-    assert 1 <= p.runs <= 10000 and 0 <= p.warmup <= 60 and isinstance(p.measure_identical, bool)
+    assert 1 <= p.processes <= 10000 and 0 <= p.warmup <= 60 and isinstance(p.measure_identical, bool)
     for e in p.experiments:
         assert len(set(e.variants)) == len(e.variants) and len(set(e.workloads)) == len(e.workloads)
     assert len({e.name for e in p.experiments}) == len(p.experiments)

@@ -26,7 +26,7 @@ size = "1024..4096"
 
 def test_good_plan_loads(tmp_path):
     p = plans.load(write(tmp_path, GOOD))
-    assert p.runs == 3 and p.variant("unrolled").cflags == ("-O2", "-funroll-loops")
+    assert p.processes == 3 and p.variant("unrolled").cflags == ("-O2", "-funroll-loops")
     assert p.experiments[0].params == {"sha256": {"size": ["1024", "2048", "4096"]}}
 
 
@@ -45,7 +45,7 @@ def test_baseline_in_order_of_preference_is_the_first_buildable_here(tmp_path):
 
 
 def test_seeds_plan_compares_with_a_baseline_this_machine_builds():
-    from cpulab.plan import variants as toolchain
+    from cpulab.plan import toolchain
     seed001 = next(e for e in plans.load("seeds").experiments if e.name == "float-abi")
     x87 = toolchain.unavailable_reason(toolchain.BUILTIN["i386-x87"])
     assert seed001.baseline == ("O2" if x87 else "i386-x87")
@@ -59,11 +59,11 @@ def test_seeds_plan_compares_with_a_baseline_this_machine_builds():
     (GOOD.replace('baseline = "O2"', 'baseline = ["O2", "O3"]'), ["baseline", "'O3'"]),
     (GOOD.replace("size =", "sise ="), ["params.sha256.sise", "no parameter 'sise'"]),
     (GOOD.replace('["sha256"]', '["sha512"]'), ["unknown workload 'sha512'"]),
-    (GOOD.replace("runs = 3", "runs = 0"), ["runs", "1..10000"]),
-    (GOOD.replace("runs = 3", "runs = 1000000000"), ["runs", "1..10000"]),
-    (GOOD.replace("runs = 3", 'runs = "many"'), ["runs", "whole number"]),
-    (GOOD.replace("runs = 3", "runs = true"), ["runs", "whole number"]),
-    (GOOD.replace("runs = 3", "runs = 3.0"), ["runs", "whole number"]),
+    (GOOD.replace("runs = 3", "runs = 0"), ["processes", "1..10000"]),
+    (GOOD.replace("runs = 3", "runs = 1000000000"), ["processes", "1..10000"]),
+    (GOOD.replace("runs = 3", 'runs = "many"'), ["processes", "whole number"]),
+    (GOOD.replace("runs = 3", "runs = true"), ["processes", "whole number"]),
+    (GOOD.replace("runs = 3", "runs = 3.0"), ["processes", "whole number"]),
     (GOOD.replace("runs = 3", "warmup = -5"), ["warmup", "0.0..60.0"]),
     (GOOD.replace("runs = 3", "samples = 20000"), ["samples"]),
     (GOOD.replace("runs = 3", 'min_sample_time = "0.1"'), ["min_sample_time", "seconds"]),
@@ -71,7 +71,7 @@ def test_seeds_plan_compares_with_a_baseline_this_machine_builds():
     (GOOD.replace("runs = 3", "timeout = 0"), ["timeout"]),
     (GOOD.replace("runs = 3", "measure_identical = 1"), ["measure_identical", "true or false"]),
     (GOOD.replace("runs = 3", "name = 5"), ["name", "string"]),
-    (GOOD.replace('baseline = "O2"', 'baseline = "O2"\nruns = 0'), ["experiment 'x'", "runs"]),
+    (GOOD.replace('baseline = "O2"', 'baseline = "O2"\nruns = 0'), ["experiment 'x'", "processes"]),
     (GOOD.replace('"1024..4096"', '"4096..1024"'), ["params.sha256.size", "range"]),
     (GOOD.replace('"1024..4096"', '"1e6"'), ["params.sha256.size", "'1e6' is not a size"]),
     (GOOD.replace('"1024..4096"', '"010"'), ["params.sha256.size", "leading zeros"]),
@@ -134,7 +134,18 @@ def test_built_in_plans_can_reach_a_verdict():
         for e in plan.experiments:
             comparisons = len(e.variants) - 1
             if comparisons:
-                n = plan.runs_of(e.name)
+                n = plan.processes_of(e.name)
                 # unpaired: Mann-Whitney's floor; by round (turns, paired): the signed-rank floor 2 / 2^n
                 one = stats.p_floor(n, n) if policy.method == "unpaired" else 2 * 0.5 ** n
                 assert one * comparisons < policy.look_alpha, (plan.name, e.name, n, one * comparisons)
+
+
+def test_old_keys_read_as_the_new_words(tmp_path):
+    """`runs` (now `processes`) and `profile` (now `grid`) in plans written before; both at once is refused."""
+    f = tmp_path / "old.toml"
+    f.write_text(GOOD.replace("runs = 3", "runs = 4\nprofile = \"full\""))
+    p = plans.load(str(f))
+    assert p.processes == 4 and p.grid == "full"
+    f.write_text(GOOD.replace("runs = 3", "runs = 4\nprocesses = 5"))
+    with pytest.raises(plans.PlanError, match="'runs' is the old name of 'processes'"):
+        plans.load(str(f))

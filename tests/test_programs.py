@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from cpulab.plan import plan as plans
-from cpulab.measure import processes
-from cpulab.plan import programs
-from cpulab.measure import runner
-from cpulab.plan import variants as toolchain
+from cpulab.build import inputs
+from cpulab.build.programs import build_program, run_argv
+from cpulab.measure import processes, runner
 from cpulab.measure.execute import LocalExecutor
+from cpulab.measure.processes import ProcessJob
 from cpulab.model import Status
-from cpulab.measure.processes import Check, ProcessJob
+from cpulab.plan import plan as plans
+from cpulab.plan import toolchain
+from cpulab.plan.programs import Check
 from cpulab.store.db import Store
 
 # One C program, told by its first argument how to behave, reading the input file it is given.
@@ -49,7 +50,7 @@ MAKEFILE = "prog: prog.c\n\t$(CC) $(CFLAGS) -o prog prog.c\n"
 
 
 def cli(*args, db, timeout=240):
-    env = {**os.environ, "CPULAB_DB": str(db), "PYTHONPATH": str(Path(programs.__file__).parents[1])}
+    env = {**os.environ, "CPULAB_DB": str(db), "PYTHONPATH": str(Path(plans.__file__).parents[2])}
     return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -72,7 +73,7 @@ def program_table(src: Path, mode: str = "ok", **over) -> dict:
 
 
 def plan_dict(progs: dict, variants=("O2", "O3"), **over) -> dict:
-    return {"name": "progs", "runs": 3, "timeout": 5,
+    return {"name": "progs", "processes": 3, "timeout": 5,
             "experiment": [{"name": "p", "workloads": list(progs), "variants": list(variants), "baseline": variants[0]}],
             "program": progs, **over}
 
@@ -97,7 +98,7 @@ def test_program_built_per_variant_checked_and_timed(source, tmp_path):
     assert Path(builds["good/O2"]["log"]).read_text().startswith("$ make")
     assert not (source / "prog").exists()  # the source tree is never modified
     # built once: a second build of the same inputs is the cached one
-    again = programs.build_program(p.programs["good"], toolchain.BUILTIN["O2"])
+    again = build_program(p.programs["good"], toolchain.BUILTIN["O2"])
     assert again.tree == builds["good/O2"]["tree"]
 
 
@@ -144,10 +145,10 @@ def test_launcher_wall_time_covers_the_command():
 
 
 def test_random_inputs_are_made_once_and_sized(tmp_path):
-    f = programs.random_file(12345)
+    f = inputs.random_file(12345)
     assert f.stat().st_size == 12345
     mtime = f.stat().st_mtime_ns
-    assert programs.random_file(12345).stat().st_mtime_ns == mtime  # cached, not rewritten
+    assert inputs.random_file(12345).stat().st_mtime_ns == mtime  # cached, not rewritten
     # not drop_caches here: as root that would empty the page cache of the whole machine
     assert processes.evict([str(f)], drop_caches=False) == "posix_fadvise"
 
@@ -261,7 +262,7 @@ def test_seed002_example_plan_parses(tmp_path):
     p = plans.load(str(plan_file))
     prog = p.programs["hashdeep"]
     assert [pt["file"] for pt in prog.grid()] == ["10M", "100M", "1G"]
-    assert programs.run_argv(prog, {"build": "/b", "file": "/f"}) == ["/b/src/sha256deep", "/f"]
+    assert run_argv(prog, {"build": "/b", "file": "/f"}) == ["/b/src/sha256deep", "/f"]
 
 
 def test_explain_a_program_under_two_variants(source, tmp_path):

@@ -12,7 +12,7 @@ from cpulab.measure import runner
 from cpulab.report import exports
 from cpulab.report import html
 from cpulab.store.db import Store
-from cpulab.plan.variants import Variant
+from cpulab.plan.toolchain import Variant
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = "<script>alert('x')</script>"
@@ -25,7 +25,7 @@ def small_run(tmp_path_factory):
     exps = [plans.Experiment("sweep", ["sha256"], ["O0", "O2"], "O2", title=f"sweep {EVIL}",
                              params={"sha256": {"size": ["256", "1024", "4096"]}}),
             plans.Experiment("point", ["sha256"], ["O2", "O2<b>bold</b>"], "O2", params={"sha256": {"size": ["1024"]}})]
-    p = plans.validate(plans.Plan("report-test", exps, runs=3, samples=2, min_sample_time=0.002, warmup=0.0,
+    p = plans.validate(plans.Plan("report-test", exps, processes=3, samples=2, min_sample_time=0.002, warmup=0.0,
                                   custom_variants=custom))
     store = Store(d / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=9)
@@ -91,7 +91,7 @@ def test_labels_are_plain_text_in_plots_html_and_terminal(tmp_path):
     exps = [plans.Experiment("sweep", ["sha256"], ["O2", *names], "O2",
                              params={"sha256": {"size": ["256", "1024", "4096"]}}),
             plans.Experiment("point", ["sha256"], ["O2", *names], "O2", params={"sha256": {"size": ["1024"]}})]
-    p = plans.validate(plans.Plan("labels", exps, runs=2, samples=1, min_sample_time=0.001, warmup=0.0,
+    p = plans.validate(plans.Plan("labels", exps, processes=2, samples=1, min_sample_time=0.001, warmup=0.0,
                                   measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     summary = analysis.summarise(store, runner.run_plan(p, store, seed=11))

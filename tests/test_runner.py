@@ -13,9 +13,10 @@ import pytest
 from cpulab import analysis
 from cpulab.plan import plan as plans
 from cpulab.measure import runner
+from cpulab.measure.rounds import QuietProgress
 from cpulab.store.db import Store
 
-FAST = dict(runs=2, samples=2, min_sample_time=0.001, warmup=0.0, budget=0.0)  # budget 0: a fixed count
+FAST = dict(processes=2, samples=2, min_sample_time=0.001, warmup=0.0, budget=0.0)  # budget 0: a fixed count
 
 
 def make_plan(workloads, variants, params=None, custom=None, **kw):
@@ -38,12 +39,12 @@ def test_every_failure_is_recorded_and_the_rest_goes_on(tmp_path, misbehave):
     assert status["skip"][0] == "skipped"
     assert status["garbage"][0] == "error"
     ok_id = next(r["id"] for r in store.results(run_id) if r["params"]["mode"] == "ok")
-    assert len(store.samples(ok_id)) == FAST["runs"] * FAST["samples"]
+    assert len(store.samples(ok_id)) == FAST["processes"] * FAST["samples"]
     assert store.run(run_id)["status"] == "done"
 
 
 def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
-    from cpulab.plan.variants import Variant
+    from cpulab.plan.toolchain import Variant
     custom = {"broken": Variant("broken", cflags=("-O2", "-fno-such-option")),
               "nocc": Variant("nocc", compiler="no-such-cc", package="no-such-package")}
     p = make_plan(["sha256"], ["O2", "broken", "nocc"], {"sha256": {"size": ["256"]}}, custom)
@@ -56,7 +57,7 @@ def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
 
 
 def test_identical_code_is_reported_not_measured(tmp_path):
-    from cpulab.plan.variants import Variant
+    from cpulab.plan.toolchain import Variant
     custom = {"O2-twin": Variant("O2-twin", cflags=("-O2", "-DUNUSED_MACRO=1"))}
     p = make_plan(["sha256"], ["O2", "O2-twin", "O0"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
@@ -71,15 +72,15 @@ def test_identical_code_is_reported_not_measured(tmp_path):
 
 
 def test_artifacts_are_cached_by_content(tmp_path):
-    from cpulab.build import artifacts as build
-    from cpulab.plan import variants as toolchain
+    from cpulab.build import artifacts
+    from cpulab.plan import toolchain
     from cpulab import workloads
     w = workloads.get("sha256")
-    a = build.build_artifact(w, toolchain.BUILTIN["O2"], cache_dir=tmp_path)
+    a = artifacts.build_artifact(w, toolchain.BUILTIN["O2"], cache_dir=tmp_path)
     mtime = os.path.getmtime(a.path)
-    b = build.build_artifact(w, toolchain.BUILTIN["O2"], cache_dir=tmp_path)
+    b = artifacts.build_artifact(w, toolchain.BUILTIN["O2"], cache_dir=tmp_path)
     assert a == b and os.path.getmtime(b.path) == mtime
-    c = build.build_artifact(w, toolchain.BUILTIN["O1"], cache_dir=tmp_path)
+    c = artifacts.build_artifact(w, toolchain.BUILTIN["O1"], cache_dir=tmp_path)
     assert c.hash != a.hash and c.path != a.path
     assert any("-O1" in cmd for cmd in c.commands) and "gcc" in c.compiler_version.lower()
 
@@ -89,11 +90,11 @@ def test_identical_builds_are_same(tmp_path):
     The raw p (before Holm and before the 1% effect floor) must hold alpha: more than 4
     of 20 below 0.05 has probability 0.003 when it does (Binomial(20, 0.05)), so a broken
     test statistic fails here even where the floor would hide it."""
-    from cpulab.plan.variants import Variant
+    from cpulab.plan.toolchain import Variant
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment(f"aa{i}", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["1024"]}})
             for i in range(20)]
-    p = plans.validate(plans.Plan("aa", exps, runs=8, samples=3, min_sample_time=0.002, warmup=0.0, budget=0.0,
+    p = plans.validate(plans.Plan("aa", exps, processes=8, samples=3, min_sample_time=0.002, warmup=0.0, budget=0.0,
                                   measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=4)
@@ -106,7 +107,7 @@ def test_identical_builds_are_same(tmp_path):
     assert sum(c.verdict in ("faster", "slower") for c in comps) <= raw
 
 
-class CountingProgress(runner.QuietProgress):
+class CountingProgress(QuietProgress):
     def __init__(self):
         self.phases, self.notes = [], []
 
@@ -121,11 +122,11 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     """O0 against O2 is decided at the first look (far apart); a twin of O2 at a
     precision no run can reach stays undecided, so its point gets rounds up to 2x and
     4x the first look, and the progress says which comparison is undecided."""
-    from cpulab.plan.variants import Variant
+    from cpulab.plan.toolchain import Variant
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("far", ["sha256"], ["O2", "O0"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, runs=8, samples=3, min_sample_time=0.0005, warmup=0.0, budget=60.0,
+    p = plans.validate(plans.Plan("b", exps, processes=8, samples=3, min_sample_time=0.0005, warmup=0.0, budget=60.0,
                                   precision=0.00001, measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
@@ -142,10 +143,10 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
 
 def test_budget_is_not_overspent(tmp_path):
     """With a budget of 0.01 s the first look's rounds run, then nothing more."""
-    from cpulab.plan.variants import Variant
+    from cpulab.plan.toolchain import Variant
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, runs=4, samples=2, min_sample_time=0.0005, warmup=0.0, budget=0.01,
+    p = plans.validate(plans.Plan("b", exps, processes=4, samples=2, min_sample_time=0.0005, warmup=0.0, budget=0.01,
                                   precision=0.00001, measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=6)
@@ -176,25 +177,25 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
 
 
 def test_missing_library_names_the_package():
-    from cpulab.plan import variants as toolchain
+    from cpulab.plan import toolchain
     why = toolchain.library_reason(toolchain.BUILTIN["O2"], "no_such_header_here.h", ("-lnosuchlib",), "libnosuch-dev")
     assert "install libnosuch-dev" in why and "no_such_header_here.h" in why
     assert toolchain.library_reason(toolchain.BUILTIN["O2"], "stdio.h", ("-lm",), "libc6-dev") == ""
 
 
 def test_variants_differing_only_in_environment_are_both_measured(tmp_path):
-    from cpulab.build import artifacts as build
-    from cpulab.plan.variants import Variant
+    from cpulab.build import artifacts
+    from cpulab.plan.toolchain import Variant
     env = (("CPULAB_TEST_SETTING", "1"),)
     custom = {"O2-env": Variant("O2-env", env=env), "O2-env-twin": Variant("O2-env-twin", env=env)}
     p = make_plan(["sha256"], ["O2", "O2-env", "O2-env-twin"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=5)
     res = {r["variant"]: r for r in store.results(run_id)}
-    assert res["O2-env"]["status"] == "ok" and len(store.samples(res["O2-env"]["id"])) == FAST["runs"] * FAST["samples"]
+    assert res["O2-env"]["status"] == "ok" and len(store.samples(res["O2-env"]["id"])) == FAST["processes"] * FAST["samples"]
     assert res["O2-env-twin"]["status"] == "identical" and res["O2-env-twin"]["same_as"] == "O2-env"
     # ABI flags change what runs as well, even where the bytes (the code hash) are equal.
-    art = build.Artifact("x", "h", "same-bytes", 1, "gcc", ())
+    art = artifacts.Artifact("x", "h", "same-bytes", 1, "gcc", ())
     assert runner._execution_key(Variant("a"), art) != runner._execution_key(Variant("b", abi_flags=("-m32",)), art)
     assert runner._execution_key(Variant("a"), art) == runner._execution_key(Variant("b", cflags=("-O3",)), art)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_artifact
-from cpulab.plan import variants as toolchain
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.workloads import sha256_file
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from cpulab.analysis import steps
-from cpulab.analysis import tlb
+from cpulab.machine import tlb
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 CACHES = [{"level": 1, "type": "Data", "size_bytes": 48 * KiB, "name": "L1d 48 KiB"},

@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from cpulab.build import artifacts as build
-from cpulab.plan import variants as toolchain
+from cpulab.build import artifacts
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import HarnessJob, LocalExecutor
 from cpulab.model import Status
@@ -12,7 +12,7 @@ from cpulab.model import Status
 
 @pytest.fixture(scope="module")
 def sha256_o2():
-    return build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"]).path
+    return artifacts.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"]).path
 
 
 def _job(path, samples, **params):
@@ -42,8 +42,8 @@ def test_fewer_tokens_than_samples_ends_early(sha256_o2):
 
 def test_a_member_that_fails_fails_alone(sha256_o2):
     from conftest import TEST_KERNELS
-    from cpulab.plan.variants import Variant
-    bad = build.build_executable(TEST_KERNELS / "misbehave.c", Variant("t", cflags=("-O2",))).path
+    from cpulab.plan.toolchain import Variant
+    bad = artifacts.build_executable(TEST_KERNELS / "misbehave.c", Variant("t", cflags=("-O2",))).path
     jobs = [_job(sha256_o2, 6), HarnessJob(bad, {"mode": "crash"}, samples=6, turns=True, timeout=10),
             HarnessJob(bad, {"mode": "hang"}, samples=6, turns=True, timeout=1.5), _job(sha256_o2, 6)]
     outs = LocalExecutor(seed=3).execute_group(jobs, [[0, 1, 2, 3]] * 6)

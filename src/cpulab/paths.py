@@ -23,3 +23,11 @@ def default_db() -> Path:
 
 def artifact_dir() -> Path:
     return cache_dir() / "artifacts"
+
+
+def input_dir() -> Path:
+    return cache_dir() / "inputs"
+
+
+def random_file_path(size: int) -> Path:
+    return input_dir() / f"random-{size}.bin"

@@ -14,7 +14,8 @@ from itertools import pairwise
 import numpy as np
 
 from cpulab import stats
-from cpulab.analysis.summary import _measured_as, result_summary, summarise
+from cpulab.analysis.summary import summarise
+from cpulab.estimates import _measured_as, result_summary
 from cpulab.model import Result, Verdict
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store, StoreError

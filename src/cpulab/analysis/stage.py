@@ -3,7 +3,7 @@
 After a run's samples are stored, analyse(store, run_id) computes each workload's own
 analysis (memlat levels, bandwidth by cache level: the `analysis` a Workload declares)
 and the generated code behind the largest real difference of each experiment and
-workload (explain.py, objdump), stores them as analyses of the run (data, not text), and
+workload (analysis/explain, objdump), stores them as analyses of the run (data, not text), and
 summarises.  The views draw what is stored and compute nothing.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from cpulab.analysis.explain import code as explain
+from cpulab.analysis.explain import why
 from cpulab import workloads
 from cpulab.model import Comparison, Result, Summary, Verdict
 from cpulab.store.db import Store
@@ -74,7 +74,7 @@ def explain_largest(s: Summary, store: Store, exp: str, wname: str) -> dict | No
     if len(arts) < 2 or not all(Path(p).exists() for p in arts.values()):
         return None
     try:
-        e = explain.explain(arts[c.baseline], arts[c.variant], c.params, REPORT_PROFILE_SECONDS,
+        e = why.explain(arts[c.baseline], arts[c.variant], c.params, REPORT_PROFILE_SECONDS,
                             (c.baseline, c.variant))
     except (RuntimeError, OSError):
         return None

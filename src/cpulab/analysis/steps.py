@@ -8,7 +8,7 @@ Evidence, from the curves of one memlat run or several (analysis.sweeps.memlat_c
 * the page-stride chase (mode=pagestride pages=4k): one load per page touches size/4096
   pages but only size/64 bytes of cache, so its steps below 64 x L1 are TLB reaches,
   measured, and a step at 64 x a cache size is that cache's;
-* the TLB geometry from CPUID (analysis.tlb), when the machine reports it.
+* the TLB geometry from CPUID (machine/tlb.py), when the machine reports it.
 A candidate explains a step when it lies within AGREE_FACTOR of the step's edge, or
 inside a gradual step's ramp (from the last size at the lower latency to the first at
 the higher one).

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cpulab import paths
-from cpulab.plan.variants import Variant, compiler_version
+from cpulab.plan.toolchain import Variant, compiler_version
 from cpulab.workloads import KERNEL_DIR, Workload
 
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"

@@ -35,12 +35,12 @@ from distributed import Client, KilledWorker, Nanny, Scheduler, Security, get_wo
 from distributed.client import FutureCancelledError
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from cpulab.build import artifacts as build
+from cpulab.build import artifacts
 from cpulab.measure import execute
 from cpulab import machine
 from cpulab.measure import probes
 from cpulab.measure import runner as run
-from cpulab.plan import variants as toolchain
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import Outcome
 from cpulab.model import Status
@@ -116,7 +116,7 @@ def default_name() -> str:
 def source_digest(w: workloads.Workload) -> str:
     """Of the harness and the workload's sources: a worker with other sources builds other code."""
     h = hashlib.sha256()
-    for f in [*build.HARNESS_SOURCES, *w.sources()]:
+    for f in [*artifacts.HARNESS_SOURCES, *w.sources()]:
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -221,7 +221,7 @@ class MachineSite:
             status, error, art, emulator = self._call(_on_worker_build, w.name, source_digest(w), v)
         except MachineGone as e:
             return Status.LOST, str(e), None, ()
-        return status, error, build.Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])}) \
+        return status, error, artifacts.Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])}) \
             if art else None, tuple(emulator)
 
     def prepare(self, w, params):

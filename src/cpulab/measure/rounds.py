@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from cpulab.analysis.summary import compare_results, result_summary
+from cpulab.estimates import compare_results, result_summary
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
 
@@ -52,7 +52,8 @@ class Schedule:
     @classmethod
     def of_plan(cls, plan: dict) -> "Schedule":
         """The schedule of a plan (as stored: Plan.as_dict() or `cpulab time`'s record)."""
-        return cls({e["name"]: e.get("runs") or plan["runs"] for e in plan["experiments"]}, plan.get("budget") or 0.0,
+        return cls({e["name"]: e.get("processes") or plan["processes"] for e in plan["experiments"]},
+                   plan.get("budget") or 0.0,
                    DecisionPolicy.from_plan(plan), {e["name"]: e["baseline"] for e in plan["experiments"]},
                    plan.get("against"))
 

@@ -1,10 +1,11 @@
-"""Running a plan: build every artifact, then measure in interleaved random rounds.
+"""Running a plan's kernels at a site: build every artifact, then measure in rounds.
 
-Every process is one job run by an executor (execute.py): one artifact at one
-parameter point, pinned, with the layout pad, its failure recorded if it fails.
-Each round runs every live job once, in a fresh random order, so a drifting machine
-hits all variants alike; a job that fails is recorded with its reason and dropped
-from later rounds while the others go on.
+Every process is one job run by an executor (execute.py): one artifact at one parameter
+point, pinned, with the layout pad, its failure recorded if it fails.  In each round a
+point's variants run as one group taking samples in turns (a fresh random order each
+cycle), so a drifting machine hits all variants alike; a job that fails is recorded with
+its reason and dropped from later rounds while the others go on.  The site is this
+machine (LocalSite) or a dask worker (cluster.MachineSite).
 """
 from __future__ import annotations
 
@@ -12,26 +13,21 @@ import hashlib
 import json
 import os
 import random
-import signal
-import sys
-import threading
-from contextlib import contextmanager
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from cpulab.build import artifacts as build
-from cpulab.build import emulation
-from cpulab import machine
-from cpulab.measure import probes
-from cpulab import stats
-from cpulab.plan import variants as toolchain
-from cpulab import workloads
-from cpulab.analysis.summary import against_name
-from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor, calibrate_timing
+from cpulab import stats, workloads
+from cpulab.build import artifacts, emulation
+from cpulab.estimates import against_name
+from cpulab.measure import probes, programs
+from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
+from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
+from cpulab.measure.session import Stopped, machine_identity, recorded_run
+from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
-from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds  # noqa: F401 (re-exported)
 from cpulab.store.db import SIGNALS, Store
+
 
 @dataclass
 class Target:
@@ -41,7 +37,7 @@ class Target:
     variant: str
     params: dict[str, str]
     result_id: int = 0
-    artifact: build.Artifact | None = None
+    artifact: artifacts.Artifact | None = None
     live: bool = True
     emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
     done: int = 0  # processes measured so far: the next invocation number
@@ -49,93 +45,6 @@ class Target:
 
 def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, str]:
     return {**params, **w.prepare(params)} if w.prepare else dict(params)
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, SIGTERM or SIGHUP: the run stops cleanly and what was measured stays.
-    run_id is the run it stopped (None before one was recorded)."""
-
-    def __init__(self, signum: int = signal.SIGINT, run_id: int | None = None):
-        super().__init__(signal.Signals(signum).name)
-        self.signum, self.run_id = signum, run_id
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum  # as a shell reports a process ended by that signal
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-@contextmanager
-def stop_signals_interrupt():
-    """While the block runs, SIGTERM and SIGHUP raise Interrupted as Ctrl-C raises
-    KeyboardInterrupt; the executor kills the process being measured when it is
-    interrupted, so no child outlives the run.  Repeats are ignored until the block has
-    ended, so the clean-up (one store write) is not cut short."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may handle signals; a caller's thread keeps its defaults
-        return
-
-    def stop(signum, frame):
-        for s in STOP_SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-class Stopped(Exception):
-    """The run cannot go on (e.g. its cluster's scheduler is gone): what was stored stays,
-    and the run is marked interrupted."""
-
-
-def machine_identity(timer: str = "auto", executor: Executor | None = None) -> dict:
-    """This machine's fingerprint, its id, its conditions now and its timing calibration."""
-    # Calibrate with the sha256 O2 artifact: any artifact's harness will do.
-    probe_art = build.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
-    timing = calibrate_timing(probe_art.path, timer, executor)
-    fp = machine.fingerprint(timing)
-    return {"fingerprint": fp, "machine_id": machine.fingerprint_id(fp), "conditions": machine.conditions(),
-            "timing": timing}
-
-
-@contextmanager
-def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
-                 resume: int | None = None, executor: Executor | None = None, identity: dict | None = None):
-    """A run row with the machine's fingerprint and timing (`identity`, default: this
-    machine's; with `parent` and `machine` it is one machine's part of a cluster run), or
-    with resume a stopped run taken over; yields its id and marks it done, interrupted
-    (Ctrl-C, SIGTERM, SIGHUP: Interrupted is raised with the run id; Stopped: what was
-    stored stays) or failed."""
-    with stop_signals_interrupt():
-        if resume is None:
-            ident = identity or machine_identity(timer, executor)
-            run_id = store.start_run(ident["fingerprint"], ident["machine_id"], plan, ident["conditions"],
-                                     ident["timing"], argv if argv is not None else sys.argv, ident.get("parent"),
-                                     ident.get("machine", ""))
-        else:
-            store.claim_run(resume)
-            run_id = resume
-        status = "failed"
-        try:
-            yield run_id
-            status = "done"
-        except Stopped:
-            status = "interrupted"
-            raise
-        except KeyboardInterrupt as e:
-            status = "interrupted"
-            raise Interrupted(getattr(e, "signum", signal.SIGINT), run_id) from None
-        finally:
-            if isinstance(executor, LocalExecutor):  # where it measured, and how long it waited for that CPU
-                store.add_conditions(run_id, {"cpu": executor.cpu, "cpu_wait_s": round(executor.waited_s, 3)})
-            store.finish_run(run_id, status)
 
 
 class Site(Protocol):
@@ -146,7 +55,7 @@ class Site(Protocol):
 
     def identity(self, timer: str) -> dict: ...
     def compiler_version(self, v: toolchain.Variant) -> str: ...
-    def build(self, w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, build.Artifact | None, tuple]: ...
+    def build(self, w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, artifacts.Artifact | None, tuple]: ...
     def prepare(self, w: workloads.Workload, params: dict[str, str]) -> dict[str, str]: ...
     def probe_table(self, name: str, timer: str): ...
 
@@ -202,11 +111,10 @@ def _measure_programs(plan: Plan, store: Store, run_id: int, executor: Executor,
                       rng: random.Random) -> None:
     """[program.NAME] workloads: built from their own source trees, timed as whole processes."""
     if plan.programs:
-        from cpulab.plan import programs
         programs.run_in_plan(plan, store, run_id, executor, progress, rng)
 
 
-def build_variant(w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, build.Artifact | None, tuple]:
+def build_variant(w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, artifacts.Artifact | None, tuple]:
     """(status, error, artifact, emulator) of one workload under one variant on this
     machine: pending with its artifact (and the qemu-user prefix a foreign ISA needs
     here), or skipped / build-failed with the reason."""
@@ -215,8 +123,8 @@ def build_variant(w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str
     if why := toolchain.libraries_reason(v, w.requires, w.libs):
         return "skipped", why, None, ()
     try:
-        art = build.build_artifact(w, v)
-    except build.BuildError as e:
+        art = artifacts.build_artifact(w, v)
+    except artifacts.BuildError as e:
         return "build-failed", str(e), None, ()
     try:
         return "pending", "", art, emulation.emulator_for(art.path)
@@ -239,7 +147,7 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
         status, error, art, emulator = site.build(w, v)
         if art:
             store.add_artifact(art.as_dict())
-        for params in w.grid(plan.profile, exp.params.get(wname)):
+        for params in w.grid(plan.grid, exp.params.get(wname)):
             t = Target(exp.name, wname, vname, params, artifact=art, live=status == "pending",
                        emulator=emulator if status == "pending" else ())
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
@@ -265,7 +173,7 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
     return targets
 
 
-def stored_artifact(store: Store, hash_: str | None) -> build.Artifact | None:
+def stored_artifact(store: Store, hash_: str | None) -> artifacts.Artifact | None:
     """A stored run's artifact, if its executable is still in this machine's cache with
     the same bytes (built here, not evicted, not rebuilt since)."""
     art = store.artifact(hash_) if hash_ else None
@@ -274,7 +182,7 @@ def stored_artifact(store: Store, hash_: str | None) -> build.Artifact | None:
     with open(art["path"], "rb") as f:
         if hashlib.sha256(f.read()).hexdigest() != art["code_hash"]:
             return None
-    return build.Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])})
+    return artifacts.Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])})
 
 
 def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]) -> list[Target]:
@@ -306,7 +214,7 @@ def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target
     return out
 
 
-def _execution_key(v: toolchain.Variant, art: build.Artifact) -> tuple:
+def _execution_key(v: toolchain.Variant, art: artifacts.Artifact) -> tuple:
     """What decides how a measured process behaves: the executable's bytes, and what the
     variant sets around it (environment; ABI flags).  Equal keys need one measurement."""
     return art.code_hash, tuple(sorted(v.env)), tuple(v.abi_flags)
@@ -319,7 +227,7 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
     rather than mixing two executables under one name; its samples stay."""
     done = store.processes_measured(run_id)
     owed = [r for r in store.results(run_id)
-            if r["status"] in ("pending", "ok") and done.get(r["id"], 0) < plan.runs_of(r["experiment"])]
+            if r["status"] in ("pending", "ok") and done.get(r["id"], 0) < plan.processes_of(r["experiment"])]
     progress.phase("build", len(owed))
     built: dict[tuple[str, str], tuple] = {}  # build_variant's (status, error, artifact, emulator)
     targets = []

@@ -10,13 +10,11 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cpulab import machine
-from cpulab import policy
-from cpulab.plan import variants as toolchain
-from cpulab import workloads
-from cpulab.params import human_bytes
-from cpulab.params import ParamError
-from cpulab.plan.variants import Variant
+from cpulab import machine, policy, workloads
+from cpulab.params import ParamError, human_bytes
+from cpulab.plan import toolchain
+from cpulab.plan.programs import CommandError, Program, check_plan_programs, parse_programs
+from cpulab.plan.toolchain import Variant
 
 PLAN_DIR = Path(__file__).resolve().parents[1] / "plans"
 DEFAULT_PLAN = "seeds"
@@ -38,7 +36,7 @@ class Experiment:
     # workload -> parameter -> values: as written (a string such as '1K,4K' or '16..1024', a
     # number, or a list) until validate() replaces them with canonical strings.
     params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    runs: int | None = None  # processes per result here, if not the plan's
+    processes: int | None = None  # processes per result here, if not the plan's
     samples: int | None = None  # samples per process here, if not the plan's
 
 
@@ -48,26 +46,26 @@ class Plan:
     experiments: list[Experiment]
     # Processes per result, in rounds (the first look in budget mode): 12 rounds let the
     # signed-rank test over rounds reach p < 0.05/3 after Holm over 16 comparisons.
-    runs: int = 12
+    processes: int = 12  # per result, one per round (TOML `runs`: its old name)
     # Samples per process: short ones, so preempted ones can be left out; many, since in
     # turns a round's ratio is a median over its cycles (per-sample noise here is ~13%).
     samples: int = 50
     min_sample_time: float = 0.0025
-    # Budget mode (budget > 0): after `runs` rounds, add rounds to undecided comparisons
+    # Budget mode (budget > 0): after `processes` rounds, add rounds to undecided comparisons
     # whose interval is wider than +-precision, up to `budget` seconds per experiment
-    # (run.py; looks at 1x, 2x, 4x runs).  0 = a fixed count of `runs` rounds.
+    # (measure/rounds.py; looks at 1x, 2x, 4x).  0 = a fixed count of `processes` rounds.
     budget: float = 60.0
     precision: float = 0.01
     warmup: float = 0.020
     timeout: float = 300.0  # seconds per invocation
-    profile: str = "quick"
+    grid: str = "quick"  # the parameter grids: quick or full (TOML `profile`: its old name)
     timer: str = "auto"
     # Measure variants even when their code is byte-identical (an A/A test of the method).
     measure_identical: bool = False
-    # Probes run after the workloads, by name (probes.registry()), e.g. seed004-table2.
+    # Probes run after the workloads, by name (measure.probes.registry(), checked there), e.g. seed004-table2.
     probe_tables: list[str] = field(default_factory=list)
     custom_variants: dict[str, Variant] = field(default_factory=dict)
-    programs: dict = field(default_factory=dict)  # name -> programs.Program: [program.NAME] tables
+    programs: dict[str, Program] = field(default_factory=dict)  # the [program.NAME] tables
     cold: bool = False  # evict program inputs from the page cache before each run
     # How variants meet their baseline (policy.METHODS): "turns" runs the kernels of one
     # point as processes alive together, taking samples in turns.
@@ -76,9 +74,9 @@ class Plan:
     # each variant's baseline (`run --against`): a comparison within one run.
     against: int | None = None
 
-    def runs_of(self, experiment: str) -> int:
+    def processes_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
-        return e.runs or self.runs
+        return e.processes or self.processes
 
     def samples_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
@@ -96,12 +94,12 @@ class Plan:
 
 # Accepted ranges of the measurement settings, for plans and command-line flags alike.
 LIMITS = {
-    "runs": (1, 10000),                # processes per result
+    "processes": (1, 10000),           # per result
     "samples": (1, 10000),             # samples per process (the harness holds at most 10000)
     "min_sample_time": (0.0001, 60.0),  # seconds one sample lasts at least
     "warmup": (0.0, 60.0),             # seconds of untimed repetitions per process
     "timeout": (0.1, 86400.0),         # seconds one process may take
-    "budget": (0.0, 86400.0),          # seconds per experiment for rounds on undecided comparisons (0: fixed runs)
+    "budget": (0.0, 86400.0),          # seconds per experiment for rounds on undecided comparisons (0: a fixed count)
     "precision": (1e-06, 0.5),         # a comparison is decided when its interval is within +-this
 }
 
@@ -126,6 +124,20 @@ def _check(cond: bool, where: str, msg: str) -> None:
         raise PlanError(f"{where}: {msg}")
 
 
+# Keys plans were written with before their words changed, and the word each now means.
+OLD_KEYS = {"runs": "processes", "profile": "grid"}
+
+
+def _renamed(d: dict, where: str) -> dict:
+    """A plan's (or experiment's) table with its old keys read as the new ones."""
+    out = dict(d)
+    for old, new in OLD_KEYS.items():
+        if old in out:
+            _check(new not in out, f"{where}: {old}", f"{old!r} is the old name of {new!r}; give one of them")
+            out[new] = out.pop(old)
+    return out
+
+
 def _check_keys(d: dict, known: set[str], where: str) -> None:
     unknown = sorted(set(d) - known)
     if unknown:
@@ -138,7 +150,7 @@ def _check_unique(values: list[str], where: str) -> None:
 
 
 def _check_setting(value, key: str, where: str) -> None:
-    """A count (runs, samples) or a number of seconds, within LIMITS[key]."""
+    """A count (processes, samples) or a number of seconds, within LIMITS[key]."""
     lo, hi = LIMITS[key]
     whole = isinstance(lo, int)
     _check(not isinstance(value, bool) and isinstance(value, int if whole else (int, float)), f"{where}: {key}",
@@ -173,17 +185,13 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
 def _check_settings(plan: Plan, where: str) -> None:
     for key in LIMITS:
         _check_setting(getattr(plan, key), key, where)
-    _check(plan.profile in ("quick", "full"), f"{where}: profile", f"must be quick or full, got {plan.profile!r}")
+    _check(plan.grid in ("quick", "full"), f"{where}: grid", f"must be quick or full, got {plan.grid!r}")
     _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
            f"must be auto, perf, tsc or clock, got {plan.timer!r}")
     _check(plan.method in policy.METHODS, f"{where}: method",
            f"expected one of {', '.join(policy.METHODS)}, got {plan.method!r}")
     _check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
            f"expected true or false, got {plan.measure_identical!r}")
-    from cpulab.measure import probes  # the catalogue of probes, as workloads is the catalogue of kernels
-    for t in plan.probe_tables:
-        _check(t in probes.registry(), f"{where}: probe_tables",
-               f"unknown probe {t!r} (known: {', '.join(probes.registry())})")
     _check_unique(plan.probe_tables, f"{where}: probe_tables")
 
 
@@ -192,7 +200,7 @@ def _check_experiment(plan: Plan, e: Experiment, at: str) -> None:
     _check(bool(e.variants), at, "no variants")
     _check_unique(e.workloads, f"{at}: workloads")
     _check_unique(e.variants, f"{at}: variants")
-    for key in ("runs", "samples"):
+    for key in ("processes", "samples"):
         if getattr(e, key) is not None:
             _check_setting(getattr(e, key), key, at)
     for w in e.workloads:
@@ -239,7 +247,7 @@ def _check_resources(plan: Plan, where: str) -> None:
     for e in plan.experiments:
         for name in (w for w in e.workloads if w not in plan.programs):
             w = workloads.get(name)
-            for point in w.grid(plan.profile, e.params.get(name)):
+            for point in w.grid(plan.grid, e.params.get(name)):
                 at = f"{where}: experiment {e.name!r}: {name} {_point_label(w, point)}"
                 need = w.memory(point) if w.memory else 0
                 _check(available is None or need <= available, at,
@@ -259,24 +267,22 @@ def _point_label(w: workloads.Workload, point: dict[str, str]) -> str:
 
 
 def _validate_programs(plan: Plan, where: str) -> None:
-    from cpulab.plan import programs
     try:
-        programs.check_plan_programs(plan, where)
-    except programs.CommandError as e:
+        check_plan_programs(plan, where)
+    except CommandError as e:
         raise PlanError(str(e)) from None
 
 
-def _programs_from_toml(table, where: str) -> dict:
-    from cpulab.plan import programs
+def _programs_from_toml(table, where: str) -> dict[str, Program]:
     try:
-        return programs.parse_programs(table, where)
-    except programs.CommandError as e:
+        return parse_programs(table, where)
+    except CommandError as e:
         raise PlanError(str(e)) from None
 
 
-_PLAN_KEYS = {"name", "runs", "samples", "min_sample_time", "warmup", "timeout", "profile", "timer", "budget", "precision",
+_PLAN_KEYS = {"name", "processes", "samples", "min_sample_time", "warmup", "timeout", "grid", "timer", "budget", "precision",
               "measure_identical", "probe_tables", "variants", "experiment", "program", "cold", "method"}
-_EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "runs", "samples"}
+_EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "processes", "samples"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
 
@@ -311,6 +317,7 @@ def _pick_baseline(names: list[str], custom: dict[str, Variant]) -> str:
 
 
 def from_dict(d: dict, where: str) -> Plan:
+    d = _renamed(d, where)
     _check_keys(d, _PLAN_KEYS, where)
     variants_table = d.get("variants") or {}
     _check(isinstance(variants_table, dict), f"{where}: variants", "expected [variants.NAME] tables")
@@ -324,6 +331,7 @@ def from_dict(d: dict, where: str) -> Plan:
     for i, ed in enumerate(raw_exps):
         at = f"{where}: experiment[{i}]"
         _check(isinstance(ed, dict), at, "expected a table")
+        ed = _renamed(ed, at)
         _check_keys(ed, _EXP_KEYS, at)
         variants = _str_list(ed.get("variants", []), f"{at}.variants")
         baselines = _str_list(ed.get("baseline", variants[:1]), f"{at}.baseline")
@@ -333,11 +341,11 @@ def from_dict(d: dict, where: str) -> Plan:
                                intro=_str(ed, "intro", "", at), tag=_str(ed, "tag", "", at),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
                                variants=variants, baseline=_pick_baseline(baselines, custom),
-                               params=ed.get("params") or {}, runs=ed.get("runs"), samples=ed.get("samples")))
+                               params=ed.get("params") or {}, processes=ed.get("processes"), samples=ed.get("samples")))
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
-                **{k: d[k] for k in ("runs", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
-                                     "profile", "timer", "measure_identical", "method") if k in d},
+                **{k: d[k] for k in ("processes", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
+                                     "grid", "timer", "measure_identical", "method") if k in d},
                 probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     return validate(plan, where)
 
@@ -389,7 +397,9 @@ def from_stored(d: dict, where: str) -> Plan:
         custom = {name: Variant(**{**v, "cflags": tuple(v["cflags"]), "ldflags": tuple(v["ldflags"]),
                                    "abi_flags": tuple(v["abi_flags"]), "env": tuple(v["env"].items())})
                   for name, v in d["custom_variants"].items()}
-        plan = Plan(**{**d, "experiments": [Experiment(**e) for e in d["experiments"]], "custom_variants": custom})
+        d = _renamed(d, where)  # a run stored before the words changed
+        plan = Plan(**{**d, "experiments": [Experiment(**_renamed(e, where)) for e in d["experiments"]],
+                       "custom_variants": custom})
     except (KeyError, TypeError, AttributeError) as e:
         raise PlanError(f"{where}: the stored plan cannot be read back ({type(e).__name__}: {e})") from None
     return validate(plan, where)

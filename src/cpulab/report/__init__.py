@@ -1,0 +1,4 @@
+"""The present stage: a Summary drawn for people. `views.py` builds each table once into the
+neutral table model of `tables.py`; `terminal.py` (rich), `html.py` (jinja2, with plots from
+`plots.py` and the curve studies of `studies.py`) and `exports.py` (CSV, Markdown, JSON) only
+draw them. Nothing here reads the store or runs a process."""

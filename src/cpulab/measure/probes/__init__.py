@@ -18,6 +18,7 @@ from functools import cache
 from typing import Callable
 
 from cpulab.declarations import collect, lookup
+from cpulab.plan.plan import PlanError
 
 
 @dataclass(frozen=True)
@@ -49,3 +50,10 @@ from cpulab.measure.probes.asm import ProbeError, assemble, expand_loop, split_b
 from cpulab.measure.probes.loop import kernel_source, measure_loop  # noqa: E402
 from cpulab.measure.probes.mca import mca_predict  # noqa: E402
 from cpulab.measure.probes.seed004 import SEED004_PUBLISHED, SEED004_SEQUENCES, seed004_table  # noqa: E402
+
+
+def check_names(names: list[str], where: str) -> None:
+    """A plan's probe_tables name known probes (the plan stage cannot see this catalogue)."""
+    for t in names:
+        if t not in registry():
+            raise PlanError(f"{where}: probe_tables: unknown probe {t!r} (known: {', '.join(registry())})")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from cpulab.plan import variants as toolchain
+from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.build.artifacts import build_artifact
 from cpulab.measure.execute import Executor

@@ -49,7 +49,7 @@ import hashlib
 from pathlib import Path
 
 from cpulab import paths
-from cpulab.plan import variants as toolchain
+from cpulab.plan import toolchain
 from cpulab.build.artifacts import BuildError, build_executable
 from cpulab.measure.execute import Executor
 from cpulab.measure.probes.asm import GPR64, TO64, ProbeError, assemble, check_rules, expand_loop, split_body

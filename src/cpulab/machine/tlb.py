@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cpulab.analysis.cache_levels import human_bytes
+from cpulab.params import human_bytes
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 CPUID_DEV = Path("/dev/cpu/0/cpuid")

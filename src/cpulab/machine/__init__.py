@@ -2,7 +2,8 @@
 
 The fingerprint (CPU, caches, kernel, TSC frequency, core/TSC ratio) identifies a
 machine across runs; the conditions (governor, turbo, ASLR, load, isolated CPUs) are
-recorded with every run because they change from one run to the next.
+recorded with every run because they change from one run to the next.  `tlb.py` reads the
+TLBs from CPUID.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import shutil
 import socket
 from pathlib import Path
 
+from cpulab.machine.tlb import read_tlbs
 from cpulab.params import ParamError, human_bytes, parse_size
 
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -90,8 +92,7 @@ def caches() -> list[dict]:
 
 
 def tlbs() -> dict:
-    """TLB geometry (analysis.tlb): {"tlbs": [...], "source": where from, or why unknown}."""
-    from cpulab.analysis.tlb import read_tlbs
+    """TLB geometry (machine/tlb.py): {"tlbs": [...], "source": where from, or why unknown}."""
     found, source = read_tlbs(cpuinfo_text=_read("/proc/cpuinfo"))
     return {"tlbs": found, "source": source}
 

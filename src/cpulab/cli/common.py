@@ -1,0 +1,126 @@
+"""What every command shares: the consoles, one-line errors, the store, JSON output, the
+progress bar, and the options several commands take.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cpulab import params, paths
+from cpulab.store.db import Store, StoreError
+
+console = Console(stderr=True)
+
+
+out = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def fail(msg: str) -> None:
+    """One line naming the problem, exit status 2."""
+    click.echo(f"cpulab: error: {msg}", err=True)
+    sys.exit(2)
+
+
+def open_store(db: str | None) -> Store:
+    try:
+        return Store(db or paths.default_db())
+    except StoreError as e:
+        fail(str(e))
+
+
+def emit_json(doc) -> None:
+    click.echo(json.dumps(doc, indent=1, default=str))
+
+
+@contextmanager
+def progress_bar(label_width: int = 8):
+    """The one progress bar of long commands, on stderr, gone when the work ends."""
+    with Progress(TextColumn(f"{{task.description:{label_width}}}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[status]}", markup=False), console=console,
+                  transient=True) as bar:
+        yield bar
+
+
+class RichProgress:
+    """Adapter from measure.rounds.Progress to a rich progress bar; `name` prefixes its
+    phases (a cluster run's machine)."""
+
+    def __init__(self, progress: Progress, name: str = ""):
+        self.p, self.task, self.name = progress, None, name
+
+    def phase(self, name, total):
+        if self.task is not None:
+            self.p.update(self.task, visible=False)
+        self.task = self.p.add_task(f"{self.name} {name}" if self.name else name, total=total, status="")
+
+    def advance(self, label):
+        self.p.update(self.task, advance=1, status=label)
+
+    def note(self, text):
+        self.p.console.print(text)
+
+
+db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
+                         help="SQLite store (default: $XDG_DATA_HOME/cpulab/cpulab.sqlite, or $CPULAB_DB).")
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
+
+
+def processes_option(**kw):
+    """Processes per result; --runs is its old name, still accepted."""
+    return click.option("--processes", "--runs", "processes", type=click.IntRange(1, kw.pop("most", 10000)),
+                        help="Processes per result, in interleaved rounds (--runs: deprecated alias).", **kw)
+
+
+def tls_options(f):
+    """--tls-ca/--tls-cert/--tls-key: all three turn on TLS for every cluster connection."""
+    for name, what in (("--tls-key", "this end's private key"), ("--tls-cert", "this end's certificate"),
+                       ("--tls-ca", "the CA that signed every end's certificate")):
+        f = click.option(name, type=click.Path(dir_okay=False), default=None, help=f"TLS: {what} (PEM).")(f)
+    return f
+
+
+def cluster_security(tls_ca, tls_cert, tls_key):
+    require_dask()
+    from cpulab.measure import cluster as distributed
+    try:
+        return distributed.security(tls_ca, tls_cert, tls_key)
+    except distributed.ClusterError as e:
+        fail(str(e))
+
+
+def require_dask():
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        fail("clusters need dask.distributed: pip install 'cpulab[distributed]'")
+
+
+def run_id_or_latest(store: Store, run_id: int | None) -> int:
+    run_id = run_id or store.latest_run()
+    if run_id is None:
+        fail(f"no runs in {store.path}; start with 'cpulab run'")
+    try:
+        store.run(run_id)
+    except StoreError as e:
+        fail(str(e))
+    return run_id
+
+
+def default_report_path(store: Store, run_id: int) -> Path:
+    """Beside the store, named after it: two stores never overwrite each other's reports."""
+    return store.path.parent / "reports" / f"{store.path.stem}-run-{run_id}.html"
+
+
+def size_option(option: str, text: str) -> int:
+    try:
+        return params.parse_size(text)
+    except params.ParamError as e:
+        fail(f"{option}: {e}")

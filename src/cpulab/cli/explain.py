@@ -1,0 +1,101 @@
+"""`cpulab explain A B`: where two builds of a kernel or a program spend their time, and
+that code side by side.
+"""
+from __future__ import annotations
+
+import click
+
+from cpulab import workloads
+from cpulab.analysis.explain import profile, why
+from cpulab.build import artifacts
+from cpulab.build.programs import build_program
+from cpulab.cli.common import emit_json, fail, json_option, out
+from cpulab.measure.programs import point_argv
+from cpulab.plan import plan as plans
+from cpulab.plan import toolchain
+from cpulab.report.terminal import print_explain
+
+
+@click.command("explain")
+@click.argument("variant_a")
+@click.argument("variant_b")
+@click.option("-w", "--workload", "workload_name", default="sha256", show_default=True)
+@click.option("-p", "--param", "param_flags", multiple=True, help="key=value: the parameter point to profile at.")
+@click.option("--profile-code/--no-profile-code", default=True, show_default=True,
+              help="Find the hot region from a sampled profile of both builds (else a static guess).")
+@click.option("--program", "program_name", default=None,
+              help="Explain two builds of this program of --plan instead of a kernel.")
+@click.option("--plan", "plan_file", default=None, help="The plan that declares --program.")
+@click.option("--rows", type=int, default=60, show_default=True, help="Rows of the side-by-side listing to print.")
+@json_option
+def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, program_name, plan_file, rows, as_json):
+    """Where the kernel (or a program) spends its time under two variants, and that code
+    side by side."""
+    if program_name:
+        doc = explain_program(variant_a, variant_b, program_name, plan_file, param_flags, profile_code)
+        if as_json:
+            emit_json({"program": program_name, "a": variant_a, "b": variant_b, **doc})
+        else:
+            print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
+        return
+    try:
+        w = workloads.get(workload_name)
+        va, vb = toolchain.get(variant_a), toolchain.get(variant_b)
+        given = plans.parse_param_flags(list(param_flags))
+        # canonical values, unknown parameters refused, as for a run
+        swept = plans.from_flags([workload_name], [variant_a], given, variant_a).experiments[0].params
+        params = {k: v[0] for k, v in swept.get(workload_name, {}).items()}
+    except KeyError as e:
+        fail(e.args[0])
+    except plans.PlanError as e:
+        fail(str(e))
+    arts = []
+    for v in (va, vb):
+        if reason := toolchain.unavailable_reason(v):
+            fail(f"variant {v.name}: skipped: {reason}")
+        try:
+            arts.append(artifacts.build_artifact(w, v))
+        except artifacts.BuildError as e:
+            fail(f"variant {v.name}: build failed: {e}")
+    try:
+        doc = why.explain(arts[0].path, arts[1].path, {**w.defaults(), **params},
+                              profile.PROFILE_SECONDS if profile_code else 0, (variant_a, variant_b))
+    except RuntimeError as e:
+        fail(str(e))
+    if as_json:
+        emit_json({"workload": workload_name, "a": variant_a, "b": variant_b, **doc})
+        return
+    print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
+
+
+def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | None, param_flags,
+                    profile_code: bool) -> dict:
+    """Build the plan's program under both variants and explain them (one-line errors)."""
+    if not plan_file:
+        fail("--program needs --plan FILE (the plan that declares it)")
+    try:
+        p_plan = plans.load(plan_file)
+        p = p_plan.programs[name]
+        va, vb = p_plan.variant(variant_a), p_plan.variant(variant_b)
+        given = plans.parse_param_flags(list(param_flags))
+        if unknown := sorted(set(given) - set(p.inputs)):
+            fail(f"--param {unknown[0]}: program {name} has no input of that name (it has: {', '.join(p.inputs) or 'none'})")
+        point = {**p.grid()[0], **given}
+    except plans.PlanError as e:
+        fail(str(e))
+    except KeyError as e:
+        fail(e.args[0] if e.args and " " in str(e.args[0]) else
+             f"--program {name}: not in {plan_file} (it has: {', '.join(p_plan.programs) or 'none'})")
+    runs = []
+    for v in (va, vb):
+        b = build_program(p, v)
+        if b.status != "ok" or not b.exe:
+            fail(f"program {name} under {v.name}: {b.error or 'its run template names no built file'}")
+        runs.append((b.exe, point_argv(p, v, b, point)[1]))
+    try:
+        return why.explain_programs(*runs[0], *runs[1], (variant_a, variant_b), profile_code)
+    except RuntimeError as e:
+        fail(str(e))
+
+
+COMMANDS = [explain_]

@@ -1,0 +1,173 @@
+"""Reading stored runs: `compare`, `report`, `export`, `import`, `runs`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from cpulab import analysis, policy
+from cpulab.analysis import between_runs
+from cpulab.cli.common import (
+    db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest
+)
+from cpulab.cli.run import print_machine_table
+from cpulab.model import Verdict
+from cpulab.report import exports, html, views
+from cpulab.report.tables import to_rich
+from cpulab.report.terminal import print_summary
+from cpulab.store import exchange
+from cpulab.store.db import StoreError
+
+
+@click.command()
+@click.argument("run_ids", type=int, nargs=-1)
+@click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
+@click.option("--by", type=click.Choice(["variant", "machine"]), default="variant", show_default=True,
+              help="machine: a cluster run's machines x workloads table.")
+@click.option("--against", default=None, help="With --by machine: the machine the others are compared with (default: the fastest).")
+@click.option("--fail-on", default=None, callback=lambda ctx, param, v: _verdict_words(v),
+              help="Exit 1 when any comparison's verdict is one of these words (a comma list, e.g. "
+                   "slower,unclear), for CI.")
+@click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
+              help="Override the run's method: turns (per-cycle ratios of processes that took samples in turns), "
+                   "paired (signed-rank over per-round ratios) or unpaired (Mann-Whitney over processes).")
+@db_option
+@json_option
+def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
+    """Compare a run's variants against a baseline (default: the latest run), a cluster
+    run's machines (--by machine), or the same workloads in two runs (RUN_A RUN_B)."""
+    store = open_store(db)
+    if len(run_ids) > 2:
+        fail("compare takes at most two runs")
+    if len(run_ids) == 2:
+        try:
+            doc = between_runs.compare_runs(store, run_id_or_latest(store, run_ids[0]), run_id_or_latest(store, run_ids[1]))
+        except StoreError as e:
+            fail(str(e))
+        rows = doc["comparisons"]
+        if as_json:
+            emit_json(doc)
+        else:
+            print_run_comparison(doc)
+    else:
+        run_id = run_id_or_latest(store, run_ids[0] if run_ids else None)
+        if by == "machine":
+            if not store.machine_runs(run_id):
+                fail(f"--by machine: run {run_id} did not run on a cluster")
+            doc = between_runs.cluster_summary(store, run_id, against)
+            if against and not any(m["machine"] == against for m in doc["machines"]):
+                fail(f"--against {against}: run {run_id} has no such machine")
+            rows = doc["machine_table"]
+            if as_json:
+                emit_json(doc)
+            else:
+                print_machine_table(doc)
+        else:
+            summary = analysis.summarise(store, run_id, baseline, method)
+            if baseline and not any(r.variant == baseline for r in summary.results):
+                fail(f"--baseline {baseline}: run {run_id} has no such variant")
+            rows = [c.to_dict() for c in summary.comparisons]
+            if as_json:
+                emit_json(summary.to_dict())
+            else:
+                print_summary(summary, out)
+    if fail_on and any(r["verdict"] in fail_on for r in rows):
+        sys.exit(1)
+
+
+def _verdict_words(text: str | None) -> set[str]:
+    """--fail-on's comma list, each word a verdict."""
+    if not text:
+        return set()
+    words = {w.strip() for w in text.split(",")}
+    known = {v.value for v in Verdict}
+    if bad := sorted(words - known):
+        raise click.BadParameter(f"{bad[0]!r} is not a verdict (one of: {', '.join(sorted(known))})")
+    return words
+
+
+def print_run_comparison(doc: dict) -> None:
+    out.print(to_rich(views.run_comparison_table(doc)))
+
+
+@click.command()
+@click.argument("run_id", type=int, required=False)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the HTML file (default: reports/STORE-run-N.html beside the store).")
+@db_option
+def report(run_id, output, db):
+    """Write a self-contained HTML report of a run (default: the latest)."""
+    store = open_store(db)
+    run_id = run_id_or_latest(store, run_id)
+    path = Path(output) if output else default_report_path(store, run_id)
+    try:
+        path = html.write(analysis.summarise(store, run_id), path)
+    except html.ReportError as e:
+        fail(str(e))
+    click.echo(str(path))
+
+
+@click.command()
+@click.argument("run_id", type=int, required=False)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "markdown", "cpulab"]), default="json",
+              help="cpulab: the whole run with every sample, for 'cpulab import' elsewhere.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File to write (default: stdout).")
+@db_option
+def export(run_id, fmt, output, db):
+    """Export a run's results and comparisons as JSON, CSV or Markdown, or the run itself."""
+    store = open_store(db)
+    if fmt == "cpulab":
+        text = json.dumps(exchange.export_run(store, run_id_or_latest(store, run_id)))
+    else:
+        summary = analysis.summarise(store, run_id_or_latest(store, run_id))
+        text = exports.render(summary, fmt)
+    if output:
+        Path(output).write_text(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@db_option
+@json_option
+def import_(file, db, as_json):
+    """Add a run exported with 'cpulab export --format cpulab' to the store (once)."""
+    try:
+        doc = exchange.read_document(Path(file))
+    except exchange.RunFileError as e:
+        fail(str(e))
+    store = open_store(db)
+    ids = exchange.import_document(store, doc)
+    if as_json:
+        emit_json([{"run_id": rid, "added": added} for rid, added in ids])
+        return
+    for rid, added in ids:
+        click.echo(f"run {rid}: " + ("added" if added else "already in the store"))
+
+
+@click.command("runs")
+@db_option
+@json_option
+def runs_(db, as_json):
+    """The runs in the store."""
+    store = open_store(db)
+    rows = store.runs()
+    if as_json:
+        emit_json(rows)
+        return
+    t = Table(title=str(store.path), title_justify="left")
+    for c in ("run", "started", "status", "results", "machine"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(str(r["id"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["status"],
+                  str(r["results"]), r["machine_id"] + (f" ({r['machine']}, of run {r['parent']})" if r["parent"] else ""))
+    out.print(t)
+
+
+COMMANDS = [compare, report, export, import_, runs_]

@@ -1,0 +1,241 @@
+"""`cpulab run`: a plan (a file, the built-in one, or -w/-v/-p flags) validated, measured
+here or on a cluster, analysed, printed and written as an HTML report.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+from rich.markup import escape
+
+from cpulab import analysis, machine, policy, workloads
+from cpulab.analysis import between_runs
+from cpulab.cli.common import (
+    RichProgress, cluster_security, console, db_option, default_report_path, emit_json, fail, json_option, open_store,
+    out, processes_option, progress_bar, require_dask, tls_options
+)
+from cpulab.measure import probes, runner
+from cpulab.measure.session import Interrupted
+from cpulab.plan import plan as plans
+from cpulab.plan.overrides import Overrides
+from cpulab.report import html, views
+from cpulab.report.tables import to_rich
+from cpulab.report.terminal import print_summary
+from cpulab.store.db import Store, StoreError
+
+
+@click.command()
+@click.argument("plan_file", required=False)
+@click.option("-w", "--workload", "workload_names", multiple=True, help="Workload to run (repeatable).")
+@click.option("-v", "--variant", "variant_names", multiple=True, help="Build variant (repeatable).")
+@click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
+@click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
+@processes_option(default=None)
+@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
+              help="Seconds per experiment to spend adding rounds to undecided comparisons (0: a fixed count).")
+@click.option("--precision", type=click.FloatRange(*plans.LIMITS["precision"]), default=None,
+              help="A comparison is decided when significant or its interval is within +-this (default 0.01).")
+@click.option("--samples", type=click.IntRange(*plans.LIMITS["samples"]), default=None, help="Samples per process.")
+@click.option("--min-sample-time", type=click.FloatRange(*plans.LIMITS["min_sample_time"]), default=None,
+              help="Seconds one sample lasts at least.")
+@click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default=None,
+              help="Parameter grids: quick or full (--profile: its old name).")
+@click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
+@click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
+              help="Random seed for the round order and layout padding (--seed: deprecated alias).")
+@click.option("--cold", is_flag=True, default=None,
+              help="Programs: evict their input files from the page cache before each run.")
+@click.option("--resume", type=int, default=None, metavar="RUN",
+              help="Finish a stopped run: measure what it is missing, under the plan it stored.")
+@click.option("--against", type=int, default=None, metavar="RUN",
+              help="Measure RUN's stored executables (built on this machine) beside the new builds, in the same "
+                   "rounds: each variant is compared with its own build from RUN (VARIANT@RUN).")
+@click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
+              help="How variants meet their baseline (default turns: a point's processes alive together, "
+                   "samples in turns).")
+@click.option("--dry-run", is_flag=True, help="Validate the plan and print it with canonical parameter values; "
+                                              "build and measure nothing.")
+@click.option("--cluster", default=None, metavar="ADDRESS",
+              help="Run on every cpulab worker of this dask scheduler (tcp://HOST:PORT or tls://...).")
+@click.option("--machines", default=None, help="With --cluster: only these workers, comma-separated names.")
+@tls_options
+@db_option
+@json_option
+def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, budget, precision, samples,
+        min_sample_time, grid, timer, random_seed, cold, resume, against, method, dry_run, cluster, machines,
+        tls_ca, tls_cert, tls_key, db, as_json):
+    """Build and measure a plan (default: the built-in plan), then compare."""
+    if resume is not None:
+        given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
+                                          ("--variant", variant_names), ("--param", param_flags),
+                                          ("--baseline", baseline), ("--processes/--runs", processes), ("--samples", samples),
+                                          ("--min-sample-time", min_sample_time), ("--grid", grid),
+                                          ("--timer", timer)) if value]
+        if given:
+            fail(f"--resume {resume} measures the plan the run stored; drop {', '.join(given)}")
+        store = open_store(db)
+        finish(resumable_plan(store, resume), store, random_seed, as_json, resume)
+        return
+    try:
+        if workload_names or variant_names or param_flags:
+            if plan_file:
+                fail("give a plan file or --workload/--variant/--param, not both")
+            p = plans.from_flags(list(workload_names), list(variant_names),
+                                 plans.parse_param_flags(list(param_flags)), baseline)
+        else:
+            p = plans.load(plan_file or plans.DEFAULT_PLAN)
+        from_flags = bool(workload_names or variant_names or param_flags)  # their --baseline is already in
+        p = Overrides(processes, samples, min_sample_time, grid, timer, cold, budget, precision, method, against,
+                      None if from_flags else baseline).apply(p)
+        plans.validate(p, plan_file or "plan")
+        probes.check_names(p.probe_tables, plan_file or "plan")
+    except plans.PlanError as e:
+        fail(str(e))
+    if dry_run:
+        print_plan(p, as_json)
+        return
+    if machines and not cluster:
+        fail("--machines needs --cluster")
+    if against is not None:
+        store = open_store(db)
+        try:
+            store.run(against)
+        except StoreError as e:
+            fail(f"--against {against}: {e}")
+    if cluster:
+        run_on_cluster(p, open_store(db), cluster, machines, cluster_security(tls_ca, tls_cert, tls_key),
+                       random_seed, as_json)
+        return
+    finish(p, open_store(db), random_seed, as_json)
+
+
+def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | None, sec, random_seed: int | None,
+                   as_json: bool) -> None:
+    """Measure a plan on a cluster's machines, then print the machine table."""
+    started = time.time()
+    run_id = execute_on_cluster(p, store, cluster, machines.split(",") if machines else None, sec, random_seed)
+    summary = between_runs.cluster_summary(store, run_id)
+    summary["wall_s"] = time.time() - started
+    if as_json:
+        emit_json(summary)
+    else:
+        print_machine_table(summary)
+        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({summary['wall_s']:.0f} s)[/]")
+
+
+def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names: list[str] | None, sec,
+                       seed: int | None) -> int:
+    """Run a plan across a cluster with one progress bar per machine.  Ctrl-C cancels the
+    cluster's work (exit 130); the scheduler gone ends the run interrupted (exit 1)."""
+    require_dask()
+    from cpulab.measure import cluster as distributed  # needs dask, an optional extra
+    client = None
+    try:
+        client = distributed.connect(address, sec)
+        with progress_bar(14) as bar:
+            return distributed.run_on_cluster(p, store, client, machine_names,
+                                              progress_for=lambda name: RichProgress(bar, name),
+                                              argv=sys.argv, seed=seed)
+    except distributed.ClusterError as e:
+        fail(str(e))
+    except runner.Stopped as e:
+        rid = store.latest_run()
+        console.print(f"[red]run {rid} stopped: {e}; it keeps what came home (cpulab compare --by machine {rid})[/]")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        rid = store.latest_run()
+        console.print(f"[yellow]interrupted: the cluster's work is cancelled; run {rid} keeps what came home[/]")
+        sys.exit(130)
+    finally:
+        if client is not None:
+            client.close(timeout=5)
+
+
+def print_machine_table(summary: dict) -> None:
+    for t in views.machine_tables(summary):
+        out.print(to_rich(t))
+
+
+def resumable_plan(store: Store, run_id: int) -> plans.Plan:
+    """The stored plan of a run that can be resumed here, or a one-line refusal."""
+    try:
+        r = store.run(run_id)
+    except StoreError as e:
+        fail(str(e))
+    if r["status"] in ("running", "done"):
+        fail(f"--resume {run_id}: the run is {r['status']}; only a stopped run (interrupted or failed) is resumed")
+    if not r["plan"].get("experiments"):
+        fail(f"--resume {run_id}: a {r['plan'].get('name', 'probe')} run has no plan to resume")
+    if r["machine_id"] != machine.fingerprint_id(machine.fingerprint()):
+        fail(f"--resume {run_id}: the run was measured on machine {r['machine_id']}; resume it there")
+    try:
+        return plans.from_stored(r["plan"], f"run {run_id}")
+    except plans.PlanError as e:
+        fail(str(e))
+
+
+def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, resume: int | None = None) -> None:
+    """Measure (or finish) a plan, then print the comparison and write the report.  A report
+    that cannot be drawn is one line and exit status 2, after the results are printed."""
+    started = time.time()
+    run_id = execute(p, store, random_seed, resume)
+    summary = analysis.analyse(store, run_id)
+    summary.wall_s = time.time() - started
+    report_error = ""
+    try:
+        summary.report = str(html.write(summary, default_report_path(store, run_id)))
+    except html.ReportError as e:
+        summary.report, report_error = None, str(e)
+    if as_json:
+        emit_json(summary.to_dict())
+    else:
+        print_summary(summary, out)
+        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({summary.wall_s:.0f} s)[/]")
+        if summary.report:
+            out.print(f"report: {summary.report}", markup=False)
+    if report_error:
+        fail(report_error)
+
+
+def print_plan(p: plans.Plan, as_json: bool) -> None:
+    """A validated plan: its settings and, per experiment, the results it would make."""
+    if as_json:
+        emit_json(p.as_dict())
+        return
+    out.print(f"plan {p.name}: processes {p.processes}, samples {p.samples}, "
+              f"min_sample_time {p.min_sample_time:g} s, grid {p.grid}")
+    for e in p.experiments:
+        n = len(e.variants) * sum(len(workloads.get(w).grid(p.grid, e.params.get(w))) for w in e.workloads)
+        out.print(f"  {e.name}: {', '.join(e.workloads)} x {', '.join(e.variants)} (baseline {e.baseline}): "
+                  f"{n} result{'s' if n != 1 else ''}")
+        for w, given in e.params.items():
+            out.print(f"    {w}: " + " ".join(f"{k}={','.join(v)}" for k, v in given.items()))
+    if p.probe_tables:
+        out.print(f"  probe tables: {', '.join(p.probe_tables)}")
+
+
+def execute(p: plans.Plan, store: Store, seed: int | None = None, resume: int | None = None) -> int:
+    """Run a plan with a progress bar; on Ctrl-C, SIGTERM or SIGHUP say where the measured
+    part is and exit with 128 + the signal (130 for Ctrl-C)."""
+    with progress_bar() as bar:
+        try:
+            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed, resume=resume)
+        except Interrupted as e:
+            if e.run_id is not None:
+                console.print(f"[yellow]interrupted ({e}): run {e.run_id} keeps what was measured "
+                              f"(cpulab compare {e.run_id}; cpulab run --resume {e.run_id} finishes it)[/]",
+                              soft_wrap=True)
+            sys.exit(e.exit_status)
+
+
+def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int) -> plans.Plan:
+    try:
+        p = plans.from_flags([workload], [variant], sweep, variant)
+    except plans.PlanError as e:
+        fail(str(e))
+    p.processes, p.samples = processes, 3
+    return p
+
+
+COMMANDS = [run]

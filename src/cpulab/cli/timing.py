@@ -1,0 +1,88 @@
+"""`cpulab time`: whole commands timed in rounds, hyperfine's job with cpulab's verdicts.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from cpulab import analysis
+from cpulab.cli.common import (
+    RichProgress, console, db_option, emit_json, fail, json_option, open_store, out, progress_bar
+)
+from cpulab.measure import processes
+from cpulab.measure.commands import list_values, scan_values, time_commands
+from cpulab.plan import plan as plans
+from cpulab.plan.programs import Check, CommandError
+from cpulab.report import exports
+from cpulab.report.terminal import print_summary
+
+
+@click.command("time")
+@click.argument("commands", nargs=-1, required=True)
+@click.option("-r", "--processes", "--runs", "runs", type=click.IntRange(1, 100000), default=10, show_default=True,
+              help="Timed processes per command, in interleaved random rounds (--runs as in hyperfine).")
+@click.option("-w", "--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
+              help="Untimed runs of each command first.")
+@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=0.0, show_default=True,
+              help="Seconds to spend adding rounds to undecided comparisons at the looks (0: exactly --runs).")
+@click.option("-p", "--prepare", default=None, help="Command run before each run of each command (untimed).")
+@click.option("-s", "--setup", default=None, help="Command run once before all runs.")
+@click.option("-c", "--cleanup", default=None, help="Command run once after all runs.")
+@click.option("-P", "--parameter-scan", "int_scans", nargs=3, multiple=True, metavar="NAME LO HI",
+              help="Run each command with {NAME} = LO, LO+1, ..., HI.")
+@click.option("-L", "--parameter-list", "list_scans", nargs=2, multiple=True, metavar="NAME A,B,C",
+              help="Run each command with {NAME} = A, B and C.")
+@click.option("-n", "--name", "names", multiple=True, help="Name of each command, in order (default: its text).")
+@click.option("-S", "--shell", is_flag=True, help="Run commands through /bin/sh -c (default: split, no shell).")
+@click.option("-i", "--ignore-failure", is_flag=True, help="Time commands whatever their exit status.")
+@click.option("--cpu", type=int, default=None, help="CPU to pin to (default: the last one).")
+@click.option("--timeout", type=click.FloatRange(min=0.001), default=300.0, show_default=True,
+              help="Seconds one run may take.")
+@click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
+              help="Random seed for the round order and layout padding (--seed: deprecated alias).")
+@click.option("--export-json", type=click.Path(dir_okay=False), default=None)
+@click.option("--export-csv", type=click.Path(dir_okay=False), default=None)
+@click.option("--export-markdown", type=click.Path(dir_okay=False), default=None)
+@db_option
+@json_option
+def time_(commands, runs, warmup, budget, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
+          cpu, timeout, random_seed, export_json, export_csv, export_markdown, db, as_json):
+    """Time whole commands, the first being the baseline: wall, user and sys per run,
+    peak RSS and context switches from wait4, verdicts as for kernels."""
+
+    if cpu is not None and cpu not in os.sched_getaffinity(0):
+        fail(f"--cpu {cpu}: not one of the CPUs this process may use")
+    try:
+        scans = {name: scan_values(lo, hi, name) for name, lo, hi in int_scans}
+        scans.update({name: list_values(values, name) for name, values in list_scans})
+    except CommandError as e:
+        fail(str(e))
+    store = open_store(db)
+    how = processes.Rounds(warmup=warmup, timeout=timeout)
+    with progress_bar() as bar:
+        try:
+            run_id = time_commands(
+                store, list(commands), names=list(names), scans=scans, how=how, runs=runs, budget=budget, shell=shell,
+                prepare=prepare,
+                setup=setup, cleanup=cleanup, check=Check(exit=None) if ignore_failure else Check(),
+                cpu=cpu, seed=random_seed, progress=RichProgress(bar), argv=sys.argv)
+        except CommandError as e:
+            fail(str(e))
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted: run {store.latest_run()} keeps what was measured[/]")
+            sys.exit(130)
+    summary = analysis.summarise(store, run_id)
+    for fmt, path in (("json", export_json), ("csv", export_csv), ("markdown", export_markdown)):
+        if path:
+            Path(path).write_text(exports.render(summary, fmt))
+    if as_json:
+        emit_json(summary.to_dict())
+    else:
+        print_summary(summary, out)
+        console.print(f"[dim]run {run_id} stored in {store.path}[/]")
+
+
+COMMANDS = [time_]

@@ -1,0 +1,159 @@
+"""From one result's stored samples to its estimate, and from a point's results to their
+comparisons: the numbers the runner's looks, the summary and the machines table share.
+
+A process's estimate is the fastest of its first KEEP used samples (noise only slows a
+run down); a result's estimate is the median of its processes with an order-statistic
+interval.  compare_results tests every variant against its experiment's baseline at each
+point under one policy.DecisionPolicy; geomeans combine a variant's points.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from cpulab import stats, workloads
+from cpulab.model import Comparison, Geomean, Result, Status, Verdict
+from cpulab.policy import DecisionPolicy
+from cpulab.workloads import UNITS
+
+
+def io_bound(workload: str) -> bool:
+    """Whether a workload's waits for a device are its time (programs and `time` are not kernels)."""
+    return workload in workloads.registry() and workloads.get(workload).io_bound
+
+
+def result_summary(r: dict, samples: list[dict]) -> Result:
+    label, divisor, per_clock = UNITS.get(r["unit"], (r["unit"] + "/s", 1.0, "cycles/unit"))
+    io = io_bound(r["workload"])
+    keep = stats.keep_count(samples)
+
+    def rate(s):  # per on-CPU second (stats.on_cpu_ns): a kept preempted sample loses others' time
+        return s["work"] / stats.on_cpu_ns(s, io) * 1e9 / divisor
+
+    def cycles(s):  # counters count only this thread's cycles; TSC ticks count off-CPU time too
+        if s["cycles"] is None:
+            return None
+        on_cpu = 1.0 if s["timer"] == "perf" else stats.on_cpu_ns(s, io) / s["ns"]
+        return s["cycles"] * on_cpu / s["work"]
+
+    # One-sided noise: a process's estimate is the fastest of its first `keep` used samples (stats.KEEP).
+    rates = stats.per_process(samples, rate, np.max, keep)
+    cpu = list(stats.per_process(samples, cycles, np.min, keep).values())
+    ipc = list(stats.per_process(samples, lambda s: s["instructions"] / s["cycles"]
+                                 if s["instructions"] is not None and s["cycles"] else None).values())
+    est = stats.estimate(list(rates.values()))
+    excluded = [s["excluded"] for s in samples if s.get("excluded")]
+    interval = rates and est.ci_coverage > 0  # one process has no interval, not [x, x]
+    out = {
+        "id": r["id"], "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
+        "params": r["params"], "unit": r["unit"], "rate_unit": label, "per_clock_unit": per_clock,
+        "status": r["status"], "error": r["error"], "same_as": r["same_as"], "notes": r["notes"],
+        "emulated": bool(r["notes"].get("emulated")),  # ran under qemu-user: time is the emulator's
+        "median": est.median if rates else None, "ci": list(est.ci) if interval else None,
+        "ci_coverage": est.ci_coverage if rates else None,
+        "cv": est.cv if rates else None, "processes": len(rates), "invocations": len(rates),
+        "excluded_samples": len(excluded),
+        "excluded_processes": len({s["invocation"] for s in samples}) - len(rates),
+        "excluded_why": dict(Counter(w.split(" ")[0] for w in excluded)),
+        "cycles_per_unit": float(np.median(cpu)) if cpu else None,
+        "cycles_per_unit_ci": list(stats.median_ci(cpu)) if len(cpu) > 1 else None,
+        "ns_per_unit": (1e9 / (est.median * divisor)) if rates and est.median else None,
+        "ipc": float(np.median(ipc)) if ipc else None,
+        "timer": samples[0]["timer"] if samples else None,
+        "core_per_tsc": float(np.median([s["core_per_tsc"] for s in samples if s["core_per_tsc"]]))
+        if any(s["core_per_tsc"] for s in samples) else None,
+        "samples": [s["work"] / s["ns"] * 1e9 / divisor for s in samples],
+        "observations": rates,
+        "cycles": stats.per_cycle(samples, rate),
+    }
+    # real/user/sys of one repetition (one pass over a file, one block of keys ...)
+    for key, fn in (("real_s", lambda s: s["ns"] * 1e-9 / s["reps"]), ("user_s", lambda s: s["user_s"] / s["reps"]),
+                    ("sys_s", lambda s: s["sys_s"] / s["reps"])):
+        obs = list(stats.per_process(samples, fn).values())
+        out[key] = float(np.median(obs)) if obs else None
+    return Result.from_dict(out)
+
+
+def compare_results(results: list[Result], baselines: dict[str, str], policy: DecisionPolicy,
+                    against: int | None = None) -> list[Comparison]:
+    """Every variant against its experiment's baseline at the same workload and params
+    (with `against` RUN: against its own stored build VARIANT@RUN),
+    Holm-corrected within each family: the variants compared at one parameter point.
+    (Each point of a sweep is its own question, "which build is faster at N?"; correcting
+    across all points as well would make long sweeps unable to say anything.)  The policy
+    gives the level of this look, the method and the verdicts."""
+    by_point: dict[tuple, dict[str, Result]] = defaultdict(dict)
+    for r in results:
+        by_point[(r.experiment, r.workload, r.point)][r.variant] = r
+    families: dict[tuple, list[tuple]] = defaultdict(list)
+    rows: list[Comparison] = []
+    for (exp, wl, pk), variants in by_point.items():
+        for name, r in variants.items():
+            base_name = against_name(name, against) if against is not None else baselines.get(exp)
+            if name == base_name or (against is not None and "@" in name):
+                continue
+            base = variants.get(base_name)
+            base_measured = _measured_as(base, variants) if base else None
+            row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE,
+                             alpha=policy.look_alpha, confidence=policy.confidence)
+            measured = _measured_as(r, variants)
+            if base is None or not base.status.measured:
+                pass
+            elif measured is not None and measured is base_measured:  # the same code as the baseline
+                row.ratio, row.ci, row.p, row.p_raw, row.verdict = 1.0, [1.0, 1.0], 1.0, 1.0, Verdict.IDENTICAL_CODE
+            elif measured is None or not measured.observations:
+                row.verdict = r.status
+            elif base_measured and measured.emulated != base_measured.emulated:
+                row.verdict = Verdict.NOT_COMPARABLE
+            else:
+                families[(exp, wl, pk)].append((row, base_measured, measured))
+            rows.append(row)
+    for fam in families.values():
+        tests = [_test(b, m, policy) for _, b, m in fam]
+        for (row, _, _), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests)):
+            row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
+            row.method, row.rounds = t.method, t.n
+    return rows
+
+
+def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
+    """The policy's test of two results.  turns reads every used sample by round and
+    cycle; for processes of a round that ran back to back (programs: one sample each)
+    it is the paired test by round."""
+    if policy.method == "turns":
+        return stats.compare_pair(base.cycles, var.cycles, policy.confidence, "turns")
+    return stats.compare_pair(base.observations, var.observations, policy.confidence, policy.method)
+
+
+def against_name(variant: str, run_id: int) -> str:
+    """The name the stored build of `variant` from run `run_id` is measured under (run --against)."""
+    return f"{variant}@{run_id}"
+
+
+def _measured_as(r: Result, variants: dict[str, Result]) -> Result | None:
+    """The result whose samples stand for r: itself, or the variant with identical code."""
+    if r.status == Status.IDENTICAL:
+        return variants.get(r.same_as)
+    return r if r.status == Status.OK else None
+
+
+def geomeans(comparisons: list[Comparison]) -> list[Geomean]:
+    """Geometric mean of the ratios of each (experiment, workload, variant) over params,
+    with an interval for these points: each point's interval as a normal half-width in
+    log space, combined as independent errors of a mean (sqrt of the summed squares, over
+    the count); none when a point has no interval."""
+    groups: dict[tuple, list[Comparison]] = defaultdict(list)
+    for c in comparisons:
+        if c.ratio:
+            groups[(c.experiment, c.workload, c.variant, c.baseline)].append(c)
+    out = []
+    for (e, w, v, b), cs in groups.items():
+        g = stats.geomean([c.ratio for c in cs])
+        ci = None
+        if all(c.ci and c.ci[0] > 0 for c in cs):
+            half = math.sqrt(sum(((math.log(c.ci[1]) - math.log(c.ci[0])) / 2) ** 2 for c in cs)) / len(cs)
+            ci = [g * math.exp(-half), g * math.exp(half)]
+        out.append(Geomean(e, w, v, b, g, len(cs), ci))
+    return out
