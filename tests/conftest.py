@@ -3,6 +3,9 @@ machine cannot build (optional toolchains and libraries), naming the Debian pack
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import Finished, Outcome, default_executor
 from cpulab.model import Status
+from cpulab.store.db import Store
 from cpulab.plan.toolchain import Variant
 from cpulab.workloads import KERNEL_DIR
 
@@ -101,3 +105,46 @@ def misbehave(monkeypatch):
     table = {**workloads.registry(), "misbehave": w}
     monkeypatch.setattr(workloads, "registry", lambda: table)
     return w
+
+
+SRC = Path(artifacts.__file__).resolve().parents[2]
+
+
+def cpulab(*args: str, db: Path | None = None, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command line as a user meets it: `python -m cpulab.cli ARGS` in its own process,
+    with the store at `db` (CPULAB_DB)."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), **(env or {}), **({"CPULAB_DB": str(db)} if db else {})}
+    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """cpulab(...) with a store of its own in the test's directory (cli.db)."""
+    def run(*args: str, **kw) -> subprocess.CompletedProcess:
+        return cpulab(*args, db=run.db, **kw)
+    run.db = tmp_path / "cli.sqlite"
+    return run
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    """An empty store in the test's directory."""
+    return Store(tmp_path / "store.sqlite")
+
+
+class FakeExecutor:
+    """An executor that runs nothing: each whole-process job (a program's or a command's
+    run under the launcher) 'takes' the seconds `wall(job)` says.  For the round and look
+    logic, tested without spawning a process and whatever the machine's load."""
+    cpu, waited_s = 0, 0.0
+
+    def __init__(self, wall):
+        self.wall, self.jobs = wall, []
+
+    def execute(self, job) -> Outcome:
+        self.jobs.append(job)
+        wall = self.wall(job)
+        report = {"wall_s": wall, "user_s": wall, "sys_s": 0.0, "exit": 0, "signal": 0, "max_rss_kb": 1024,
+                  "voluntary_switches": 0, "involuntary_switches": 0}
+        return Outcome(Status.OK, data=report, process=Finished(0, "", "", wall, wall, 0.0, 1024, 0, 0))

@@ -1,20 +1,10 @@
 """The command line as a user meets it: JSON documents, one-line errors, exit 2."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from conftest import cpulab
 from cpulab import paths
-
-
-def cpulab(*args, db=None):
-    env = dict(os.environ)
-    if db:
-        env["CPULAB_DB"] = str(db)
-    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
 
 
 def test_run_json_document(tmp_path):

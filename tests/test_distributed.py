@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("distributed", reason="needs dask.distributed: pip install 'cpulab[distributed]'")
 
+from conftest import SRC, cpulab  # noqa: E402
 from cpulab.measure import cluster as fleet  # noqa: E402
 from cpulab.store import exchange
 from cpulab.analysis import between_runs as machines  # noqa: E402
@@ -23,15 +24,8 @@ from cpulab.measure.execute import Finished, Outcome  # noqa: E402
 from cpulab.model import Status  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 
-SRC = Path(fleet.__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 START_TIMEOUT_S = 60
-
-
-def cpulab(*args: str, db: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(SRC), "CPULAB_DB": str(db)}
-    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from conftest import cpulab
 from cpulab.build import inputs
 from cpulab.build.programs import build_program, run_argv
 from cpulab.measure import processes, runner
@@ -47,12 +46,6 @@ int main(int argc, char **argv) {
 }
 """
 MAKEFILE = "prog: prog.c\n\t$(CC) $(CFLAGS) -o prog prog.c\n"
-
-
-def cli(*args, db, timeout=240):
-    env = {**os.environ, "CPULAB_DB": str(db), "PYTHONPATH": str(Path(plans.__file__).parents[2])}
-    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
 
 
 @pytest.fixture
@@ -165,7 +158,7 @@ def test_random_inputs_are_made_once_and_sized(tmp_path):
 def test_bad_program_input_is_one_line_exit_2_before_building(source, tmp_path, change, message):
     plan_file = tmp_path / "bad.toml"
     plan_file.write_text(_toml(plan_dict({"x": program_table(source, **change)})))
-    r = cli("run", str(plan_file), db=tmp_path / "s.sqlite")
+    r = cpulab("run", str(plan_file), db=tmp_path / "s.sqlite")
     assert r.returncode == 2, r.stderr
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not any((Path(os.environ["CPULAB_CACHE_DIR"]) / "programs").glob("x-*"))  # nothing was built
@@ -204,7 +197,7 @@ def _inline(v) -> str:
 
 def test_time_commands_gives_verdicts_and_exports(tmp_path):
     export = tmp_path / "out.csv"
-    r = cli("time", "--runs", "6", "--warmup", "1", "true", "sleep 0.05", "--export-csv", str(export), "--json",
+    r = cpulab("time", "--runs", "6", "--warmup", "1", "true", "sleep 0.05", "--export-csv", str(export), "--json",
             db=tmp_path / "s.sqlite")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -217,14 +210,14 @@ def test_time_commands_gives_verdicts_and_exports(tmp_path):
     assert c["verdict"] == "slower"  # 50 ms of sleep against a few ms: far beyond noise
     assert "sleep 0.05" in export.read_text()
     html = tmp_path / "r.html"
-    r = cli("report", "-o", str(html), db=tmp_path / "s.sqlite")  # the report reads a time run unchanged
+    r = cpulab("report", "-o", str(html), db=tmp_path / "s.sqlite")  # the report reads a time run unchanged
     assert r.returncode == 0, r.stderr
     assert "sleep 0.05" in html.read_text() and "real s" in html.read_text()
 
 
 def test_time_scans_prepare_and_no_shell(tmp_path):
     marker = tmp_path / "prepared"
-    r = cli("time", "--runs", "2", "--warmup", "0", "-L", "n", "1,2", "-P", "k", "0", "1",
+    r = cpulab("time", "--runs", "2", "--warmup", "0", "-L", "n", "1,2", "-P", "k", "0", "1",
             "--prepare", f"touch {marker}", "echo {n} {k} $HOME", "--json", db=tmp_path / "s.sqlite")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -232,11 +225,11 @@ def test_time_scans_prepare_and_no_shell(tmp_path):
         [("1", "0"), ("1", "1"), ("2", "0"), ("2", "1")]
     assert marker.exists()
     # no shell: a shell operator is an argument, so `false || true` runs false and fails its check
-    r = cli("time", "--runs", "2", "false || true", "--json", db=tmp_path / "s.sqlite")
+    r = cpulab("time", "--runs", "2", "false || true", "--json", db=tmp_path / "s.sqlite")
     assert r.returncode == 0, r.stderr
     (res,) = json.loads(r.stdout)["results"]
     assert res["status"] == "verify-failed"
-    r = cli("time", "--runs", "2", "--shell", "false || true", "--json", db=tmp_path / "s.sqlite")
+    r = cpulab("time", "--runs", "2", "--shell", "false || true", "--json", db=tmp_path / "s.sqlite")
     assert json.loads(r.stdout)["results"][0]["status"] == "ok"
 
 
@@ -247,7 +240,7 @@ def test_time_scans_prepare_and_no_shell(tmp_path):
     (["--cpu", "999", "true"], "--cpu 999"),
 ])
 def test_time_bad_input_is_one_line_exit_2(tmp_path, args, message):
-    r = cli("time", *args, db=tmp_path / "s.sqlite")
+    r = cpulab("time", *args, db=tmp_path / "s.sqlite")
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
@@ -279,10 +272,10 @@ def test_explain_a_program_under_two_variants(source, tmp_path):
         workloads = ["good"]
         variants = ["O0", "O2"]
         """))
-    r = cli("explain", "O0", "O2", "--program", "good", "--plan", str(plan), "--json", db=tmp_path / "s.sqlite")
+    r = cpulab("explain", "O0", "O2", "--program", "good", "--plan", str(plan), "--json", db=tmp_path / "s.sqlite")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["program"] == "good" and doc["a"]["functions"] and doc["b"]["functions"]
     assert any(d["function"] == "main" for d in doc["differences"])  # -O0 and -O2 main differ
-    r = cli("explain", "O0", "O2", "--program", "nosuch", "--plan", str(plan), db=tmp_path / "s.sqlite")
+    r = cpulab("explain", "O0", "O2", "--program", "nosuch", "--plan", str(plan), db=tmp_path / "s.sqlite")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nosuch" in r.stderr

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conftest import cpulab
 from cpulab import analysis
 from cpulab.plan import plan as plans
 from cpulab.measure import runner
@@ -294,7 +295,6 @@ def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
 
 
 def cli_json(db, *args) -> str:
-    p = subprocess.run([sys.executable, "-m", "cpulab.cli", *args, "--json"], capture_output=True, text=True,
-                       env={**os.environ, "CPULAB_DB": str(db)}, timeout=120)
+    p = cpulab(*args, "--json", db=db, timeout=120)
     assert p.returncode == 0, p.stderr
     return p.stdout

@@ -16,7 +16,7 @@ import numpy as np
 from cpulab import stats
 from cpulab.analysis.summary import summarise
 from cpulab.estimates import _measured_as, result_summary
-from cpulab.model import Result, Verdict
+from cpulab.model import Result, Status, Verdict
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store, StoreError
 
@@ -40,7 +40,7 @@ def machine_drift(store: Store, machine_id: str) -> tuple[float, int]:
     codes: dict[str, str] = {}
     for rid in runs:
         for r in store.results(rid):
-            if r["status"] != "ok" or not r["artifact_hash"]:
+            if r["status"] != Status.OK or not r["artifact_hash"]:
                 continue
             if r["artifact_hash"] not in codes:
                 art = store.artifact(r["artifact_hash"])

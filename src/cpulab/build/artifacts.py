@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cpulab import paths
+from cpulab.model import Status
 from cpulab.plan.toolchain import Variant, compiler_version
 from cpulab.workloads import KERNEL_DIR, Workload
 
@@ -143,3 +144,25 @@ def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str =
         raise BuildError("; ".join([ln for ln in p.stderr.splitlines() if ln.strip()][:6]))
     os.replace(tmp, exe)  # atomic: a concurrent builder's copy is the same program
     return exe
+
+
+@dataclass(frozen=True)
+class Built:
+    """A workload under a variant, on the machine that will run it: PENDING with its
+    artifact (and the qemu-user prefix a foreign ISA needs there), or SKIPPED /
+    BUILD_FAILED with the reason."""
+    status: Status
+    error: str = ""
+    artifact: Artifact | None = None
+    emulator: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:  # sent home by a cluster's worker
+        return {"status": str(self.status), "error": self.error, "emulator": list(self.emulator),
+                "artifact": self.artifact.as_dict() if self.artifact else None}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Built":
+        art = d["artifact"]
+        return cls(Status(d["status"]), d["error"],
+                   Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])}) if art else None,
+                   tuple(d["emulator"]))

@@ -11,6 +11,7 @@ from cpulab.build import artifacts
 from cpulab.build.programs import build_program
 from cpulab.cli.common import emit_json, fail, json_option, out
 from cpulab.measure.programs import point_argv
+from cpulab.model import Status
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.report.terminal import print_explain
@@ -89,7 +90,7 @@ def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | 
     runs = []
     for v in (va, vb):
         b = build_program(p, v)
-        if b.status != "ok" or not b.exe:
+        if b.status != Status.OK or not b.exe:
             fail(f"program {name} under {v.name}: {b.error or 'its run template names no built file'}")
         runs.append((b.exe, point_argv(p, v, b, point)[1]))
     try:

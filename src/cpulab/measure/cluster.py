@@ -35,15 +35,14 @@ from distributed import Client, KilledWorker, Nanny, Scheduler, Security, get_wo
 from distributed.client import FutureCancelledError
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from cpulab import machine, workloads
 from cpulab.build import artifacts
-from cpulab.measure import execute
-from cpulab import machine
-from cpulab.measure import probes
+from cpulab.build.artifacts import Built
+from cpulab.measure import execute, probes
 from cpulab.measure import runner as run
-from cpulab.plan import toolchain
-from cpulab import workloads
 from cpulab.measure.execute import Outcome
 from cpulab.model import Status
+from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
 from cpulab.store.db import Store
 
@@ -128,15 +127,14 @@ def _on_worker_identity(timer: str) -> dict:
     return run.machine_identity(timer)
 
 
-def _on_worker_build(wname: str, digest: str, v: toolchain.Variant) -> tuple[str, str, dict | None, tuple]:
+def _on_worker_build(wname: str, digest: str, v: toolchain.Variant) -> dict:
     try:
         w = workloads.get(wname)
     except KeyError:
-        return "skipped", f"workload {wname} is not in this machine's cpulab", None, ()
+        return Built(Status.SKIPPED, f"workload {wname} is not in this machine's cpulab").as_dict()
     if source_digest(w) != digest:
-        return "skipped", f"this machine's cpulab has other sources for {wname}: install the same version", None, ()
-    status, error, art, emulator = run.build_variant(w, v)
-    return status, error, art.as_dict() if art else None, emulator
+        return Built(Status.SKIPPED, f"this machine's cpulab has other sources for {wname}: install the same version").as_dict()
+    return run.build_variant(w, v).as_dict()
 
 
 def _on_worker_prepare(wname: str, params: dict[str, str]) -> dict[str, str]:
@@ -218,11 +216,9 @@ class MachineSite:
 
     def build(self, w, v):
         try:
-            status, error, art, emulator = self._call(_on_worker_build, w.name, source_digest(w), v)
+            return Built.from_dict(self._call(_on_worker_build, w.name, source_digest(w), v))
         except MachineGone as e:
-            return Status.LOST, str(e), None, ()
-        return status, error, artifacts.Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])}) \
-            if art else None, tuple(emulator)
+            return Built(Status.LOST, str(e))
 
     def prepare(self, w, params):
         return self._call(_on_worker_prepare, w.name, params)

@@ -22,7 +22,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, IO
+from typing import IO, Callable
 
 
 def lock_dir() -> Path:

@@ -14,6 +14,7 @@ from cpulab.build.programs import ProgramBuild, build_program, run_argv, templat
 from cpulab.measure import processes
 from cpulab.measure.processes import ProcessTarget, Rounds
 from cpulab.measure.rounds import Schedule
+from cpulab.model import Status
 from cpulab.plan import toolchain
 from cpulab.plan.programs import Program, parse_size
 from cpulab.plan.toolchain import Variant
@@ -45,25 +46,25 @@ def _program_targets(plan, e, names: list[str], store, run_id: int, progress) ->
         p, v = plan.programs[pname], plan.variant(vname)
         cv = toolchain.compiler_version(v.compiler)
         store.add_variant(run_id, v.as_dict(), cv)
-        status, error, b = "pending", "", None
+        status, error, b = Status.PENDING, "", None
         if why := toolchain.unavailable_reason(v):
-            status, error = "skipped", why
+            status, error = Status.SKIPPED, why
         else:
             b = build_program(p, v)
             store.add_analysis(run_id, "program-build", {"status": b.status, "commands": b.commands, "log": b.log,
                                                          "tree": b.tree, "error": b.error}, key=f"{pname}/{vname}")
-            if b.status == "ok":
+            if b.status == Status.OK:
                 store.add_artifact(b.artifact(cv))
             else:
                 status, error = b.status, b.error
         for point in p.grid(e.params.get(pname)):
             rid = store.add_result(run_id, pname, vname, point, processes.UNIT, status, error,
-                                   b.hash if b and b.status == "ok" else None, experiment=e.name)
-            if status != "pending":
+                                   b.hash if b and b.status == Status.OK else None, experiment=e.name)
+            if status != Status.PENDING:
                 continue
             files, argv = point_argv(p, v, b, point)
             targets.append(ProcessTarget(rid, f"{pname} {vname} {' '.join(point.values())}",
                                          (e.name, pname, json.dumps(point, sort_keys=True)), argv, p.check,
                                          cold_files=list(files.values()), env=dict(v.env)))
-        progress.advance(f"{pname} / {vname}" + (f": {status}" if status != "pending" else ""))
+        progress.advance(f"{pname} / {vname}" + (f": {status}" if status != Status.PENDING else ""))
     return targets

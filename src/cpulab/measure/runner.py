@@ -19,11 +19,13 @@ from typing import Protocol
 
 from cpulab import stats, workloads
 from cpulab.build import artifacts, emulation
+from cpulab.build.artifacts import Built
 from cpulab.estimates import against_name
 from cpulab.measure import probes, programs
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
+from cpulab.model import Status
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
 from cpulab.store.db import SIGNALS, Store
@@ -50,12 +52,12 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
 class Site(Protocol):
     """Where a plan meets a machine: its identity, its builds, its data files, its
     measured processes (`executor`) and its probe tables.  LocalSite is this machine;
-    distributed.MachineSite is a worker of a cluster."""
+    cluster.MachineSite is a worker of a cluster."""
     executor: Executor
 
     def identity(self, timer: str) -> dict: ...
     def compiler_version(self, v: toolchain.Variant) -> str: ...
-    def build(self, w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, artifacts.Artifact | None, tuple]: ...
+    def build(self, w: workloads.Workload, v: toolchain.Variant) -> Built: ...
     def prepare(self, w: workloads.Workload, params: dict[str, str]) -> dict[str, str]: ...
     def probe_table(self, name: str, timer: str): ...
 
@@ -114,22 +116,20 @@ def _measure_programs(plan: Plan, store: Store, run_id: int, executor: Executor,
         programs.run_in_plan(plan, store, run_id, executor, progress, rng)
 
 
-def build_variant(w: workloads.Workload, v: toolchain.Variant) -> tuple[str, str, artifacts.Artifact | None, tuple]:
-    """(status, error, artifact, emulator) of one workload under one variant on this
-    machine: pending with its artifact (and the qemu-user prefix a foreign ISA needs
-    here), or skipped / build-failed with the reason."""
+def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
+    """One workload under one variant on this machine."""
     if why := toolchain.unavailable_reason(v):
-        return "skipped", why, None, ()
+        return Built(Status.SKIPPED, why)
     if why := toolchain.libraries_reason(v, w.requires, w.libs):
-        return "skipped", why, None, ()
+        return Built(Status.SKIPPED, why)
     try:
         art = artifacts.build_artifact(w, v)
     except artifacts.BuildError as e:
-        return "build-failed", str(e), None, ()
+        return Built(Status.BUILD_FAILED, str(e))
     try:
-        return "pending", "", art, emulation.emulator_for(art.path)
+        return Built(Status.PENDING, "", art, emulation.emulator_for(art.path))
     except emulation.CannotRun as e:
-        return "skipped", str(e), art, ()
+        return Built(Status.SKIPPED, str(e), art)
 
 
 def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site) -> list[Target]:
@@ -144,16 +144,17 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
         if vname not in recorded_variants:
             store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
             recorded_variants.add(vname)
-        status, error, art, emulator = site.build(w, v)
+        built = site.build(w, v)
+        status, error, art = built.status, built.error, built.artifact
         if art:
             store.add_artifact(art.as_dict())
         for params in w.grid(plan.grid, exp.params.get(wname)):
-            t = Target(exp.name, wname, vname, params, artifact=art, live=status == "pending",
-                       emulator=emulator if status == "pending" else ())
+            t = Target(exp.name, wname, vname, params, artifact=art, live=status == Status.PENDING,
+                       emulator=built.emulator if status == Status.PENDING else ())
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
                                            art.hash if art else None, experiment=exp.name)
             targets.append(t)
-        progress.advance(f"{wname} / {vname}" + (f": {status}" if status != "pending" else ""))
+        progress.advance(f"{wname} / {vname}" + (f": {status}" if status != Status.PENDING else ""))
 
     if plan.against is not None:
         targets += _against_targets(plan, store, run_id, targets)
@@ -191,7 +192,7 @@ def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target
     rounds, as that variant's baseline (`VARIANT@RUN`).  One whose executable is gone
     from the cache is recorded skipped, saying so."""
     old = {(r["workload"], r["variant"], json.dumps(r["params"], sort_keys=True)): r
-           for r in store.results(plan.against) if r["status"] in ("ok", "identical")}
+           for r in store.results(plan.against) if r["status"] in (Status.OK, Status.IDENTICAL)}
     out, named = [], set()
     for t in targets:
         r = old.get((t.workload, t.variant, json.dumps(t.params, sort_keys=True)))
@@ -204,7 +205,7 @@ def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target
             store.add_variant(run_id, {**plan.variant(t.variant).as_dict(), "name": name}, "")
             named.add(name)
         art = stored_artifact(store, r["artifact_hash"])
-        status = "pending" if art else "skipped"
+        status = Status.PENDING if art else Status.SKIPPED
         error = "" if art else f"run {plan.against}'s executable is no longer in this machine's artifact cache"
         a = Target(t.experiment, t.workload, name, t.params, artifact=art, live=art is not None and t.live,
                    emulator=t.emulator)
@@ -227,7 +228,7 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
     rather than mixing two executables under one name; its samples stay."""
     done = store.processes_measured(run_id)
     owed = [r for r in store.results(run_id)
-            if r["status"] in ("pending", "ok") and done.get(r["id"], 0) < plan.processes_of(r["experiment"])]
+            if r["status"] in (Status.PENDING, Status.OK) and done.get(r["id"], 0) < plan.processes_of(r["experiment"])]
     progress.phase("build", len(owed))
     built: dict[tuple[str, str], tuple] = {}  # build_variant's (status, error, artifact, emulator)
     targets = []
@@ -236,7 +237,7 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
         if pair not in built:
             built[pair] = build_variant(workloads.get(r["workload"]), plan.variant(r["variant"]))
         status, error, art, emulator = built[pair]
-        why = f"not resumed: {status} now: {error}" if status != "pending" else ""
+        why = f"not resumed: {status} now: {error}" if status != Status.PENDING else ""
         if art is not None and art.hash != r["artifact_hash"]:
             why = "not resumed: the build differs from the one measured (compiler or sources changed)"
         if why:
@@ -309,7 +310,7 @@ def _record(store: Store, t: Target, out, progress: Progress) -> None:
     is left out if the signals around it say it was disturbed (stats.contamination), or
     the failure, which ends the target."""
     rnd = t.done
-    if out.status == "ok" and out.data.get("ns"):
+    if out.status == Status.OK and out.data.get("ns"):
         d = out.data
         io = workloads.get(t.workload).io_bound
         excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
@@ -318,6 +319,6 @@ def _record(store: Store, t: Target, out, progress: Progress) -> None:
         t.done += 1
     else:
         t.live = False
-        store.set_status(t.result_id, out.status if out.status != "ok" else "error", out.error or "no samples")
+        store.set_status(t.result_id, out.status if out.status != Status.OK else Status.ERROR, out.error or "no samples")
     progress.advance(f"round {rnd + 1}  {t.workload} {t.variant}"
-                     + (f"  {out.status}: {out.error[:60]}" if out.status != "ok" else ""))
+                     + (f"  {out.status}: {out.error[:60]}" if out.status != Status.OK else ""))

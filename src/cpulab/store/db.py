@@ -367,7 +367,7 @@ class Store:
             c.execute("INSERT OR REPLACE INTO analyses VALUES (?, ?, ?, ?)", (run_id, kind, key, json.dumps(data)))
 
     def import_runs(self, runs: list[dict]) -> list[tuple[int, bool]]:
-        """Copy checked runs (exchange.Run documents, parents before children) in one
+        """Copy checked runs (exchange.RunRecord documents, parents before children) in one
         transaction: all or nothing.  A run already here (same machine id, start time
         and worker name) is kept as it is; returns (run id, newly added) per run."""
         ids: list[tuple[int, bool]] = []

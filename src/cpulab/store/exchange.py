@@ -39,7 +39,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class Sample(_Strict):
+class SampleRecord(_Strict):
     invocation: Annotated[int, Field(ge=0)]
     idx: Annotated[int, Field(ge=0)]
     ns: Positive
@@ -67,7 +67,7 @@ class Sample(_Strict):
     excluded: Annotated[str, Field(max_length=500)] = ""
 
 
-class Result(_Strict):
+class ResultRecord(_Strict):
     experiment: Annotated[str, Field(max_length=200)]
     workload: Name
     variant: Name
@@ -78,7 +78,7 @@ class Result(_Strict):
     artifact_hash: Name | None
     same_as: Annotated[str, Field(max_length=200)]
     notes: dict[str, Any]
-    samples: list[Sample]
+    samples: list[SampleRecord]
 
     @field_validator("status")
     @classmethod
@@ -88,7 +88,7 @@ class Result(_Strict):
         return v
 
 
-class Artifact(_Strict):
+class ArtifactRecord(_Strict):
     hash: Name
     code_hash: Name
     path: Text
@@ -97,13 +97,13 @@ class Artifact(_Strict):
     commands: list[list[Text]]
 
 
-class Analysis(_Strict):
+class AnalysisRecord(_Strict):
     kind: Name
     key: Text
     data: Any
 
 
-class Run(_Strict):
+class RunRecord(_Strict):
     parent: int | None  # index of the cluster run in this file's runs
     machine: Annotated[str, Field(max_length=200)]
     machine_id: Annotated[str, Field(pattern=r"^[0-9a-f]{1,64}$")]
@@ -116,9 +116,9 @@ class Run(_Strict):
     timing: dict[str, Any]
     argv: list[Text]
     variants: list[dict[str, Any]]
-    artifacts: list[Artifact]
-    results: list[Result]
-    analyses: list[Analysis]
+    artifacts: list[ArtifactRecord]
+    results: list[ResultRecord]
+    analyses: list[AnalysisRecord]
 
     @model_validator(mode="after")
     def consistent(self):
@@ -138,11 +138,11 @@ class Run(_Strict):
         return self
 
 
-class Document(_Strict):
+class DocumentRecord(_Strict):
     format: str
     version: int
     exported: Finite
-    runs: Annotated[list[Run], Field(min_length=1)]
+    runs: Annotated[list[RunRecord], Field(min_length=1)]
 
     @model_validator(mode="after")
     def parents_first(self):
@@ -167,8 +167,8 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
     run = store.run(run_id)
     results, hashes = [], []
     for r in store.results(run_id):
-        samples = [{k: s[k] for k in Sample.model_fields} for s in store.samples(r["id"])]
-        results.append({**{k: r[k] for k in Result.model_fields if k != "samples"}, "samples": samples})
+        samples = [{k: s[k] for k in SampleRecord.model_fields} for s in store.samples(r["id"])]
+        results.append({**{k: r[k] for k in ResultRecord.model_fields if k != "samples"}, "samples": samples})
         if r["artifact_hash"] and r["artifact_hash"] not in hashes:
             hashes.append(r["artifact_hash"])
     return {"parent": parent, "machine": run["machine"], "machine_id": run["machine_id"],
@@ -179,7 +179,7 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
             "analyses": store.analyses(run_id)}
 
 
-def read_document(path: Path) -> Document:
+def read_document(path: Path) -> DocumentRecord:
     """Parse and check a run file; RunFileError with one line naming the file and where."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
@@ -192,7 +192,7 @@ def read_document(path: Path) -> Document:
     if not isinstance(raw, dict):
         raise RunFileError(f"{path}: not a cpulab run file (want a JSON object)")
     try:
-        return Document.model_validate(raw)
+        return DocumentRecord.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"]) or "document"
@@ -205,6 +205,6 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a number cpulab stores")
 
 
-def import_document(store: Store, doc: Document) -> list[tuple[int, bool]]:
+def import_document(store: Store, doc: DocumentRecord) -> list[tuple[int, bool]]:
     """Write the runs in one transaction; (run id, True if new) for each, in file order."""
     return store.import_runs([r.model_dump() for r in doc.runs])

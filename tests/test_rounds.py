@@ -1,0 +1,59 @@
+"""The one rounds loop and its looks, on scripted samples: a FakeExecutor times nothing, so
+the logic is tested without spawning a process and whatever the machine's load."""
+from __future__ import annotations
+
+import random
+
+from conftest import FakeExecutor
+from cpulab.measure import processes
+from cpulab.measure.processes import ProcessTarget, Rounds
+from cpulab.measure.rounds import Schedule
+from cpulab.model import Status
+from cpulab.policy import DecisionPolicy
+
+FIRST = 8  # rounds at the first look: the signed-rank floor 2/2^8 clears 0.05/3 (2/2^6 would not)
+LOOKS = 3
+
+
+def timed(slower: float, noise: float, seed: int = 1):
+    """Seconds of each run: A takes 10 ms, B `slower` times that; both jitter by `noise`."""
+    rng = random.Random(seed)
+    return lambda job: 0.010 * (slower if job.command == ["b"] else 1.0) * (1 + noise * rng.uniform(-1, 1))
+
+
+def measure(store, wall, budget: float) -> tuple[FakeExecutor, dict[str, int]]:
+    """`cpulab time a b` as the loop sees it; returns the executor and each command's processes."""
+    plan = {"name": "t", "processes": FIRST, "budget": budget, "method": "paired",
+            "experiments": [{"name": "t", "workloads": ["time"], "variants": ["a", "b"], "baseline": "a"}]}
+    run_id = store.start_run({}, "m", plan, {}, {}, [])
+    targets = [ProcessTarget(store.add_result(run_id, "time", v, {}, processes.UNIT, Status.PENDING, experiment="t"),
+                             v, ("t",), [v]) for v in ("a", "b")]
+    schedule = Schedule(first={"t": FIRST}, budget=budget, policy=DecisionPolicy(looks=LOOKS if budget else 1,
+                                                                                 method="paired"),
+                        baselines={"t": "a"})
+    ex = FakeExecutor(wall)
+    processes.measure(store, targets, Rounds(warmup=0), schedule, ex, rng=random.Random(2))
+    return ex, {t.label: len({s["invocation"] for s in store.samples(t.result_id)}) for t in targets}
+
+
+def test_a_fixed_count_gives_every_command_its_rounds_each_round_whole(store):
+    ex, done = measure(store, timed(1.0, 0.2), budget=0.0)
+    assert done == {"a": FIRST, "b": FIRST}
+    timed_runs = [j.command[0] for j in ex.jobs[2:]]  # after each command's one checked run
+    for i in range(FIRST):  # each round runs both, back to back, in its own order
+        assert sorted(timed_runs[2 * i:2 * i + 2]) == ["a", "b"]
+
+
+def test_a_clear_difference_is_decided_at_the_first_look(store):
+    _, done = measure(store, timed(1.05, 0.002), budget=60.0)
+    assert done == {"a": FIRST, "b": FIRST}
+
+
+def test_an_undecided_point_gets_rounds_up_to_the_last_look(store):
+    _, done = measure(store, timed(1.0, 0.3), budget=60.0)  # 30% jitter, no difference: never within 1%
+    assert done == {"a": FIRST * 2 ** (LOOKS - 1), "b": FIRST * 2 ** (LOOKS - 1)}
+
+
+def test_no_round_is_added_once_the_budget_is_spent(store):
+    _, done = measure(store, timed(1.0, 0.3), budget=0.05)  # the first look alone takes about 0.16 s
+    assert done == {"a": FIRST, "b": FIRST}
