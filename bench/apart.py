@@ -5,7 +5,7 @@ Alternates quiet runs and runs with a busy loop pinned to the measured CPU (on t
 run, or on and off at random with --flicker), each `cpulab run -w sha256 -v O2` with a
 fixed count of processes, all in one store; then compares each run with the next (one
 quiet, one busy) as `cpulab compare RUN_A RUN_B` does, with the drift rule of
-machines.py (the machine's run-to-run spread of identical code, read from the store).
+analysis/between_runs.py (the machine's run-to-run spread of identical code, read from the store).
 Any faster/slower is false: the target is at most 5% of the pairs.
 Usage: python bench/apart.py [--pairs 20] [--processes 10] [--flicker] [--json] [--keep DB]
 """

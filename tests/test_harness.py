@@ -2,6 +2,7 @@
 import json
 import math
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,16 @@ def test_signals_around_each_sample_are_physical(build_kernel):
         assert 0.3e9 < rb * r["tsc_hz"] < 8e9 and 0.3e9 < ra * r["tsc_hz"] < 8e9  # a core clock
     # Independent adds: more than one per cycle on any superscalar x86, at most 8 ALUs.
     assert all(0.5 < c < 8 for c in r["canary_before"] + r["canary_after"])
+
+
+def test_threads_building_one_tool_at_once_never_collide(tmp_path):
+    """Two threads of one process (a cluster client's, say) build the same tool together:
+    each writes its own temporary file, so neither renames the other's away."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cpulab.build import artifacts
+    src = tmp_path / "tool.c"
+    src.write_text("int main(void) { return 0; }\n")
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(lambda _: artifacts.build_tool(src), range(16)))
+    assert len(set(paths)) == 1 and Path(paths[0]).is_file()

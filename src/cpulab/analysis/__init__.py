@@ -1,10 +1,13 @@
 """The analyse stage: from a stored run to findings every view shows.
 
 stage.py         analyse(store, run_id): compute and store a run's analyses, return its Summary
-summary.py       stored samples -> the typed Summary (model.py): estimates, comparisons
+summary.py       stored samples -> the typed Summary (model.py), with estimates.py's numbers
 cache_levels.py  cache levels from a latency-vs-working-set curve (memlat), labels for
                  bandwidth points, the operating system's view of the caches
+steps.py         what explains each step of a latency curve (caches, TLB reach, memory)
 sweeps.py        the memlat curves with their levels, bandwidth rows by cache level
+between_runs.py  a cluster run's machines side by side, one run against another
+explain/         the generated code, where the time goes, two builds side by side
 """
 from cpulab.analysis.stage import analyse  # noqa: F401
 from cpulab.analysis.summary import summarise  # noqa: F401

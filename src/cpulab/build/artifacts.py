@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -134,7 +135,7 @@ def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str =
     if exe.exists():
         return exe
     exe.parent.mkdir(parents=True, exist_ok=True)
-    tmp = exe.with_name(f".{source.stem}.{os.getpid()}")
+    tmp = exe.with_name(f".{source.stem}.{os.getpid()}.{threading.get_ident()}")  # threads of one process too
     cmd = [compiler, *cflags, str(source), "-o", str(tmp)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
