@@ -223,28 +223,28 @@ def _execution_key(v: toolchain.Variant, art: artifacts.Artifact) -> tuple:
 
 def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> list[Target]:
     """The results of a stopped run that are owed processes (pending, or ok with fewer
-    than the plan's runs), with their artifacts (from the cache).  A result whose build
+    than the plan's processes), with their artifacts (from the cache).  A result whose build
     now differs from the measured one (compiler or sources changed) becomes an error
     rather than mixing two executables under one name; its samples stay."""
     done = store.processes_measured(run_id)
     owed = [r for r in store.results(run_id)
             if r["status"] in (Status.PENDING, Status.OK) and done.get(r["id"], 0) < plan.processes_of(r["experiment"])]
     progress.phase("build", len(owed))
-    built: dict[tuple[str, str], tuple] = {}  # build_variant's (status, error, artifact, emulator)
+    built: dict[tuple[str, str], Built] = {}
     targets = []
     for r in owed:
         pair = (r["workload"], r["variant"])
         if pair not in built:
             built[pair] = build_variant(workloads.get(r["workload"]), plan.variant(r["variant"]))
-        status, error, art, emulator = built[pair]
-        why = f"not resumed: {status} now: {error}" if status != Status.PENDING else ""
-        if art is not None and art.hash != r["artifact_hash"]:
+        b = built[pair]
+        why = f"not resumed: {b.status} now: {b.error}" if b.status != Status.PENDING else ""
+        if b.artifact is not None and b.artifact.hash != r["artifact_hash"]:
             why = "not resumed: the build differs from the one measured (compiler or sources changed)"
         if why:
-            store.set_status(r["id"], "error", why)
+            store.set_status(r["id"], Status.ERROR, why)
         else:
-            targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], art,
-                                  done=done.get(r["id"], 0), emulator=emulator))
+            targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], b.artifact,
+                                  done=done.get(r["id"], 0), emulator=b.emulator))
         progress.advance(f"{r['workload']} / {r['variant']}" + (f": {why}" if why else ""))
     return targets
 
