@@ -68,9 +68,11 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "observations": rates,
         "cycles": stats.per_cycle(samples, rate),
     }
-    # real/user/sys of one repetition (one pass over a file, one block of keys ...)
-    for key, fn in (("real_s", lambda s: s["ns"] * 1e-9 / s["reps"]), ("user_s", lambda s: s["user_s"] / s["reps"]),
-                    ("sys_s", lambda s: s["sys_s"] / s["reps"])):
+    # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
+    # imported tool's samples may carry no user/sys time (None: left out)
+    for key, fn in (("real_s", lambda s: s["ns"] * 1e-9 / s["reps"]),
+                    ("user_s", lambda s: None if s["user_s"] is None else s["user_s"] / s["reps"]),
+                    ("sys_s", lambda s: None if s["sys_s"] is None else s["sys_s"] / s["reps"])):
         obs = list(stats.per_process(samples, fn).values())
         out[key] = float(np.median(obs)) if obs else None
     return Result.from_dict(out)

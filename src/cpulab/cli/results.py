@@ -20,7 +20,7 @@ from cpulab.model import Verdict
 from cpulab.report import exports, html, views
 from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_summary
-from cpulab.store import exchange
+from cpulab.store import exchange, foreign
 from cpulab.store.db import StoreError
 
 
@@ -114,18 +114,23 @@ def report(run_id, output, db):
 
 @click.command()
 @click.argument("run_id", type=int, required=False)
-@click.option("--format", "fmt", type=click.Choice(["json", "csv", "markdown", "cpulab"]), default="json",
-              help="cpulab: the whole run with every sample, for 'cpulab import' elsewhere.")
+@click.option("--format", "fmt", type=click.Choice(["cpulab", *exports.FORMATS]), default="json",
+              help="cpulab: the whole run with every sample, for 'cpulab import' elsewhere; "
+                   "github-action-benchmark (customBiggerIsBetter), bencher (BMF) and hyperfine: for dashboards "
+                   "and the scripts of those tools.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File to write (default: stdout).")
 @db_option
 def export(run_id, fmt, output, db):
-    """Export a run's results and comparisons as JSON, CSV or Markdown, or the run itself."""
+    """Export a run's results and comparisons (JSON, CSV, Markdown, a dashboard's format), or the run itself."""
     store = open_store(db)
     if fmt == "cpulab":
         text = json.dumps(exchange.export_run(store, run_id_or_latest(store, run_id)))
     else:
         summary = analysis.summarise(store, run_id_or_latest(store, run_id))
-        text = exports.render(summary, fmt)
+        try:
+            text = exports.render(summary, fmt)
+        except exports.ExportError as e:
+            fail(str(e))
     if output:
         Path(output).write_text(text)
     else:
@@ -134,16 +139,28 @@ def export(run_id, fmt, output, db):
 
 @click.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["auto", "cpulab", *foreign.TOOLS]), default="auto",
+              show_default=True, help="What wrote the file: cpulab export, hyperfine --export-json, Google "
+                                      "Benchmark's JSON (gbench) or pyperf; auto tells them apart.")
+@click.option("--variant", default=None,
+              help="Google Benchmark and pyperf: the variant their benchmarks are stored under (default: the "
+                   "tool's name); two builds imported under two names compare in one 'cpulab compare A B'.")
 @db_option
 @json_option
-def import_(file, db, as_json):
-    """Add a run exported with 'cpulab export --format cpulab' to the store (once)."""
+def import_(file, fmt, variant, db, as_json):
+    """Add a run to the store: one exported by cpulab (once), or another tool's results."""
+    path = Path(file)
     try:
-        doc = exchange.read_document(Path(file))
-    except exchange.RunFileError as e:
+        tool = fmt if fmt != "auto" else foreign.detect(foreign.read_json(path))
+        if tool is None:
+            fail(f"{path}: not a result file of cpulab, {', '.join(foreign.TOOLS)} (give --format)")
+        if tool == "cpulab":
+            ids = exchange.import_document(open_store(db), exchange.read_document(path))
+        else:
+            parsed = foreign.parse(foreign.read_json(path), tool, path, variant)
+            ids = [(foreign.import_parsed(open_store(db), parsed, sys.argv), True)]
+    except (exchange.RunFileError, foreign.ForeignFileError) as e:
         fail(str(e))
-    store = open_store(db)
-    ids = exchange.import_document(store, doc)
     if as_json:
         emit_json([{"run_id": rid, "added": added} for rid, added in ids])
         return
