@@ -149,3 +149,22 @@ def test_old_keys_read_as_the_new_words(tmp_path):
     f.write_text(GOOD.replace("runs = 3", "runs = 4\nprocesses = 5"))
     with pytest.raises(plans.PlanError, match="'runs' is the old name of 'processes'"):
         plans.load(str(f))
+
+
+def test_origin_is_the_commit_of_the_first_directory_git_knows(tmp_path):
+    import subprocess
+
+    from cpulab.plan.origin import origin_of
+    repo, plain = tmp_path / "repo", tmp_path / "plain"
+    repo.mkdir(), plain.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "f").write_text("1")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    o = origin_of([plain, repo])
+    assert o["commit"] == head and o["dirty"] is False and o["dir"] == str(repo)
+    (repo / "f").write_text("2")
+    assert origin_of([repo])["dirty"] is True
+    assert origin_of([plain]) == {}

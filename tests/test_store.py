@@ -173,3 +173,14 @@ def test_a_store_of_schema_1_is_migrated_and_stays_readable(tmp_path):
     child = s.start_run({}, "m2", {"experiments": []}, {}, {}, [], parent=1, machine="alpha")
     assert s.machine_runs(1) == [child] and s.run(child)["machine"] == "alpha"
     assert s.latest_run() == 2  # a machine's part of a cluster run is not a run of its own
+
+
+def test_runs_carry_their_label_and_origin_and_filter_on_them(tmp_path):
+    s = Store(tmp_path / "db.sqlite")
+    a = s.start_run({"cpu_model": "Zen 4"}, "aaaa", {}, {}, {}, [], label="v1", origin={"commit": "abc123", "dirty": True})
+    b = s.start_run({"cpu_model": "Ice Lake"}, "bbbb", {}, {}, {}, [], label="v2")
+    assert s.run(a)["label"] == "v1" and s.run(a)["origin"] == {"commit": "abc123", "dirty": True}
+    assert s.run(b)["origin"] == {}
+    assert [r["id"] for r in s.runs(label="v2")] == [b]
+    assert [r["id"] for r in s.runs(commit="abc")] == [a] and s.runs(commit="abd") == []
+    assert [r["id"] for r in s.runs(machine="Ice")] == [b] and [r["id"] for r in s.runs(machine="aa")] == [a]

@@ -13,14 +13,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from cpulab.analysis.explain import why
 from cpulab import workloads
-from cpulab.model import Comparison, Result, Summary, Verdict
-from cpulab.store.db import Store
-from cpulab.machine import os_cache_sizes
+from cpulab.analysis.explain import why
+from cpulab.analysis.history import run_history
 from cpulab.analysis.steps import explain_curves
 from cpulab.analysis.summary import summarise
 from cpulab.analysis.sweeps import bandwidth_rows, memlat_curves
+from cpulab.machine import os_cache_sizes
+from cpulab.model import Comparison, Result, Summary, Verdict
+from cpulab.store.db import Store
+
 
 def memlat_steps(results: list[Result], caches: list[dict], fingerprint: dict) -> dict | None:
     """Each step of the latency curve matched to a cache level, a TLB level, or neither."""
@@ -52,6 +54,8 @@ def analyse(store: Store, run_id: int, explain_code: bool = True) -> Summary:
                 store.add_analysis(run_id, kind, data, key=exp)
         if explain_code and (doc := explain_largest(s, store, exp, wname)):
             store.add_analysis(run_id, "explain", doc, key=f"{exp}/{wname}")
+    if histories := run_history(store, run_id):
+        store.add_analysis(run_id, "history", histories)
     return summarise(store, run_id)
 
 

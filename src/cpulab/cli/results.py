@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from cpulab import analysis, policy
@@ -169,21 +170,28 @@ def import_(file, fmt, variant, db, as_json):
 
 
 @click.command("runs")
+@click.option("--label", default=None, help="Only runs with this label.")
+@click.option("--commit", default=None, help="Only runs of code at this git commit (a prefix will do).")
+@click.option("--machine", default=None,
+              help="Only runs on this machine: its fingerprint id (a prefix), its worker name or a part of its CPU model.")
 @db_option
 @json_option
-def runs_(db, as_json):
-    """The runs in the store."""
+def runs_(label, commit, machine, db, as_json):
+    """The runs in the store, with where their code came from."""
     store = open_store(db)
-    rows = store.runs()
+    rows = store.runs(label=label, commit=commit, machine=machine)
     if as_json:
         emit_json(rows)
         return
     t = Table(title=str(store.path), title_justify="left")
-    for c in ("run", "started", "status", "results", "machine"):
+    for c in ("run", "started", "status", "results", "label", "commit", "machine"):
         t.add_column(c)
     for r in rows:
+        o = r["origin"]
+        code = (o["commit"][:10] + ("+dirty" if o.get("dirty") else "")) if o.get("commit") else ""
         t.add_row(str(r["id"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["status"],
-                  str(r["results"]), r["machine_id"] + (f" ({r['machine']}, of run {r['parent']})" if r["parent"] else ""))
+                  str(r["results"]), escape(r["label"]), code,
+                  r["machine_id"] + (f" ({r['machine']}, of run {r['parent']})" if r["parent"] else ""))
     out.print(t)
 
 

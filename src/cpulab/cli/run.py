@@ -18,6 +18,7 @@ from cpulab.cli.common import (
 from cpulab.measure import probes, runner
 from cpulab.measure.session import Interrupted
 from cpulab.plan import plan as plans
+from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides
 from cpulab.report import html, views
 from cpulab.report.tables import to_rich
@@ -59,19 +60,21 @@ from cpulab.store.db import Store, StoreError
 @click.option("--cluster", default=None, metavar="ADDRESS",
               help="Run on every cpulab worker of this dask scheduler (tcp://HOST:PORT or tls://...).")
 @click.option("--machines", default=None, help="With --cluster: only these workers, comma-separated names.")
+@click.option("--label", default="", help="A name for this run (e.g. a version), kept with it: 'cpulab runs --label', "
+                                       "'cpulab history --label'.")
 @tls_options
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, budget, precision, samples,
         min_sample_time, grid, timer, random_seed, cold, resume, against, method, dry_run, cluster, machines,
-        tls_ca, tls_cert, tls_key, db, as_json):
+        label, tls_ca, tls_cert, tls_key, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
         given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
                                           ("--variant", variant_names), ("--param", param_flags),
                                           ("--baseline", baseline), ("--processes/--runs", processes), ("--samples", samples),
                                           ("--min-sample-time", min_sample_time), ("--grid", grid),
-                                          ("--timer", timer)) if value]
+                                          ("--timer", timer), ("--label", label)) if value]
         if given:
             fail(f"--resume {resume} measures the plan the run stored; drop {', '.join(given)}")
         store = open_store(db)
@@ -95,6 +98,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
     if dry_run:
         print_plan(p, as_json)
         return
+    origin = origin_of(source_dirs(p, plan_file))
     if machines and not cluster:
         fail("--machines needs --cluster")
     if against is not None:
@@ -105,16 +109,17 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
             fail(f"--against {against}: {e}")
     if cluster:
         run_on_cluster(p, open_store(db), cluster, machines, cluster_security(tls_ca, tls_cert, tls_key),
-                       random_seed, as_json)
+                       random_seed, as_json, label, origin)
         return
-    finish(p, open_store(db), random_seed, as_json)
+    finish(p, open_store(db), random_seed, as_json, label=label, origin=origin)
 
 
 def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | None, sec, random_seed: int | None,
-                   as_json: bool) -> None:
+                   as_json: bool, label: str = "", origin: dict | None = None) -> None:
     """Measure a plan on a cluster's machines, then print the machine table."""
     started = time.time()
-    run_id = execute_on_cluster(p, store, cluster, machines.split(",") if machines else None, sec, random_seed)
+    run_id = execute_on_cluster(p, store, cluster, machines.split(",") if machines else None, sec, random_seed,
+                                label, origin)
     summary = between_runs.cluster_summary(store, run_id)
     summary["wall_s"] = time.time() - started
     if as_json:
@@ -125,7 +130,7 @@ def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | No
 
 
 def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names: list[str] | None, sec,
-                       seed: int | None) -> int:
+                       seed: int | None, label: str = "", origin: dict | None = None) -> int:
     """Run a plan across a cluster with one progress bar per machine.  Ctrl-C cancels the
     cluster's work (exit 130); the scheduler gone ends the run interrupted (exit 1)."""
     require_dask()
@@ -136,7 +141,7 @@ def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names:
         with progress_bar(14) as bar:
             return distributed.run_on_cluster(p, store, client, machine_names,
                                               progress_for=lambda name: RichProgress(bar, name),
-                                              argv=sys.argv, seed=seed)
+                                              argv=sys.argv, seed=seed, label=label, origin=origin)
     except distributed.ClusterError as e:
         fail(str(e))
     except runner.Stopped as e:
@@ -175,11 +180,12 @@ def resumable_plan(store: Store, run_id: int) -> plans.Plan:
         fail(str(e))
 
 
-def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, resume: int | None = None) -> None:
+def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, resume: int | None = None,
+           label: str = "", origin: dict | None = None) -> None:
     """Measure (or finish) a plan, then print the comparison and write the report.  A report
     that cannot be drawn is one line and exit status 2, after the results are printed."""
     started = time.time()
-    run_id = execute(p, store, random_seed, resume)
+    run_id = execute(p, store, random_seed, resume, label, origin)
     summary = analysis.analyse(store, run_id)
     summary.wall_s = time.time() - started
     report_error = ""
@@ -215,12 +221,14 @@ def print_plan(p: plans.Plan, as_json: bool) -> None:
         out.print(f"  probe tables: {', '.join(p.probe_tables)}")
 
 
-def execute(p: plans.Plan, store: Store, seed: int | None = None, resume: int | None = None) -> int:
+def execute(p: plans.Plan, store: Store, seed: int | None = None, resume: int | None = None, label: str = "",
+            origin: dict | None = None) -> int:
     """Run a plan with a progress bar; on Ctrl-C, SIGTERM or SIGHUP say where the measured
     part is and exit with 128 + the signal (130 for Ctrl-C)."""
     with progress_bar() as bar:
         try:
-            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed, resume=resume)
+            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed, resume=resume,
+                                   label=label, origin=origin)
         except Interrupted as e:
             if e.run_id is not None:
                 console.print(f"[yellow]interrupted ({e}): run {e.run_id} keeps what was measured "

@@ -15,6 +15,7 @@ from cpulab.cli.common import (
 from cpulab.measure import processes
 from cpulab.measure.commands import list_values, scan_values, time_commands
 from cpulab.plan import plan as plans
+from cpulab.plan.origin import origin_of
 from cpulab.plan.programs import Check, CommandError
 from cpulab.report import exports
 from cpulab.report.terminal import print_summary
@@ -43,13 +44,15 @@ from cpulab.report.terminal import print_summary
               help="Seconds one run may take.")
 @click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
               help="Random seed for the round order and layout padding (--seed: deprecated alias).")
+@click.option("--label", default="", help="A name for this run (e.g. a version), kept with it: 'cpulab runs --label', "
+                                       "'cpulab history --label'.")
 @click.option("--export-json", type=click.Path(dir_okay=False), default=None)
 @click.option("--export-csv", type=click.Path(dir_okay=False), default=None)
 @click.option("--export-markdown", type=click.Path(dir_okay=False), default=None)
 @db_option
 @json_option
 def time_(commands, runs, warmup, budget, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
-          cpu, timeout, random_seed, export_json, export_csv, export_markdown, db, as_json):
+          cpu, timeout, random_seed, label, export_json, export_csv, export_markdown, db, as_json):
     """Time whole commands, the first being the baseline: wall, user and sys per run,
     peak RSS and context switches from wait4, verdicts as for kernels."""
 
@@ -68,7 +71,8 @@ def time_(commands, runs, warmup, budget, prepare, setup, cleanup, int_scans, li
                 store, list(commands), names=list(names), scans=scans, how=how, runs=runs, budget=budget, shell=shell,
                 prepare=prepare,
                 setup=setup, cleanup=cleanup, check=Check(exit=None) if ignore_failure else Check(),
-                cpu=cpu, seed=random_seed, progress=RichProgress(bar), argv=sys.argv)
+                cpu=cpu, seed=random_seed, progress=RichProgress(bar), argv=sys.argv, label=label,
+                origin=origin_of([Path.cwd()]))
         except CommandError as e:
             fail(str(e))
         except KeyboardInterrupt:

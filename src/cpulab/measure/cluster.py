@@ -40,6 +40,7 @@ from cpulab.build import artifacts
 from cpulab.build.artifacts import Built
 from cpulab.measure import execute, probes
 from cpulab.measure import runner as run
+from cpulab.measure.session import recorded_run
 from cpulab.measure.execute import Outcome
 from cpulab.model import Status
 from cpulab.plan import toolchain
@@ -316,7 +317,7 @@ class MachineOutcome:
 
 def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str] | None = None,
                    progress_for=None, argv: list[str] | None = None, seed: int | None = None,
-                   grace_s: float = GRACE_S) -> int:
+                   grace_s: float = GRACE_S, label: str = "", origin: dict | None = None) -> int:
     """Run the plan on every named (default: every) cpulab worker at once; returns the
     cluster run's id, whose per-machine runs hold the results.  Raises run.Stopped when
     the scheduler went away and KeyboardInterrupt on Ctrl-C (after cancelling the
@@ -333,7 +334,7 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
     fp = machine.fingerprint()
     here = {"fingerprint": fp, "machine_id": machine.fingerprint_id(fp), "conditions": machine.conditions(),
             "timing": {}}
-    with run.recorded_run(store, doc, plan.timer, argv, identity=here) as parent:
+    with recorded_run(store, doc, plan.timer, argv, identity=here, label=label, origin=origin) as parent:
         sites = {n: MachineSite(client, n, parent, grace_s) for n in names}
         outcomes = {n: MachineOutcome(n) for n in names}
 
@@ -341,7 +342,7 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
             own = Store(store.path)  # sqlite connections stay in their thread
             try:
                 outcomes[name].run_id = run.run_plan(plan, own, progress=progress_for(name), argv=argv,
-                                                     seed=seed, site=sites[name])
+                                                     seed=seed, site=sites[name], label=label, origin=origin)
             except BaseException as e:  # reported by the main thread
                 outcomes[name].error = e
 

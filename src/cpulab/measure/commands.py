@@ -114,7 +114,7 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
                   prepare: str | None = None,
                   setup: str | None = None, cleanup: str | None = None, check: Check | None = Check(),
                   cpu: int | None = None, seed: int | None = None, progress=None,
-                  argv: list[str] | None = None) -> int:
+                  argv: list[str] | None = None, label: str = "", origin: dict | None = None) -> int:
     """`cpulab time`: every command at every scan point, checked, warmed up and timed in
     interleaved random rounds (runs at the first look; with a budget, more for undecided
     comparisons at the looks); the first command is the baseline.  Returns the run id.
@@ -126,7 +126,7 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
             command_argv(fill_scan(text, point), shell)
     executor = LocalExecutor(cpu=cpu, seed=seed)
     plan = time_plan(list(commands), labels, scans, how, shell, executor.cpu, runs, budget)
-    with recorded_run(store, plan, "clock", argv, executor=executor) as run_id:
+    with recorded_run(store, plan, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")

@@ -84,7 +84,7 @@ class LocalSite:
 
 def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
              argv: list[str] | None = None, seed: int | None = None, resume: int | None = None,
-             site: Site | None = None) -> int:
+             site: Site | None = None, label: str = "", origin: dict | None = None) -> int:
     """Build and measure everything in the plan, then its probe tables; returns the run
     id.  On Ctrl-C, SIGTERM or SIGHUP the run is marked interrupted and everything
     measured stays.  resume: the id of a stopped run of this plan, to measure what it
@@ -95,7 +95,8 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
         site.executor.on_wait = progress.note
     rng = random.Random(seed)
     identity = site.identity(plan.timer) if resume is None else None
-    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, site.executor, identity) as run_id:
+    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, site.executor, identity, label,
+                      origin) as run_id:
         targets = _build_all(plan, store, run_id, progress, site) if resume is None else \
             _unfinished(plan, store, run_id, progress)
         _measure(plan, store, targets, site, progress, rng)

@@ -73,7 +73,8 @@ def machine_identity(timer: str = "auto", executor: Executor | None = None) -> d
 
 @contextmanager
 def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
-                 resume: int | None = None, executor: Executor | None = None, identity: dict | None = None):
+                 resume: int | None = None, executor: Executor | None = None, identity: dict | None = None,
+                 label: str = "", origin: dict | None = None):
     """A run row with the machine's fingerprint and timing (`identity`, default: this
     machine's; with `parent` and `machine` it is one machine's part of a cluster run), or
     with resume a stopped run taken over; yields its id and marks it done, interrupted
@@ -84,7 +85,7 @@ def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] 
             ident = identity or machine_identity(timer, executor)
             run_id = store.start_run(ident["fingerprint"], ident["machine_id"], plan, ident["conditions"],
                                      ident["timing"], argv if argv is not None else sys.argv, ident.get("parent"),
-                                     ident.get("machine", ""))
+                                     ident.get("machine", ""), label, origin)
         else:
             store.claim_run(resume)
             run_id = resume

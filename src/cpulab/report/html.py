@@ -67,7 +67,15 @@ def memlat_plot(curves: list[dict], caches: list[dict]) -> str:
 
 
 # Plots of stored analyses, by kind (their tables come from views.ANALYSIS_VIEWS).
-ANALYSIS_PLOTS = {"memlat-levels": memlat_plot}
+def history_plots(histories: list[dict], caches: list[dict]) -> list[str]:
+    return [plots.history(s) for s in histories]
+
+
+ANALYSIS_PLOTS = {"memlat-levels": memlat_plot, "history": history_plots}
+
+
+def _as_list(plot: str | list[str]) -> list[str]:
+    return plot if isinstance(plot, list) else [plot]
 
 
 def _part(title: str, plots_=(), why=(), tables=()) -> dict:
@@ -99,7 +107,7 @@ def sections(s: Summary) -> list[dict]:
             own = [a for kind in (w.analyses if w else ()) if (a := analysis(kind, e["name"])) is not None]
             for a in own:
                 if a.kind in ANALYSIS_PLOTS:
-                    part["plots"].append(ANALYSIS_PLOTS[a.kind](a.data, caches))
+                    part["plots"] += _as_list(ANALYSIS_PLOTS[a.kind](a.data, caches))
                 part["tables"] += analysis_tables(a.kind, a.data)
             if ok and not (w and w.view == "analysis" and own):
                 part["plots"] += rate_plots(wname, ok, caches)
@@ -113,7 +121,7 @@ def sections(s: Summary) -> list[dict]:
     for i, a in enumerate(s.analyses):  # every other stored analysis: a section of its own
         if i not in shown:
             ts = analysis_tables(a.kind, a.data)
-            plot = [ANALYSIS_PLOTS[a.kind](a.data, caches)] if a.kind in ANALYSIS_PLOTS else []
+            plot = _as_list(ANALYSIS_PLOTS[a.kind](a.data, caches)) if a.kind in ANALYSIS_PLOTS else []
             out.append({"id": f"{a.kind}-{a.key}", "title": ts[0].title if ts else a.kind, "intro": "",
                         "parts": [_part(f"{a.kind} {a.key}".strip(), plot, tables=ts)]})
     return out

@@ -76,3 +76,30 @@ def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: st
         # Given explicitly: matplotlib would drop a label that starts with "_" from its own legend.
         ax.legend(lines, names, fontsize=7)
     return _svg(fig)
+
+
+def history(s: dict, png: bool = False) -> str | bytes:
+    """One series over runs: the estimate with its interval per run, in commit (or start)
+    order, a vertical line where it changed; as inline SVG, or PNG bytes for a file."""
+    pts = s["points"]
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    x = list(range(len(pts)))
+    y = [p["median"] for p in pts]
+    lo = [p["median"] - p["ci"][0] if p["ci"] else 0.0 for p in pts]
+    hi = [p["ci"][1] - p["median"] if p["ci"] else 0.0 for p in pts]
+    ax.errorbar(x, y, yerr=[lo, hi], marker="o", markersize=3, capsize=2, color="#4c78a8", linewidth=1)
+    for c in s.get("changes", []):
+        ax.axvline(c["at"] - 0.5, color="#e45756", linestyle="--", linewidth=1)
+        ax.annotate(f"{(c['change'] - 1) * 100:+.1f}%", (c["at"] - 0.5, 1), xycoords=("data", "axes fraction"),
+                    va="top", ha="left", fontsize=8, color="#e45756")
+    ax.set_xticks(x, [p["label"] or (p["commit"][:7] if p["commit"] else f"run {p['run']}") for p in pts],
+                  rotation=30, ha="right")
+    ax.set_ylabel(s["unit"])
+    params = " ".join(f"{k}={v}" for k, v in s["params"].items())
+    ax.set_title(f"{s['workload']} {s['variant']} {params}: history in {s['order']} order")
+    if not png:
+        return _svg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()

@@ -381,6 +381,26 @@ def legacy_table(data: dict) -> list[Table]:
     return [t]
 
 
+def history_tables(histories: list[dict]) -> list[Table]:
+    """Per series: each run's estimate and interval in order, and where it changed."""
+    out = []
+    for s in histories:
+        starts = {c["at"]: c for c in s.get("changes", [])}
+        rows = []
+        for i, p in enumerate(s["points"]):
+            c = starts.get(i)
+            rows.append([Cell(p["run"], str(p["run"])), Cell(p["label"], p["label"]),
+                         Cell(p["commit"], (p["commit"][:10] + ("+dirty" if p["dirty"] else "")) if p["commit"] else ""),
+                         Cell(p["median"], fmt_num(p["median"])),
+                         Cell(p["ci"], f"{fmt_num(p['ci'][0])} .. {fmt_num(p['ci'][1])}" if p["ci"] else "-"),
+                         Cell(c and c["change"], f"change {(c['change'] - 1) * 100:+.1f}%" if c else "")])
+        params = " ".join(f"{k}={v}" for k, v in s["params"].items())
+        out.append(Table("history", f"{s['workload']} {s['variant']} {params}: {s['unit']} over runs "
+                                    f"({s['order']} order; machine {s['machine_id']})",
+                         columns("run", "label", "commit", s["unit"], "interval", "change point"), rows))
+    return out
+
+
 ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
     "table": legacy_table,
     "probe": probe_tables,
@@ -389,6 +409,7 @@ ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
     "memlat-steps": memlat_steps_tables,
     "bandwidth": bandwidth_tables,
     "explain": explain_tables,
+    "history": history_tables,
 }
 
 

@@ -118,6 +118,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE samples ADD COLUMN canary_after REAL;
     ALTER TABLE samples ADD COLUMN excluded TEXT NOT NULL DEFAULT '';
     """,
+    # 5: where the measured code came from: a label the user gave, and the git commit and
+    # dirty state of the program's source or the plan's directory (JSON, {} when unknown)
+    """
+    ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them).
@@ -268,19 +274,22 @@ class Store:
     # ---- writing -------------------------------------------------------------------
 
     def start_run(self, fingerprint: dict, machine_id: str, plan: dict, conditions: dict,
-                  timing: dict, argv: list[str], parent: int | None = None, machine: str = "") -> int:
-        """A new run; `parent` and `machine` make it one machine's part of a cluster run."""
+                  timing: dict, argv: list[str], parent: int | None = None, machine: str = "",
+                  label: str = "", origin: dict | None = None) -> int:
+        """A new run; `parent` and `machine` make it one machine's part of a cluster run;
+        `label` and `origin` (plan.origin.origin_of) say where its code came from."""
         with self.tx() as c:
             c.execute("INSERT OR IGNORE INTO machines VALUES (?, ?, ?)",
                       (machine_id, json.dumps(fingerprint), time.time()))
             cur = c.execute(
                 "INSERT INTO runs (machine_id, started, status, plan, conditions, timing, argv, owner_pid,"
-                " owner_started, owner_boot_id, owner_host, parent, machine) VALUES (:machine_id, :started, 'running',"
-                " :plan, :conditions, :timing, :argv, :owner_pid, :owner_started, :owner_boot_id, :owner_host,"
-                " :parent, :machine)",
+                " owner_started, owner_boot_id, owner_host, parent, machine, label, origin) VALUES (:machine_id, :started,"
+                " 'running', :plan, :conditions, :timing, :argv, :owner_pid, :owner_started, :owner_boot_id,"
+                " :owner_host, :parent, :machine, :label, :origin)",
                 {"machine_id": machine_id, "started": time.time(), "plan": json.dumps(plan),
                  "conditions": json.dumps(conditions), "timing": json.dumps(timing), "argv": json.dumps(argv),
-                 "parent": parent, "machine": machine, **_owner()})
+                 "parent": parent, "machine": machine, "label": label, "origin": json.dumps(origin or {}),
+                 **_owner()})
             return int(cur.lastrowid)
 
     def claim_run(self, run_id: int) -> None:
@@ -383,10 +392,10 @@ class Store:
                           (r["machine_id"], json.dumps(r["fingerprint"]), r["started"]))
                 run_id = c.execute(
                     "INSERT INTO runs (machine_id, started, finished, status, plan, conditions, timing, argv,"
-                    " parent, machine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " parent, machine, label, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (r["machine_id"], r["started"], r["finished"], r["status"], json.dumps(r["plan"]),
                      json.dumps(r["conditions"]), json.dumps(r["timing"]), json.dumps(r["argv"]), parent,
-                     r["machine"])).lastrowid
+                     r["machine"], r["label"], json.dumps(r["origin"]))).lastrowid
                 ids.append((run_id, True))
                 for v in r["variants"]:
                     definition = {k: x for k, x in v.items() if k != "compiler_version"}
@@ -429,18 +438,32 @@ class Store:
         if row is None:
             raise StoreError(f"no run {run_id} in {self.path}")
         d = dict(row)
-        for k in ("plan", "conditions", "timing", "argv", "fingerprint"):
+        for k in ("plan", "conditions", "timing", "argv", "fingerprint", "origin"):
             d[k] = json.loads(d[k])
         d["status"] = _shown_status(d)
         return d
 
-    def runs(self) -> list[dict]:
+    def runs(self, label: str | None = None, commit: str | None = None, machine: str | None = None) -> list[dict]:
+        """Every run, or those with this label, at this commit (a prefix) and on this machine (its
+        id's prefix, its worker name, or a part of its CPU model)."""
+        where, args = [], []
+        if label is not None:
+            where.append("r.label = ?")
+            args.append(label)
+        if commit:
+            where.append("json_extract(r.origin, '$.commit') LIKE ? || '%'")
+            args.append(commit)
+        if machine:
+            where.append("(r.machine_id LIKE ? || '%' OR r.machine = ?"
+                         " OR json_extract(m.fingerprint, '$.cpu_model') LIKE '%' || ? || '%')")
+            args += [machine, machine, machine]
         rows = [dict(r) for r in self.con.execute(
-            "SELECT r.id, r.started, r.finished, r.status, r.machine_id, r.parent, r.machine, count(x.id) AS results,"
-            " r.owner_pid, r.owner_started, r.owner_boot_id, r.owner_host"
-            " FROM runs r LEFT JOIN results x ON x.run_id = r.id GROUP BY r.id ORDER BY r.id")]
-        return [{k: v for k, v in {**r, "status": _shown_status(r)}.items() if not k.startswith("owner_")}
-                for r in rows]
+            "SELECT r.id, r.started, r.finished, r.status, r.machine_id, r.parent, r.machine, r.label, r.origin,"
+            " count(x.id) AS results, r.owner_pid, r.owner_started, r.owner_boot_id, r.owner_host"
+            " FROM runs r JOIN machines m ON m.id = r.machine_id LEFT JOIN results x ON x.run_id = r.id"
+            + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY r.id ORDER BY r.id", args)]
+        return [{k: v for k, v in {**r, "status": _shown_status(r), "origin": json.loads(r["origin"])}.items()
+                 if not k.startswith("owner_")} for r in rows]
 
     def variants(self, run_id: int) -> list[dict]:
         return [{**json.loads(r["definition"]), "compiler_version": r["compiler_version"]}

@@ -119,6 +119,8 @@ class RunRecord(_Strict):
     artifacts: list[ArtifactRecord]
     results: list[ResultRecord]
     analyses: list[AnalysisRecord]
+    label: Annotated[str, Field(max_length=1000)] = ""  # absent in files of schema 4 and before
+    origin: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def consistent(self):
@@ -174,7 +176,7 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
     return {"parent": parent, "machine": run["machine"], "machine_id": run["machine_id"],
             "fingerprint": run["fingerprint"], "started": run["started"], "finished": run["finished"],
             "status": run["status"], "plan": run["plan"], "conditions": run["conditions"], "timing": run["timing"],
-            "argv": run["argv"], "variants": store.variants(run_id),
+            "argv": run["argv"], "label": run["label"], "origin": run["origin"], "variants": store.variants(run_id),
             "artifacts": [store.artifact(h) for h in hashes], "results": results,
             "analyses": store.analyses(run_id)}
 

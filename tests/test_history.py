@@ -1,0 +1,59 @@
+"""History over runs: change points on synthetic histories with known steps, and the
+series read from a store whose runs carry labels and commits."""
+from __future__ import annotations
+
+import random
+
+from cpulab.analysis import history
+from cpulab.model import Status
+
+
+def noisy(n: int, seed: int, step_at: int | None = None, step: float = 1.0, noise: float = 0.02) -> list[float]:
+    rng = random.Random(seed)
+    return [100 * (1 + rng.gauss(0, noise)) * (step if step_at is not None and i >= step_at else 1) for i in range(n)]
+
+
+def test_a_flat_history_rarely_has_a_change_point():
+    false = sum(bool(history.change_points(noisy(30, seed))) for seed in range(100))
+    assert false <= 5  # a penalty of 2 sigma^2 ln n gave 22 in 100: this bound catches a trigger-happy one
+
+
+def test_a_five_percent_step_is_found_where_it_is():
+    found = [history.change_points(noisy(24, seed, 12, 0.95)) for seed in range(100)]
+    assert sum(any(abs(c - 12) <= 1 for c in cs) for cs in found) >= 70
+
+
+def test_a_clear_step_is_found_every_time_and_alone_nearly_always():
+    found = [history.change_points(noisy(20, seed, 8, 1.10, noise=0.005)) for seed in range(20)]
+    assert all(8 in cs for cs in found) and sum(len(cs) > 1 for cs in found) <= 1
+
+
+def test_noise_is_read_around_the_steps():
+    flat = [0.0, 0.01, -0.01, 0.0, 0.01, -0.01, 0.0]
+    stepped = flat[:4] + [x + 1.0 for x in flat[4:]]  # one jump of 1.0 among small differences
+    assert history.noise(stepped) < 0.05
+
+
+def add_run(store, label: str, commit_time: int, rate: float, machine: str = "m1") -> int:
+    run_id = store.start_run({"cpu_model": machine}, machine, {"name": "p"}, {}, {}, [], label=label,
+                             origin={"commit": f"{commit_time:040x}", "dirty": False, "commit_time": commit_time})
+    rid = store.add_result(run_id, "sha256", "O2", {"size": "1024"}, "bytes", Status.PENDING, experiment="e")
+    for i in range(3):
+        ns = 1e9 / rate * (1 + 0.001 * i)
+        store.add_invocation(rid, i, {"ns": [ns], "cycles": [None], "instructions": [None], "work": 1, "reps": 1,
+                                      "user_s": [None], "sys_s": [None], "timer": "clock"}, 0)
+    store.finish_run(run_id, "done")
+    return run_id
+
+
+def test_series_follow_commit_order_and_find_the_inserted_step(store):
+    commits = list(range(1000, 1012))
+    random.Random(3).shuffle(commits)  # runs made in another order than their commits
+    for t in commits:
+        add_run(store, f"v{t - 999}", t, 1e6 * (0.9 if t >= 1006 else 1.0) * (1 + 0.002 * (t % 3)))
+    add_run(store, "other machine", 2000, 5e5, machine="m2")
+    (s,) = [x for x in history.series(store, "sha256", machine="m1")]
+    assert [p["label"] for p in s["points"]] == [f"v{i}" for i in range(1, 13)] and s["order"] == "commit"
+    s = history.with_changes(s)
+    assert [c["at"] for c in s["changes"]] == [6] and abs(s["changes"][0]["change"] - 0.9) < 0.01
+    assert history.series(store, "sha256", label="v3") == []  # one run is not a history
