@@ -68,6 +68,12 @@ class Program:
     run: str
     check: Check = Check()
     inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> sizes of random files
+    # A variant that builds another tree of the program (cpulab ci: the base and the head
+    # commit, as the variants "base" and "head"); the others build `source`.
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def source_for(self, variant: str) -> str:
+        return self.sources.get(variant, self.source)
 
     def grid(self, overrides: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
         axes = {**self.inputs, **(overrides or {})}

@@ -199,6 +199,24 @@ def comparison_list(s: Summary) -> Table:
     return t
 
 
+def gate_table(s: Summary, regressions: list[Comparison]) -> Table:
+    """cpulab ci: head against base at every point, the regressions marked."""
+    rate = {(r.experiment, r.workload, r.point, r.variant): r for r in s.results}
+    t = Table("ci", "head against base (rates; > 0% is faster)",
+              columns("program", "point", "base", "head", "change [interval]", "verdict", left=2))
+    for c in s.comparisons:
+        if (c.baseline, c.variant) != ("base", "head"):
+            continue
+        b, h = rate.get((c.experiment, c.workload, c.point, "base")), rate.get((c.experiment, c.workload, c.point, "head"))
+        t.add(c.workload, fmt_params(c.params, c.workload),
+              Cell(b and b.median, f"{fmt_num(b.median)} {b.rate_unit}" if b and b.median else "-"),
+              Cell(h and h.median, f"{fmt_num(h.median)} {h.rate_unit}" if h and h.median else "-"),
+              Cell(c.ratio, fmt_delta(c.ratio, c.ci)),
+              Cell(c.verdict, ("REGRESSION: " if c in regressions else "") + str(c.verdict),
+                   tag=verdict_tag(c.verdict)))
+    return t
+
+
 def pivot_table(results: list[Result]) -> Table | None:
     """Seed 004's table 1 layout: variants as rows; for each workload and parameter point
     a column of cycles per unit and one of percent of the best rate there ("% of max")."""

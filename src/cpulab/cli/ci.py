@@ -1,0 +1,70 @@
+"""`cpulab ci BASE..HEAD`: a CI gate that builds a plan's programs at both commits,
+measures them in one run, prints a Markdown summary a CI job can post, and exits with a
+documented status (analysis/gate.py)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from cpulab.analysis import analyse
+from cpulab.analysis.gate import UNDECIDED, gate
+from cpulab.cli.common import db_option, fail, open_store
+from cpulab.cli.run import execute
+from cpulab.plan import plan as plans
+from cpulab.plan.ci import ci_plan, parse_range
+from cpulab.plan.origin import git_origin
+from cpulab.plan.overrides import Overrides
+from cpulab.report.tables import to_markdown
+from cpulab.report.views import gate_table
+
+
+@click.command()
+@click.argument("refs", metavar="BASE..HEAD")
+@click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables are built at both commits.")
+@click.option("--variant", default=None, help="Build both with this variant (default: each experiment's baseline).")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None,
+              help="A regression is a significant slowdown of at least this much (default: the plan's precision).")
+@click.option("--fail-on-unclear", is_flag=True, help="Exit 3 when a comparison is still undecided within the budget.")
+@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
+              help="Seconds per experiment for rounds beyond the first look (default: the plan's).")
+@click.option("--processes", type=click.IntRange(*plans.LIMITS["processes"]), default=None,
+              help="Rounds at the first look (default: the plan's).")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), default=None,
+              help="Write the Markdown summary here too (default: also $GITHUB_STEP_SUMMARY when set).")
+@click.option("--random-seed", type=int, default=None)
+@db_option
+def ci(refs, plan_file, variant, threshold, fail_on_unclear, budget, processes, markdown_file, random_seed, db):
+    """Is HEAD slower than BASE?  Both commits of the plan's programs, measured in one run in
+    turns.  Exit 0: no regression; 1: a significant regression beyond --threshold; 2: usage or
+    input error; 3: undecided within the budget (only with --fail-on-unclear)."""
+    try:
+        r = parse_range(refs)
+        p = plans.load(plan_file)
+        p = Overrides(processes=processes, budget=budget).apply(p)
+        p, commits = ci_plan(p, r, variant)
+    except plans.PlanError as e:
+        fail(str(e))
+    first = next(iter(p.programs.values()))
+    run_id = execute(p, open_store(db), random_seed, label=f"ci {refs}", origin=git_origin(Path(first.source)))
+    summary = analyse(open_store(db), run_id)
+    outcome = gate(summary.comparisons, p.precision if threshold is None else threshold, fail_on_unclear)
+    text = markdown(refs, commits, summary, outcome)
+    click.echo(text)
+    for path in filter(None, (markdown_file, os.environ.get("GITHUB_STEP_SUMMARY"))):
+        with open(path, "a") as f:
+            f.write(text)
+    raise SystemExit(outcome.status)
+
+
+def markdown(refs: str, commits: dict, summary, outcome) -> str:
+    verdict = (f"**{len(outcome.regressions)} regression(s)**" if outcome.regressions else
+               f"no regression; {len(outcome.undecided)} undecided" + (" (exit 3)" if outcome.status == UNDECIDED else "")
+               if outcome.undecided else "no regression")
+    shas = ", ".join(f"{name} {c['base'][:10]}..{c['head'][:10]}" for name, c in commits.items())
+    return "\n".join([f"## cpulab ci {refs}", "", f"{verdict} (exit {outcome.status}); {shas}; cpulab run "
+                      f"{summary.run_id}", "", to_markdown(gate_table(summary, outcome.regressions)), ""])
+
+
+COMMANDS = [ci]

@@ -1,0 +1,81 @@
+"""cpulab ci: the gate's exit statuses, and a toy repository with a known regression
+measured at both commits in one run, its work tree untouched."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import skip_unless_buildable
+from cpulab.analysis.gate import NO_REGRESSION, REGRESSION, UNDECIDED, gate
+from cpulab.model import Comparison
+from cpulab.plan.ci import parse_range
+from cpulab.plan.plan import PlanError
+
+
+def comparison(verdict: str, ratio: float | None) -> Comparison:
+    return Comparison("e", "prog", {}, "base", "head", verdict, ratio)
+
+
+@pytest.mark.parametrize("verdict,ratio,threshold,fail_on_unclear,status", [
+    ("slower", 0.95, 0.01, False, REGRESSION),
+    ("slower", 0.95, 0.10, False, NO_REGRESSION),  # significant, but within the threshold
+    ("faster", 1.20, 0.01, False, NO_REGRESSION),
+    ("same", 1.00, 0.01, True, NO_REGRESSION),
+    ("unclear", 0.97, 0.01, False, NO_REGRESSION),
+    ("unclear", 0.97, 0.01, True, UNDECIDED),
+    ("inconclusive", None, 0.01, True, UNDECIDED),
+])
+def test_the_gate_answers_with_its_documented_status(verdict, ratio, threshold, fail_on_unclear, status):
+    assert gate([comparison(verdict, ratio)], threshold, fail_on_unclear).status == status
+
+
+def test_only_head_against_base_counts():
+    other = Comparison("e", "prog", {}, "O2", "O3", "slower", 0.5)
+    assert gate([other], 0.01).status == NO_REGRESSION
+
+
+@pytest.mark.parametrize("text", ["main", "main..", "..HEAD", "a...b"])
+def test_a_range_is_base_dot_dot_head(text):
+    with pytest.raises(PlanError, match="BASE..HEAD"):
+        parse_range(text)
+
+
+TOY_C = """#include <stdio.h>
+int main(void) {{
+    volatile unsigned long x = 1;
+    for (long i = 0; i < {work}L; i++) x = x * 6364136223846793005UL + 1442695040888963407UL;
+    printf("%lu\\n", x & 1);
+    return 0;
+}}
+"""
+
+
+def test_a_known_regression_fails_the_gate_and_says_so(cli, tmp_path):
+    skip_unless_buildable()
+    if not shutil.which("make") or not shutil.which("git"):
+        pytest.skip("install make and git")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "Makefile").write_text("toy: toy.c\n\t$(CC) $(CFLAGS) -o toy toy.c\n")
+    for tag, work in (("fast", 5_000_000), ("slow", 6_500_000)):  # 30% more work: clear on any host
+        (repo / "toy.c").write_text(TOY_C.format(work=work))
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", tag], check=True)
+        subprocess.run([*git, "tag", tag], check=True)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'name = "toy"\nprocesses = 8\nbudget = 0\n[program.toy]\nsource = "{repo}"\n'
+                    'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/toy"\n'
+                    '[[experiment]]\nname = "toy"\nworkloads = ["toy"]\nvariants = ["O2"]\n')
+    summary = tmp_path / "summary.md"
+    p = cli("ci", "fast..slow", "--plan", str(plan), "--markdown", str(summary), timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "REGRESSION: slower" in summary.read_text() and "## cpulab ci fast..slow" in p.stdout
+    status = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout
+    head = subprocess.run([*git, "describe", "--tags"], capture_output=True, text=True).stdout.strip()
+    assert status == "" and head == "slow"  # exported with git archive: the work tree is untouched
+    runs = cli("runs", "--label", "ci fast..slow", "--json")
+    assert '"ci fast..slow"' in runs.stdout
