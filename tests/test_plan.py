@@ -152,9 +152,12 @@ def test_old_keys_read_as_the_new_words(tmp_path):
 
 
 def test_origin_is_the_commit_of_the_first_directory_git_knows(tmp_path):
+    import shutil
     import subprocess
 
     from cpulab.plan.origin import origin_of
+    if not shutil.which("git"):
+        pytest.skip("install git")
     repo, plain = tmp_path / "repo", tmp_path / "plain"
     repo.mkdir(), plain.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import skip_unless_buildable
+from conftest import compile_command, skip_unless_buildable
 from cpulab.measure import probes
 from cpulab.build.artifacts import NATIVE_DIR
 from cpulab.measure.probes.loop import TEMPLATE
@@ -108,7 +108,7 @@ def test_generated_kernel_builds_without_warnings(tmp_path, cc, flags):
                                             (["rol ebx, 3", "dec ecx", "jnz 1b"], "intel", True, "ecx")]:
         src = tmp_path / "k.c"
         src.write_text(probes.kernel_source(stmts, syntax, 4, as_loop, counter, 16))
-        p = subprocess.run([cc, *flags, "-Wall", "-Wextra", "-Werror", "-I", str(NATIVE_DIR), "-I", str(TEMPLATE.parent),
+        p = subprocess.run([*compile_command(cc, flags), "-Wall", "-Wextra", "-Werror", "-I", str(NATIVE_DIR), "-I", str(TEMPLATE.parent),
                             str(NATIVE_DIR / "harness.c"), str(src), "-o", str(tmp_path / "k"), "-lm"],
                            capture_output=True, text=True)
         assert p.returncode == 0, p.stderr

@@ -25,7 +25,7 @@ def list_(as_json):
            "accepts": {k: p.describe() for k, p in w.params.items()},
            "quick": w.quick, "full": w.full, "requires": w.requires} for w in workloads.registry().values()]
     vs = []
-    for v in toolchain.BUILTIN.values():
+    for v in map(toolchain.resolved, toolchain.BUILTIN.values()):
         why = toolchain.unavailable_reason(v)
         vs.append({**v.as_dict(), "available": not why, "reason": why,
                    "compiler_version": toolchain.compiler_version(v.compiler) if not why else ""})

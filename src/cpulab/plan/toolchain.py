@@ -6,6 +6,7 @@ variant can be built on this machine is found by building a tiny program with it
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -34,6 +35,13 @@ class Variant:
                 "isa": self.isa}
 
 
+# The i386 variants build with `gcc -m32` where gcc-multilib is installed, else with
+# Debian's i686 cross compiler (which, unlike gcc-multilib, installs beside the ARM cross
+# compilers), linked statically: its output then runs natively on x86-64 with no i386 libc.
+I686_CROSS = "i686-linux-gnu-gcc"
+I386_PACKAGES = "gcc-multilib or gcc-i686-linux-gnu"
+
+
 def _v(name, compiler="gcc", cflags=("-O2",), ldflags=(), abi=(), package="", description="", isa=""):
     return Variant(name, compiler, tuple(cflags), tuple(ldflags), tuple(abi), (), package, description, isa)
 
@@ -53,9 +61,9 @@ BUILTIN: dict[str, Variant] = {v.name: v for v in [
     _v("clang-O3", "clang", ["-O3"], package="clang", description="clang -O3"),
     _v("musl-static", "musl-gcc", ["-O2"], ["-static"], package="musl-tools",
        description="gcc -O2 against musl libc, statically linked"),
-    _v("i386-x87", cflags=["-O2", "-mfpmath=387"], abi=["-m32"], package="gcc-multilib",
+    _v("i386-x87", cflags=["-O2", "-mfpmath=387"], abi=["-m32"], package=I386_PACKAGES,
        description="32-bit x86, scalar x87 floating point (the old ABI)"),
-    _v("i386-sse2", cflags=["-O2", "-msse2", "-mfpmath=sse"], abi=["-m32"], package="gcc-multilib",
+    _v("i386-sse2", cflags=["-O2", "-msse2", "-mfpmath=sse"], abi=["-m32"], package=I386_PACKAGES,
        description="32-bit x86, SSE2 floating point"),
     # Seed 001's question on ARM: Debian's cross compilers, static so that qemu-user
     # needs no target libraries.  armel's default CPU (armv5te) has no FPU: every
@@ -80,11 +88,23 @@ DEFAULT_VARIANTS = [name for name, v in BUILTIN.items() if not v.abi_flags]
 
 
 def get(name: str, custom: dict[str, Variant] | None = None) -> Variant:
+    """A variant by name, as this machine builds it (resolved)."""
     table = {**BUILTIN, **(custom or {})}
     try:
-        return table[name]
+        return resolved(table[name])
     except KeyError:
         raise KeyError(f"unknown variant {name!r} (known: {', '.join(table)})") from None
+
+
+def resolved(v: Variant) -> Variant:
+    """The variant as this machine builds it: a `gcc -m32` one becomes the static i686
+    cross build when gcc cannot build -m32 here and i686-linux-gnu-gcc can."""
+    if v.compiler != "gcc" or "-m32" not in v.abi_flags or not _try_build("gcc", ("-m32",)) \
+            or _try_build(I686_CROSS, ("-static",)):
+        return v
+    return dataclasses.replace(v, compiler=I686_CROSS, abi_flags=tuple(f for f in v.abi_flags if f != "-m32"),
+                               ldflags=v.ldflags if "-static" in v.ldflags else (*v.ldflags, "-static"),
+                               description=f"{v.description} ({I686_CROSS}, static)".strip())
 
 
 @cache
@@ -142,6 +162,7 @@ def _try_build(compiler: str, flags: tuple[str, ...], source: str = HELLO, libs:
 
 def unavailable_reason(v: Variant) -> str:
     """Why this variant cannot be built here ('' if it can), naming the package to install."""
+    v = resolved(v)
     why = _try_build(v.compiler, tuple(v.abi_flags) + tuple(v.ldflags))
     if not why:
         return ""
