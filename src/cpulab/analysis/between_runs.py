@@ -1,9 +1,11 @@
-"""The machine axis: a cluster run's machines side by side, and one run against another.
+"""The machine axis: machines side by side (a cluster run's, or any runs), ranked, and
+one run against another.
 
 A run across a cluster is a parent run with one run per machine (store: runs.parent,
-runs.machine); each machine's results are summarised as a local run's are
-(analysis.summary.result_summary), then tagged with the machine's worker name and
-fingerprint id.
+runs.machine); runs measured elsewhere and imported stand for their machines alike.  Each
+machine's results are summarised as a local run's are (estimates.result_summary), then
+tagged with the machine's name and fingerprint id.  Machines are always measured apart, so
+every verdict across them must clear the machines' drift between runs (apart_test).
 """
 from __future__ import annotations
 
@@ -86,25 +88,83 @@ def run_results(store: Store, run_id: int) -> list[Result]:
 
 
 def cluster_summary(store: Store, run_id: int, against: str | None = None) -> dict:
-    """The `--json` document of a cluster run: its machines with their fingerprints, every
-    result and comparison tagged with `machine` and `machine_id`, and the machine table."""
+    """The `--json` document of a cluster run: its machines' runs side by side
+    (machines_summary), with the cluster run's own status and the machines it lost."""
     parent = store.run(run_id)
+    doc = machines_summary(store, store.machine_runs(run_id), against)
+    return {**doc, "run_id": run_id, "status": parent["status"], "started": parent["started"],
+            "finished": parent["finished"], "plan": parent["plan"], "client": parent["fingerprint"],
+            "machines_lost": [a["data"] for a in store.analyses(run_id, "machine-lost")]}
+
+
+def machine_name(run: dict, taken: set[str]) -> str:
+    """A run's machine as the tables name it: its worker name, else its label, else its CPU
+    model; the run id is added where two would read alike."""
+    name = run["machine"] or run["label"] or run["fingerprint"].get("cpu_model") or run["machine_id"]
+    return f"{name} (run {run['id']})" if name in taken else name
+
+
+def machines_summary(store: Store, run_ids: list[int], against: str | None = None) -> dict:
+    """Runs side by side as machines (a cluster run's, or runs measured anywhere and
+    imported): each machine's fingerprint, every result and comparison tagged with
+    `machine`, the machine table with verdicts that clear the machines' drift, the
+    ranking, and each machine's memory-latency curve."""
     machines, results, comparisons, per_machine = [], [], [], {}
-    for child in store.machine_runs(run_id):
-        s = summarise(store, child)
-        run = store.run(child)
-        tag = {"machine": run["machine"], "machine_id": run["machine_id"]}
-        machines.append({**tag, "run_id": child, "status": run["status"], "fingerprint": run["fingerprint"],
-                         "conditions": run["conditions"], "timing": run["timing"], "variants": s.variants})
+    for rid in run_ids:
+        s = summarise(store, rid)
+        run = store.run(rid)
+        name = machine_name({**run, "id": rid}, set(per_machine))
+        tag = {"machine": name, "machine_id": run["machine_id"]}
+        machines.append({**tag, "run_id": rid, "status": run["status"], "fingerprint": run["fingerprint"],
+                         "conditions": run["conditions"], "timing": run["timing"], "variants": s.variants,
+                         "label": run["label"]})
         results += [{**r.to_dict(), **tag} for r in s.results]
         comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
-        per_machine[run["machine"]] = run_results(store, child)
-    lost = [a["data"] for a in store.analyses(run_id, "machine-lost")]
+        per_machine[name] = run_results(store, rid)
     drift = max((machine_drift(store, m["machine_id"])[0] for m in machines), default=DRIFT_DEFAULT)
-    return {"run_id": run_id, "status": parent["status"], "started": parent["started"],
-            "finished": parent["finished"], "plan": parent["plan"], "client": parent["fingerprint"],
-            "machines": machines, "machines_lost": lost, "results": results, "comparisons": comparisons,
-            "machine_table": machine_table(per_machine, against, drift)}
+    table = machine_table(per_machine, against, drift)
+    return {"run_ids": list(run_ids), "machines": machines, "machines_lost": [], "results": results,
+            "comparisons": comparisons, "machine_table": table, "ranking": ranking(table),
+            "memlat": memlat_curves(per_machine), "drift": drift}
+
+
+def ranking(table: list[dict]) -> list[dict]:
+    """Machines best first: the geometric mean, over the points every machine measured, of
+    its rate as a % of the best machine's there, and of the best machine's cycles per unit
+    as a % of its own (per clock: what the core does with a cycle, whatever its clock)."""
+    by_point: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for row in table:
+        if row["median"]:
+            by_point[(row["experiment"], row["workload"], row["variant"], str(row["params"]))][row["machine"]] = row
+    names = {row["machine"] for row in table}
+    common = [rows for rows in by_point.values() if set(rows) == names]
+    out = []
+    for m in sorted(names):
+        rate = [rows[m]["median"] / max(r["median"] for r in rows.values()) for rows in common]
+        clocked = [rows for rows in common if all(r["cycles_per_unit"] for r in rows.values())]
+        clock = [min(r["cycles_per_unit"] for r in rows.values()) / rows[m]["cycles_per_unit"] for rows in clocked]
+        out.append({"machine": m, "points": len(common),
+                    "pct_of_best_rate": 100 * _geomean(rate) if rate else None,
+                    "pct_of_best_per_clock": 100 * _geomean(clock) if clock else None})
+    out.sort(key=lambda r: -(r["pct_of_best_rate"] or 0))
+    for i, r in enumerate(out, 1):
+        r["rank"] = i
+    return out
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+def memlat_curves(per_machine: dict[str, list[Result]]) -> dict[str, list[list[float]]]:
+    """Each machine's load-to-use latency (ns) against working-set bytes, one curve per page mode."""
+    out: dict[str, list[list[float]]] = {}
+    for m, rs in per_machine.items():
+        for r in rs:
+            if r.workload == "memlat" and r.ns_per_unit and r.params.get("mode", "random") == "random":
+                out.setdefault(f"{m} {r.params.get('pages', '')}".strip(), []).append(
+                    [float(r.params["size"]), r.ns_per_unit])
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def machine_table(per_machine: dict[str, list[Result]], against: str | None = None,

@@ -29,7 +29,7 @@ from cpulab.store.db import StoreError
 @click.argument("run_ids", type=int, nargs=-1)
 @click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
 @click.option("--by", type=click.Choice(["variant", "machine"]), default="variant", show_default=True,
-              help="machine: a cluster run's machines x workloads table.")
+              help="machine: machines ranked, and machines x workloads (a cluster run, or RUN RUN ...).")
 @click.option("--against", default=None, help="With --by machine: the machine the others are compared with (default: the fastest).")
 @click.option("--fail-on", default=None, callback=lambda ctx, param, v: _verdict_words(v),
               help="Exit 1 when any comparison's verdict is one of these words (a comma list, e.g. "
@@ -40,14 +40,23 @@ from cpulab.store.db import StoreError
 @db_option
 @json_option
 def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
-    """Compare a run's variants against a baseline (default: the latest run), a cluster
-    run's machines (--by machine), or the same workloads in two runs (RUN_A RUN_B)."""
+    """Compare a run's variants against a baseline (default: the latest run), the same
+    workloads in two runs (RUN_A RUN_B), or machines ranked (--by machine: a cluster run's,
+    or any number of runs, imported ones too)."""
     store = open_store(db)
-    if len(run_ids) > 2:
-        fail("compare takes at most two runs")
-    if len(run_ids) == 2:
+    if len(run_ids) > 2 and by != "machine":
+        fail("more than two runs: give --by machine to rank their machines")
+    if by == "machine":
+        doc = machines_document(store, run_ids, against)
+        rows = doc["machine_table"]
+        if as_json:
+            emit_json(doc)
+        else:
+            print_machine_table(doc)
+    elif len(run_ids) == 2:
         try:
-            doc = between_runs.compare_runs(store, run_id_or_latest(store, run_ids[0]), run_id_or_latest(store, run_ids[1]))
+            doc = between_runs.compare_runs(store, run_id_or_latest(store, run_ids[0]),
+                                            run_id_or_latest(store, run_ids[1]))
         except StoreError as e:
             fail(str(e))
         rows = doc["comparisons"]
@@ -57,28 +66,33 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
             print_run_comparison(doc)
     else:
         run_id = run_id_or_latest(store, run_ids[0] if run_ids else None)
-        if by == "machine":
-            if not store.machine_runs(run_id):
-                fail(f"--by machine: run {run_id} did not run on a cluster")
-            doc = between_runs.cluster_summary(store, run_id, against)
-            if against and not any(m["machine"] == against for m in doc["machines"]):
-                fail(f"--against {against}: run {run_id} has no such machine")
-            rows = doc["machine_table"]
-            if as_json:
-                emit_json(doc)
-            else:
-                print_machine_table(doc)
+        summary = analysis.summarise(store, run_id, baseline, method)
+        if baseline and not any(r.variant == baseline for r in summary.results):
+            fail(f"--baseline {baseline}: run {run_id} has no such variant")
+        rows = [c.to_dict() for c in summary.comparisons]
+        if as_json:
+            emit_json(summary.to_dict())
         else:
-            summary = analysis.summarise(store, run_id, baseline, method)
-            if baseline and not any(r.variant == baseline for r in summary.results):
-                fail(f"--baseline {baseline}: run {run_id} has no such variant")
-            rows = [c.to_dict() for c in summary.comparisons]
-            if as_json:
-                emit_json(summary.to_dict())
-            else:
-                print_summary(summary, out)
+            print_summary(summary, out)
     if fail_on and any(r["verdict"] in fail_on for r in rows):
         sys.exit(1)
+
+
+def machines_document(store, run_ids: tuple[int, ...], against: str | None = None) -> dict:
+    """One cluster run's machines, or several runs as machines (any, imported ones too)."""
+    ids = [run_id_or_latest(store, r) for r in run_ids] or [run_id_or_latest(store, None)]
+    if len(ids) == 1:
+        if not store.machine_runs(ids[0]):
+            fail(f"--by machine: run {ids[0]} did not run on a cluster; give the runs of each machine")
+        doc = between_runs.cluster_summary(store, ids[0], against)
+    else:
+        if cluster := next((r for r in ids if store.machine_runs(r)), None):
+            fail(f"run {cluster} is a cluster run: give its machines' runs "
+                 f"({', '.join(map(str, store.machine_runs(cluster)))}) or it alone")
+        doc = between_runs.machines_summary(store, ids, against)
+    if against and not any(m["machine"] == against for m in doc["machines"]):
+        fail(f"--against {against}: no such machine (machines: {', '.join(m['machine'] for m in doc['machines'])})")
+    return doc
 
 
 def _verdict_words(text: str | None) -> set[str]:
@@ -97,17 +111,20 @@ def print_run_comparison(doc: dict) -> None:
 
 
 @click.command()
-@click.argument("run_id", type=int, required=False)
+@click.argument("run_ids", type=int, nargs=-1)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Where to write the HTML file (default: reports/STORE-run-N.html beside the store).")
 @db_option
-def report(run_id, output, db):
-    """Write a self-contained HTML report of a run (default: the latest)."""
+def report(run_ids, output, db):
+    """Write a self-contained HTML report of a run (default: the latest); of a cluster run or
+    of several runs, their machines side by side, ranked."""
     store = open_store(db)
-    run_id = run_id_or_latest(store, run_id)
-    path = Path(output) if output else default_report_path(store, run_id)
+    ids = [run_id_or_latest(store, r) for r in run_ids] or [run_id_or_latest(store, None)]
+    several = len(ids) > 1 or store.machine_runs(ids[0])
+    path = Path(output) if output else default_report_path(store, ids[0]) if len(ids) == 1 else \
+        default_report_path(store, ids[0]).with_name(f"{store.path.stem}-runs-{'-'.join(map(str, ids))}.html")
     try:
-        path = html.write(analysis.summarise(store, run_id), path)
+        path = html.write(machines_document(store, ids) if several else analysis.summarise(store, ids[0]), path)
     except html.ReportError as e:
         fail(str(e))
     click.echo(str(path))

@@ -122,11 +122,20 @@ def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | No
                                 label, origin)
     summary = between_runs.cluster_summary(store, run_id)
     summary["wall_s"] = time.time() - started
+    report_error = ""
+    try:
+        summary["report"] = str(html.write(summary, default_report_path(store, run_id)))
+    except html.ReportError as e:
+        summary["report"], report_error = None, str(e)
     if as_json:
         emit_json(summary)
     else:
         print_machine_table(summary)
         console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({summary['wall_s']:.0f} s)[/]")
+        if summary["report"]:
+            out.print(f"report: {summary['report']}", markup=False)
+    if report_error:
+        fail(report_error)
 
 
 def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names: list[str] | None, sec,

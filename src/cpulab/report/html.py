@@ -18,7 +18,9 @@ from cpulab.policy import DecisionPolicy
 from cpulab.report import plots
 from cpulab.report import studies
 from cpulab.report.tables import FOLD_ROWS
-from cpulab.report.views import analysis_tables, comparison_list, fmt_params, geomean_table, pivot_table, workload_of, workload_tables
+from cpulab.report.views import (
+    analysis_tables, comparison_list, fmt_params, geomean_table, machine_tables, pivot_table, workload_of, workload_tables
+)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -140,10 +142,25 @@ class ReportError(Exception):
     """The report could not be drawn or written (one line); the stored run is untouched."""
 
 
-def write(s: Summary, path: Path) -> Path:
+def render_machines(doc: dict) -> str:
+    """Machines side by side (analysis.between_runs.machines_summary): ranked, seed 004's
+    table 1, machines x workloads, each machine's memory-latency curve overlaid, fingerprints."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
+    what = f"run {doc['run_id']}" if "run_id" in doc else "runs " + ", ".join(map(str, doc["run_ids"]))
+    machines = [{**m, "caches": ", ".join(machine.cache_label(c) for c in m["fingerprint"].get("caches", []))
+                 or "unknown"} for m in doc["machines"]]
+    plot = [plots.curves({k: [tuple(p) for p in v] for k, v in doc["memlat"].items()}, "working set",
+                         "ns per load", "memlat: load-to-use latency of each machine", logy=True)] \
+        if doc.get("memlat") else []
+    return env.get_template("machines.html.j2").render(doc={**doc, "machines": machines}, what=what,
+                                                       tables=machine_tables(doc), plots=plot, fold=FOLD_ROWS)
+
+
+def write(s: Summary | dict, path: Path) -> Path:
+    """The report of a run (a Summary), or of machines side by side (a machines document)."""
     path = Path(path)
     try:
-        text = render(s)
+        text = render(s) if isinstance(s, Summary) else render_machines(s)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(text)

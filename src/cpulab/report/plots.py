@@ -5,6 +5,7 @@ import io
 import math
 
 import matplotlib
+import matplotlib.ticker
 
 from cpulab.params import human_bytes
 
@@ -62,6 +63,9 @@ def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: st
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
+        # Plain numbers: with mathtext off (labels are plain text) the default log labels
+        # would read "$\\mathdefault{10^{2}}$".
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     if xbytes:
         ticks = [t for t in ax.get_xticks() if t > 0]
         ax.set_xticks(ticks, [human_bytes(t) for t in ticks], rotation=30, ha="right")

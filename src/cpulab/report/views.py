@@ -116,10 +116,13 @@ def process_table(s: Summary) -> Table | None:
 
 
 def machine_tables(doc: dict) -> list[Table]:
-    """A cluster run (machines.cluster_summary): machines x workloads (rate, cycles per
-    unit, % of the best machine, verdict against the best or a named one), then the
+    """Machines side by side (between_runs.machines_summary, or a cluster run's): the
+    ranking, seed 004's table 1 with processors as rows, machines x workloads (rate, cycles
+    per unit, % of the best machine, verdict against the best or a named one), then the
     machines with their fingerprints."""
-    t = Table("machines x workloads", f"run {doc['run_id']}: machines x workloads ({doc['status']})",
+    what = f"run {doc['run_id']} ({doc['status']})" if "run_id" in doc else \
+        "runs " + ", ".join(map(str, doc["run_ids"]))
+    t = Table("machines x workloads", f"{what}: machines x workloads",
               columns("workload", "variant", "params", "machine", "rate", "cycles/unit", "% of best", "vs", "verdict",
                       left=4))
     t.columns[-1].left = True
@@ -136,7 +139,61 @@ def machine_tables(doc: dict) -> list[Table]:
         fp = x["fingerprint"]
         m.add(x["machine"], x["run_id"], x["status"], x["machine_id"],
               f"{fp.get('cpu_model')} ({fp.get('cpus')} CPUs) on {fp.get('hostname')}")
-    return [t, m]
+    return ([ranking] if (ranking := ranking_table(doc)) else []) + processor_tables(doc) + [t, m]
+
+
+def ranking_table(doc: dict) -> Table | None:
+    if len(doc.get("ranking", [])) < 2:
+        return None
+    cpu = {x["machine"]: x["fingerprint"].get("cpu_model", "") for x in doc["machines"]}
+    t = Table("ranking", "machines ranked: geometric mean over the points every machine measured",
+              columns("rank", "machine", "cpu", "% of best (rate)", "% of best (per clock)", "points", left=3),
+              notes=[f"verdicts across machines clear their run-to-run drift of {doc['drift']:.1%}"])
+    for r in doc["ranking"]:
+        t.add(r["rank"], r["machine"], cpu.get(r["machine"], ""),
+              Cell(r["pct_of_best_rate"], f"{r['pct_of_best_rate']:.1f}%" if r["pct_of_best_rate"] else "-"),
+              Cell(r["pct_of_best_per_clock"],
+                   f"{r['pct_of_best_per_clock']:.1f}%" if r["pct_of_best_per_clock"] else "-"), r["points"])
+    return t
+
+
+MAX_PROCESSOR_POINTS = 12  # columns of two: wider than this, the machines x workloads table says it better
+
+
+def processor_tables(doc: dict) -> list[Table]:
+    """Seed 004's table 1, per experiment with a few points: processors as rows; per
+    workload point, cycles per unit and % of the best processor at equal clock."""
+    machines = list(dict.fromkeys(x["machine"] for x in doc["machines"]))
+    if len(machines) < 2:
+        return []
+    by_exp: dict[str, list[dict]] = defaultdict(list)
+    for r in doc["machine_table"]:
+        if r["cycles_per_unit"]:
+            by_exp[r["experiment"]].append(r)
+    out = []
+    for exp, rows in by_exp.items():
+        seen: dict[tuple, set[str]] = defaultdict(set)
+        for r in rows:
+            seen[(r["workload"], r["variant"], fmt_params(r["params"], r["workload"]))].add(r["machine"])
+        points = sorted(pt for pt, ms in seen.items() if len(ms) > 1)  # a row is a comparison of processors
+        if not 1 <= len(points) <= MAX_PROCESSOR_POINTS:
+            continue
+        at = {(r["machine"], r["workload"], r["variant"], fmt_params(r["params"], r["workload"])): r for r in rows}
+        names = ["processor"]
+        for w, v, ps in points:
+            names += [f"{w} {v} {'' if ps == '-' else ps} cycles/unit".replace("  ", " "), "% of max"]
+        t = Table("processors", f"{exp}: processors as rows, cycles per unit and % of the best at equal clock "
+                                "(seed 004's table 1)", columns(*names))
+        for m in machines:
+            cells: list[Any] = [m]
+            for pt in points:
+                r = at.get((m, *pt))
+                best = min(x["cycles_per_unit"] for (_, *q), x in at.items() if tuple(q) == pt)
+                cells += [Cell(r and r["cycles_per_unit"]),
+                          Cell(r and best / r["cycles_per_unit"], f"{100 * best / r['cycles_per_unit']:.0f}%" if r else "-")]
+            t.add(*cells)
+        out.append(t)
+    return out
 
 
 def run_comparison_table(doc: dict) -> Table:
