@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,9 +29,9 @@ TESTS = Path(__file__).resolve().parent
 START_TIMEOUT_S = 60
 
 
-def start(args: list[str], log: Path) -> subprocess.Popen:
+def start(args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
     # Workers import this module to run its jobs: tests/ is on their path.
-    env = {**os.environ, "PYTHONPATH": f"{SRC}:{TESTS}"}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": f"{SRC}:{TESTS}"}
     with open(log, "w") as f:
         return subprocess.Popen([sys.executable, "-m", "cpulab.cli", *args], stdout=f, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
@@ -318,3 +319,64 @@ def test_a_cluster_without_dask_is_one_line():
         assert p.returncode == 2 and "Traceback" not in p.stderr
         assert p.stderr.strip().splitlines() == ["cpulab: error: clusters need dask.distributed: "
                                                  "pip install 'cpulab[distributed]'"]
+
+
+ECHO_C = r"""
+#include <stdio.h>
+int main(int argc, char **argv) {
+    FILE *f = fopen(argv[1], "rb");
+    if (!f) return 3;
+    printf("%s\n%s\n", argv[0], argv[1]);
+    return fclose(f);
+}
+"""
+
+
+def test_programs_are_built_and_run_on_each_worker_with_its_own_paths(tmp_path):
+    """Seed 002 on a cluster: each worker is sent the source, builds it with its own
+    compilers into its own cache, makes its own input file and runs it there.  The check
+    run's stdout is the program's own path and its input's: both must be the worker's."""
+    if not shutil.which("make"):
+        pytest.skip("install make")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "echo.c").write_text(ECHO_C)
+    (src / "Makefile").write_text("echo: echo.c\n\t$(CC) $(CFLAGS) -o echo echo.c\n")
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'name = "echo"\nprocesses = 3\nbudget = 0\n[program.echo]\nsource = "{src}"\n'
+                    'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/echo {file}"\n'
+                    'check = { exit = 0, stdout_regex = "workers/.*\\n.*workers/" }\n'
+                    '[program.echo.inputs]\nfile = { random_file = ["4K"] }\n'
+                    '[[experiment]]\nname = "echo"\nworkloads = ["echo"]\nvariants = ["O2", "O1"]\n')
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = [start(["scheduler", "--host", "127.0.0.1", "--port", "0"], logs / "scheduler.log")]
+    client_env = {"CPULAB_CACHE_DIR": str(tmp_path / "client-cache")}
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (address := _scheduler_address(logs / "scheduler.log")):
+            assert time.monotonic() < deadline and procs[0].poll() is None, (logs / "scheduler.log").read_text()
+            time.sleep(0.2)
+        for name in ("alpha", "beta"):
+            own = {"CPULAB_CACHE_DIR": str(tmp_path / "workers" / name), "XDG_DATA_HOME": str(tmp_path / name)}
+            procs.append(start(["worker", address, "--name", name], logs / f"{name}.log", own))
+        client = fleet.connect(address, None)
+        try:
+            client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+        finally:
+            client.close(timeout=5)
+        p = cpulab("run", str(plan), "--cluster", address, "--json", db=tmp_path / "db.sqlite", timeout=300,
+                   env=client_env)
+        assert p.returncode == 0, p.stderr + "".join(f.read_text() for f in logs.iterdir())
+    finally:
+        for proc in procs:
+            stop(proc)
+    doc = json.loads(p.stdout)
+    assert {(r["machine"], r["variant"], r["status"]) for r in doc["results"]} == \
+        {(m, v, "ok") for m in ("alpha", "beta") for v in ("O2", "O1")}
+    store = Store(tmp_path / "db.sqlite")
+    for m in doc["machines"]:  # each machine's own build, in its own cache
+        builds = store.analyses(m["run_id"], "program-build")
+        assert len(builds) == 2 and all(b["data"]["tree"].startswith(str(tmp_path / "workers" / m["machine"]))
+                                        for b in builds)
+    assert not (tmp_path / "client-cache" / "programs").exists()  # nothing was built on the client

@@ -21,6 +21,7 @@ anyone untrusted reach the scheduler.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import os
@@ -30,6 +31,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from distributed import Client, KilledWorker, Nanny, Scheduler, Security, get_worker
 from distributed.client import FutureCancelledError
@@ -38,13 +40,17 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from cpulab import machine, workloads
 from cpulab.build import artifacts
 from cpulab.build.artifacts import Built
+from cpulab.build.inputs import input_file
+from cpulab.build.programs import ProgramBuild, built_here, packed_source, source_hash, unpacked_source
 from cpulab.measure import execute, probes
 from cpulab.measure import runner as run
-from cpulab.measure.session import recorded_run
 from cpulab.measure.execute import Outcome
+from cpulab.measure.processes import ProcessJob, evict, launcher
+from cpulab.measure.session import recorded_run
 from cpulab.model import Status
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
+from cpulab.plan.programs import Program
 from cpulab.store.db import Store
 
 POLL_S = 1.0  # how often a waiting client thread checks that its machine and scheduler are still there
@@ -138,11 +144,20 @@ def _on_worker_build(wname: str, digest: str, v: toolchain.Variant) -> dict:
     return run.build_variant(w, v).as_dict()
 
 
+def _on_worker_build_program(p: Program, v: toolchain.Variant, digest: str, source: bytes) -> dict:
+    """Build a program from the source the client sent, with this machine's compilers,
+    into this machine's cache: the paths in the build are this machine's."""
+    here = dataclasses.replace(p, source=str(unpacked_source(source, digest)), sources={})
+    return built_here(here, v).as_dict()
+
+
 def _on_worker_prepare(wname: str, params: dict[str, str]) -> dict[str, str]:
     return run.LocalSite(execute.default_executor()).prepare(workloads.get(wname), params)
 
 
 def _on_worker_execute(job: execute.Job) -> Outcome:
+    if isinstance(job, ProcessJob):  # the client named its own launcher: run this machine's
+        job = dataclasses.replace(job, launcher=launcher())
     return execute.default_executor().execute(job)
 
 
@@ -220,6 +235,20 @@ class MachineSite:
             return Built.from_dict(self._call(_on_worker_build, w.name, source_digest(w), v))
         except MachineGone as e:
             return Built(Status.LOST, str(e))
+
+    def build_program(self, p, v):
+        source = Path(p.source_for(v.name))
+        try:
+            return ProgramBuild.from_dict(self._call(_on_worker_build_program, p, v, source_hash(source)[:24],
+                                                     packed_source(source)))
+        except MachineGone as e:
+            return ProgramBuild(Status.LOST, "", "", [], "", error=str(e))
+
+    def input_file(self, size):
+        return self._call(input_file, size)  # made there, after checking its free disk
+
+    def evict(self, files):
+        return self._call(evict, files)
 
     def prepare(self, w, params):
         return self._call(_on_worker_prepare, w.name, params)

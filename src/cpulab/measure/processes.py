@@ -157,7 +157,7 @@ def _fail(store: Store, t: ProcessTarget, status: str, error: str) -> None:
     store.set_status(t.result_id, status, error)
 
 
-def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Rounds) -> Outcome | None:
+def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Rounds, evict) -> Outcome | None:
     """Prepare commands, eviction, then one run of the command; None if preparing failed."""
     for p in t.prepare:
         out = _run(executor, t, p, Check(), False, how.timeout)
@@ -170,10 +170,11 @@ def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Ro
 
 
 def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: Schedule,
-            executor: Executor | None = None, progress=None, rng: random.Random | None = None) -> None:
+            executor: Executor | None = None, progress=None, rng: random.Random | None = None, evict=evict) -> None:
     """Check each target once (output kept), warm it up, then time it in the one rounds
     loop (rounds.measure_rounds): in each round a point's commands run back to back in
-    random order, so A and B are timed seconds apart at most."""
+    random order, so A and B are timed seconds apart at most.  `evict(files)` empties
+    the page cache where the processes run, before each cold run."""
     executor = executor or LocalExecutor()
     rng = rng or random.Random()
     progress = progress or QuietProgress()
@@ -189,7 +190,7 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: S
     for _ in range(how.warmup):
         for t in rng.sample(live, len(live)):
             if t.live:
-                out = _prepare_and_run(store, executor, t, how)
+                out = _prepare_and_run(store, executor, t, how, evict)
                 if out is not None and out.status != Status.OK:
                     _fail(store, t, out.status, out.error)
                 progress.advance(f"warm-up  {t.label}")
@@ -197,7 +198,7 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: S
     def run_round(k: tuple, order: list[ProcessTarget]) -> float:
         seconds = 0.0
         for t in order:
-            out = _prepare_and_run(store, executor, t, how)
+            out = _prepare_and_run(store, executor, t, how, evict)
             if out is None:
                 continue
             seconds += out.process.wall_s if out.process else 0.0

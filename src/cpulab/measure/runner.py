@@ -20,14 +20,18 @@ from typing import Protocol
 from cpulab import stats, workloads
 from cpulab.build import artifacts, emulation
 from cpulab.build.artifacts import Built
+from cpulab.build.inputs import input_file
+from cpulab.build.programs import ProgramBuild, built_here
 from cpulab.estimates import against_name
 from cpulab.measure import probes, programs
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
+from cpulab.measure.processes import evict
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
 from cpulab.model import Status
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
+from cpulab.plan.programs import Program
 from cpulab.store.db import SIGNALS, Store
 
 
@@ -50,14 +54,18 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
 
 
 class Site(Protocol):
-    """Where a plan meets a machine: its identity, its builds, its data files, its
-    measured processes (`executor`) and its probe tables.  LocalSite is this machine;
-    cluster.MachineSite is a worker of a cluster."""
+    """Where a plan meets a machine: its identity, its builds (kernels and programs), its
+    data files, its page cache, its measured processes (`executor`) and its probe tables.
+    LocalSite is this machine; cluster.MachineSite is a worker of a cluster, which is sent
+    a program's source and builds it, makes its inputs and runs it with its own paths."""
     executor: Executor
 
     def identity(self, timer: str) -> dict: ...
     def compiler_version(self, v: toolchain.Variant) -> str: ...
     def build(self, w: workloads.Workload, v: toolchain.Variant) -> Built: ...
+    def build_program(self, p: Program, v: toolchain.Variant) -> ProgramBuild: ...
+    def input_file(self, size: int) -> str: ...
+    def evict(self, files: list[str]) -> str: ...
     def prepare(self, w: workloads.Workload, params: dict[str, str]) -> dict[str, str]: ...
     def probe_table(self, name: str, timer: str): ...
 
@@ -74,6 +82,15 @@ class LocalSite:
 
     def build(self, w, v):
         return build_variant(w, v)
+
+    def build_program(self, p, v):
+        return built_here(p, v)
+
+    def input_file(self, size):
+        return input_file(size)
+
+    def evict(self, files):
+        return evict(files)
 
     def prepare(self, w, params):
         return _prepare_params(w, params)
@@ -100,7 +117,8 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
         targets = _build_all(plan, store, run_id, progress, site) if resume is None else \
             _unfinished(plan, store, run_id, progress)
         _measure(plan, store, targets, site, progress, rng)
-        _measure_programs(plan, store, run_id, site.executor, progress, rng)
+        if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
+            programs.run_in_plan(plan, store, run_id, site, progress, rng)
         made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
         tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
         progress.phase("tables", len(tables))
@@ -108,13 +126,6 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
             store.add_analysis(run_id, probes.get(name).kind, site.probe_table(name, plan.timer), key=name)
             progress.advance(name)
     return run_id
-
-
-def _measure_programs(plan: Plan, store: Store, run_id: int, executor: Executor, progress: Progress,
-                      rng: random.Random) -> None:
-    """[program.NAME] workloads: built from their own source trees, timed as whole processes."""
-    if plan.programs:
-        programs.run_in_plan(plan, store, run_id, executor, progress, rng)
 
 
 def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
