@@ -1,9 +1,14 @@
 """TLB geometry from CPUID register fixtures, and matching memlat steps to causes."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+
+import pytest
 
 from cpulab.analysis import steps
+from cpulab.analysis.cache_levels import detect_levels
 from cpulab.machine import tlb
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -69,23 +74,23 @@ def test_steps_matched_to_cache_tlb_and_unexplained():
     stride = [level(4 * KiB, 256 * KiB, 384 * KiB, 1.5), level(384 * KiB, 3 * MiB, 4 * MiB, 3),
               level(4 * MiB, 64 * MiB, None, 5, True)]
     got = steps.explain_steps(line, CACHES, [], huge, stride)
-    assert [s["cause"] for s in got] == ["cache", "TLB", "cache", "unexplained"]
+    assert [s["cause"] for s in got] == ["capacity", "TLB", "capacity", "effective capacity"]
     assert got[0]["matches"] == ["L1d 48 KiB"] and got[0]["huge_pages_keep_it"] is True
     assert got[1]["huge_pages_keep_it"] is False and "64 pages" in got[1]["matches"][0]
-    assert got[3]["nearest"][0] == "L2 2 MiB"
+    assert got[3]["matches"] == ["L3 32 MiB"] and got[3]["nearest"][0] == "L2 2 MiB"
     text = steps.describe_steps(got)
-    assert "unexplained" in text and "the TLB's" in text
+    assert "effective capacity" in text and "the TLB's" in text
 
 
 def test_cpuid_tlb_and_cache_at_one_edge_resolved_by_huge_pages():
     tl = [tlb.tlb(2, "unified", 4 * KiB, 512, 8, "fixture")]  # reach 2 MiB = the L2's size
     line = [level(64 * KiB, 2 * MiB, 3 * MiB, 5), level(3 * MiB, 8 * MiB, None, 20, True)]
     both = steps.explain_steps(line, CACHES, tl)[0]
-    assert both["cause"] == "cache and TLB" and both["huge_pages_keep_it"] is None
+    assert both["cause"] == "capacity or TLB" and both["huge_pages_keep_it"] is None
     gone = steps.explain_steps(line, CACHES, tl, huge_levels=[level(64 * KiB, 8 * MiB, None, 5, True)])[0]
     assert gone["cause"] == "TLB"
     kept = steps.explain_steps(line, CACHES, tl, huge_levels=line)[0]
-    assert kept["cause"] == "cache"
+    assert kept["cause"] == "capacity"
 
 
 def test_pagestride_cache_step_is_not_a_tlb():
@@ -93,3 +98,39 @@ def test_pagestride_cache_step_is_not_a_tlb():
                                              level(192 * MiB, 256 * MiB, None, 9, True)], CACHES)
     assert tlbs == [] and caches[0]["cache"] == "L2 2 MiB"
     assert math.isclose(caches[0]["size_bytes"] * 64 / 4096, 2 * MiB)
+
+
+def test_a_step_between_caches_that_no_size_explains_is_said_so_with_the_nearest():
+    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 200 * KiB, 260 * KiB, 5),
+            level(260 * KiB, 2 * MiB, 3 * MiB, 8), level(3 * MiB, 64 * MiB, None, 90, True)]
+    got = steps.explain_steps(line, CACHES, [], huge_levels=line)
+    assert got[1]["cause"] == "unexplained" and got[1]["nearest"][0] == "L1d 48 KiB"
+    assert "nearest candidates" in steps.describe_steps(got)
+
+
+def test_a_gradual_step_below_a_capacity_is_conflicts():
+    line = [level(1 * KiB, 300 * KiB, 1700 * KiB, 4), level(1700 * KiB, 16 * MiB, 24 * MiB, 14),
+            level(24 * MiB, 64 * MiB, None, 90, True)]
+    caches = [{"level": 2, "type": "Unified", "size_bytes": 1 * MiB, "name": "L2 1 MiB"}, *CACHES[2:]]
+    assert steps.explain_steps(line, caches, [], huge_levels=line)[0]["cause"] == "conflicts"
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "memlat"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_stored_curves_have_every_step_explained(name):
+    """Curves measured on real hosts (a fixture per host met): every step is explained by
+    what the machine reports: its L1d and L2 capacities, and the last step below the
+    reported L3 (a shared cache) as effective capacity; nothing is left unexplained."""
+    d = json.loads((FIXTURES / name).read_text())
+    curves = [{"series": c["series"], "points": [], "levels": detect_levels(
+        [(s, ns, cyc if cyc is not None else math.nan) for s, ns, cyc in c["points"]], d["caches"])}
+        for c in d["curves"]]
+    got = steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"]
+    assert all(s["cause"] != "unexplained" for s in got), steps.describe_steps(got)
+    l1 = next(c["name"] for c in d["caches"] if c["level"] == 1 and c["type"] == "Data")
+    assert got[0]["cause"] == "capacity" and got[0]["matches"] == [l1]
+    l2 = next(c["name"] for c in d["caches"] if c["level"] == 2)
+    assert any(s["cause"] in ("capacity", "conflicts") and l2 in s["matches"] for s in got)
+    assert got[-1]["cause"] in ("capacity", "effective capacity") and "L3" in got[-1]["matches"][0]

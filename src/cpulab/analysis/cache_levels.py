@@ -40,6 +40,13 @@ AGREE_FACTOR = 1.5               # an edge within this factor of an OS cache siz
 MIN_SIGMA = 0.01                 # noise floor (1 %) so clean synthetic curves stay sane
 
 
+def near_step(edge: float, upper: float | None, size: float) -> bool:
+    """A size explains a step that leaves its plateau at `edge` and reaches the next at
+    `upper` when it lies in that ramp, give or take AGREE_FACTOR (the one rule for the
+    levels of a curve and the steps explained from them)."""
+    return edge / AGREE_FACTOR <= size <= (upper or edge) * AGREE_FACTOR
+
+
 def data_caches(os_caches: Iterable[dict]) -> list[dict]:
     """The caches loads go through (Data and Unified), smallest first."""
     return sorted((c for c in os_caches if c.get("type") in ("Data", "Unified")),
@@ -198,7 +205,7 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
                 level["matches"] = "memory"
         elif caches:
             best = min(caches, key=lambda c: abs(math.log(edge / c["size_bytes"])))
-            if abs(math.log(edge / best["size_bytes"])) <= math.log(AGREE_FACTOR):
+            if near_step(edge, level["next_bytes"], best["size_bytes"]):
                 level["matches"] = best["name"]
             else:
                 level["agrees"] = False

@@ -1,5 +1,14 @@
-"""Why each memlat step is where it is: a cache level, a TLB running out of reach, both,
-or unexplained (with the nearest candidates).
+"""Why each memlat step is where it is.  Each step of the 4 KiB line chase is one of:
+
+* `capacity`: a reported cache's size lies in the step;
+* `conflicts`: a gradual step that ends at a cache's size but begins well below it (page
+  placement against the cache's associativity: seed 003's gradual step);
+* `effective capacity`: a sharp step to memory that stays with huge pages, well below the
+  last cache the machine reports: the cache is shared (other tenants, other cores), and
+  the size measured is what this process gets;
+* `TLB`: a TLB's reach lies in the step and huge pages remove or move it;
+* `unexplained`, said so with the nearest candidates.
+The last plateau beyond every cache is memory (analysis.cache_levels).
 
 Evidence, from the curves of one memlat run or several (analysis.sweeps.memlat_curves):
 * the line chase with 4 KiB pages (mode=random pages=4k): the steps to explain;
@@ -17,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from cpulab.analysis.cache_levels import AGREE_FACTOR, data_caches, human_bytes
+from cpulab.analysis.cache_levels import AGREE_FACTOR, data_caches, human_bytes, near_step
 
 LINE = 64
 PAGE = 4096
@@ -60,17 +69,38 @@ def candidates(os_caches: list[dict], tlbs: list[dict], measured_tlbs: list[dict
     return out
 
 
-def _near(edge: float, upper: float | None, size: float) -> bool:
-    lo, hi = edge / AGREE_FACTOR, (upper or edge) * AGREE_FACTOR
-    return lo <= size <= hi
-
-
 def _huge_keeps(edge: float, upper: float | None, huge_levels: list[dict] | None) -> bool | None:
     """True if the huge-page curve steps near this edge too, False if not, None if unmeasured."""
     if huge_levels is None:
         return None
-    return any(_near(edge, upper, lv["size_bytes"]) or (lv["next_bytes"] and _near(edge, upper, lv["next_bytes"]))
+    return any(near_step(edge, upper, lv["size_bytes"]) or (lv["next_bytes"] and near_step(edge, upper, lv["next_bytes"]))
                for lv in _closed(huge_levels))
+
+
+GRADUAL = 2.0  # a step whose ramp spans more than this factor of sizes is gradual
+
+
+def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool | None, os_caches: list[dict],
+             last: bool) -> tuple[str, list[dict]]:
+    """The cause of one step (see the module's docstring) and the candidates that say so."""
+    caches = [c for c in matched if c["kind"] == "cache"]
+    tlbs = [c for c in matched if c["kind"] == "TLB"]
+    if tlbs and (keeps is False or not caches):
+        if keeps is not True:
+            return "TLB", tlbs
+        tlbs = []  # huge pages keep the step: it is no TLB's
+    if caches and tlbs and keeps is None:
+        return "capacity or TLB", caches + tlbs  # no huge-page curve to tell them apart
+    if caches:
+        c = caches[0]
+        gradual = upper is not None and upper > GRADUAL * edge
+        if gradual and edge < c["bytes"] / AGREE_FACTOR:
+            return "conflicts", caches
+        return "capacity" if keeps is not False else "TLB", caches
+    larger = [c for c in data_caches(os_caches) if c["size_bytes"] > (upper or edge) * AGREE_FACTOR]
+    if last and larger and keeps is not False:
+        return "effective capacity", [{"kind": "cache", "name": larger[-1]["name"], "bytes": larger[-1]["size_bytes"]}]
+    return ("TLB", []) if keeps is False else ("unexplained", [])
 
 
 def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dict] = (),
@@ -83,21 +113,27 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
     for k, lv in enumerate(closed):
         edge, upper = lv["size_bytes"], lv["next_bytes"]
         after = line_levels[line_levels.index(lv) + 1]
-        matched = [c for c in cands if _near(edge, upper, c["bytes"])]
-        kinds = {c["kind"] for c in matched}
+        matched = [c for c in cands if near_step(edge, upper, c["bytes"])]
         keeps = _huge_keeps(edge, upper, huge_levels)
-        if kinds == {"cache", "TLB"}:
-            cause = "cache" if keeps else "TLB" if keeps is False else "cache and TLB"
-        elif kinds:
-            cause = kinds.pop()
-        else:
-            cause = "TLB" if keeps is False else "unexplained"
+        cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
                     "matches": [c["name"] for c in matched], "nearest": [c["name"] for c in nearest],
                     "huge_pages_keep_it": keeps})
     return out
+
+
+CAUSE_WORDS = {
+    "capacity": "capacity of {matches}.",
+    "conflicts": "conflicts below the capacity of {matches}: the step begins well before the cache is full "
+                 "(page placement against its associativity).",
+    "effective capacity": "effective capacity: this process gets about {edge} of the {matches} reported "
+                          "(a cache shared with other tenants or cores).",
+    "TLB": "TLB reach ({matches}).",
+    "capacity or TLB": "capacity or TLB reach ({matches}): a huge-page curve would tell which.",
+    "unexplained": "unexplained; nearest candidates {nearest}.",
+}
 
 
 def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
@@ -113,10 +149,8 @@ def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
         if not (math.isnan(s["from_cycles"]) or math.isnan(s["to_cycles"])):
             lat += f" ({s['from_cycles']:.0f} -> {s['to_cycles']:.0f} cycles)"
         text = f"Step at {where}, {lat}: "
-        if s["cause"] == "unexplained":
-            text += f"unexplained; nearest candidates {', '.join(s['nearest'])}."
-        else:
-            text += f"{s['cause']} ({', '.join(s['matches']) or 'no size candidate'})."
+        text += CAUSE_WORDS[s["cause"]].format(matches=", ".join(s["matches"]) or "no size candidate",
+                                               nearest=", ".join(s["nearest"]), edge=where)
         if s["huge_pages_keep_it"] is True:
             text += " With huge pages the step stays: not a TLB's."
         elif s["huge_pages_keep_it"] is False:

@@ -15,7 +15,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from cpulab.machine.tlb import read_tlbs
+from cpulab.machine.tlb import known_core_tlbs, read_tlbs
 from cpulab.params import ParamError, human_bytes, parse_size
 
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -94,6 +94,15 @@ def caches() -> list[dict]:
 def tlbs() -> dict:
     """TLB geometry (machine/tlb.py): {"tlbs": [...], "source": where from, or why unknown}."""
     found, source = read_tlbs(cpuinfo_text=_read("/proc/cpuinfo"))
+    if not found:
+        info = cpuinfo()
+        try:
+            known, why = known_core_tlbs(info.get("vendor_id", ""), int(info.get("cpu family", "-1")),
+                                         int(info.get("model", "-1")))
+        except ValueError:
+            known = []
+        if known:
+            found, source = known, f"{why}; {source}"
     return {"tlbs": found, "source": source}
 
 
