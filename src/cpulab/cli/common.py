@@ -79,6 +79,10 @@ def processes_option(**kw):
                         help="Processes per result, in interleaved rounds (--runs: deprecated alias).", **kw)
 
 
+grid_option = click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default="quick",
+                           help="quick or full: the default sizes and page modes (--profile: its old name).")
+
+
 def tls_options(f):
     """--tls-ca/--tls-cert/--tls-key: all three turn on TLS for every cluster connection."""
     for name, what in (("--tls-key", "this end's private key"), ("--tls-cert", "this end's certificate"),

@@ -8,7 +8,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from cpulab import analysis, machine, params
-from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out, processes_option, size_option
+from cpulab.cli.common import (
+    db_option, emit_json, fail, grid_option, json_option, open_store, out, processes_option, size_option
+)
 from cpulab.cli.run import execute, sweep_plan
 from cpulab.report.terminal import print_analysis
 from cpulab.workloads.memory import memlat_sizes, page_colours
@@ -24,8 +26,7 @@ from cpulab.workloads.memory import memlat_sizes, page_colours
               help="Instead: arbitrary against colour-balanced pages at 0.5-1.25x the L2 and L3 sizes (root).")
 @click.option("--variant", default="O2", show_default=True)
 @processes_option(default=3, show_default=True, most=100)
-@click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default="quick",
-              help="quick or full: the default sizes and page modes (--profile: its old name).")
+@grid_option
 @db_option
 @json_option
 def memlat(pages, mode, max_size, per_octave, colour, variant, processes, grid, db, as_json):
@@ -114,8 +115,7 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
 @click.option("--per-octave", type=click.IntRange(1, 16), default=1, show_default=True)
 @click.option("--variant", default="O3-native", show_default=True)
 @processes_option(default=3, show_default=True, most=100)
-@click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default="quick",
-              help="quick or full: the default sizes and page modes (--profile: its old name).")
+@grid_option
 @db_option
 @json_option
 def bandwidth(ops, max_size, per_octave, variant, processes, grid, db, as_json):

@@ -169,15 +169,15 @@ def import_(file, fmt, variant, db, as_json):
     """Add a run to the store: one exported by cpulab (once), or another tool's results."""
     path = Path(file)
     try:
-        tool = fmt if fmt != "auto" else foreign.detect(foreign.read_json(path))
+        tool = fmt if fmt != "auto" else foreign.detect(exchange.read_json(path))
         if tool is None:
             fail(f"{path}: not a result file of cpulab, {', '.join(foreign.TOOLS)} (give --format)")
         if tool == "cpulab":
             ids = exchange.import_document(open_store(db), exchange.read_document(path))
         else:
-            parsed = foreign.parse(foreign.read_json(path), tool, path, variant)
+            parsed = foreign.parse(exchange.read_json(path), tool, path, variant)
             ids = [(foreign.import_parsed(open_store(db), parsed, sys.argv), True)]
-    except (exchange.RunFileError, foreign.ForeignFileError) as e:
+    except exchange.RunFileError as e:  # foreign's errors are RunFileErrors too
         fail(str(e))
     if as_json:
         emit_json([{"run_id": rid, "added": added} for rid, added in ids])

@@ -183,18 +183,29 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
 
 def read_document(path: Path) -> DocumentRecord:
     """Parse and check a run file; RunFileError with one line naming the file and where."""
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise RunFileError(f"{path}: not a cpulab run file (want a JSON object)")
+    return validated(DocumentRecord, raw, path)
+
+
+def read_json(path: Path):
+    """A JSON document of at most MAX_FILE_BYTES (no NaN or infinities), or RunFileError."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise RunFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MB: not a cpulab run file")
+            raise RunFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MB")
         raw = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_reject_constant)
     except OSError as e:
         raise RunFileError(f"{path}: {e.strerror or e}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise RunFileError(f"{path}: not JSON ({str(e).splitlines()[0][:200]})") from None
-    if not isinstance(raw, dict):
-        raise RunFileError(f"{path}: not a cpulab run file (want a JSON object)")
+    return raw
+
+
+def validated(model: type[BaseModel], raw, path: Path):
+    """raw checked against a pydantic model, or RunFileError naming the first field at fault."""
     try:
-        return DocumentRecord.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"]) or "document"

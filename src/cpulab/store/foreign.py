@@ -28,20 +28,20 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from cpulab.model import Status
 from cpulab.store.db import Store
+from cpulab.store.exchange import RunFileError, validated
 
 TOOLS = ("hyperfine", "gbench", "pyperf")
-MAX_FILE_BYTES = 1 << 30
 UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
-class ForeignFileError(Exception):
+class ForeignFileError(RunFileError):
     """The file is not a result file of a tool cpulab reads; the message names where."""
 
 
@@ -107,26 +107,6 @@ def detect(doc) -> str | None:
     return None
 
 
-def read_json(path: Path):
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ForeignFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise ForeignFileError(f"{path}: {e.strerror or e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ForeignFileError(f"{path}: not JSON ({e})") from None
-
-
-def _checked(model: type[BaseModel], doc, path: Path):
-    try:
-        return model.model_validate(doc)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "document"
-        raise ForeignFileError(f"{path}: {where}: {err['msg']}") from None
-
-
 # A parsed file, ready to write: the plan record and, per result, what add_result and
 # add_invocation take.
 Parsed = tuple[dict, dict, list[dict]]
@@ -135,11 +115,11 @@ Parsed = tuple[dict, dict, list[dict]]
 def parse(doc, tool: str, path: Path, variant: str | None = None) -> Parsed:
     """(plan, fingerprint, results) of a tool's document, or ForeignFileError."""
     if tool == "hyperfine":
-        return _hyperfine(_checked(HyperfineFile, doc, path))
+        return _hyperfine(validated(HyperfineFile, doc, path))
     if tool == "gbench":
-        return _gbench(_checked(GbenchFile, doc, path), variant or "gbench", path)
+        return _gbench(validated(GbenchFile, doc, path), variant or "gbench", path)
     if tool == "pyperf":
-        return _pyperf(_checked(PyperfFile, doc, path), variant or "pyperf", path)
+        return _pyperf(validated(PyperfFile, doc, path), variant or "pyperf", path)
     raise ForeignFileError(f"{path}: not a result file of {', '.join(TOOLS)} (or cpulab's own)")
 
 
