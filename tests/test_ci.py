@@ -61,13 +61,13 @@ def test_a_known_regression_fails_the_gate_and_says_so(cli, tmp_path):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
     subprocess.run([*git, "init", "-q"], check=True)
     (repo / "Makefile").write_text("toy: toy.c\n\t$(CC) $(CFLAGS) -o toy toy.c\n")
-    for tag, work in (("fast", 5_000_000), ("slow", 6_500_000)):  # 30% more work: clear on any host
+    for tag, work in (("fast", 4_000_000), ("slow", 8_000_000)):  # twice the work: clear on any host
         (repo / "toy.c").write_text(TOY_C.format(work=work))
         subprocess.run([*git, "add", "."], check=True)
         subprocess.run([*git, "commit", "-qm", tag], check=True)
         subprocess.run([*git, "tag", tag], check=True)
     plan = tmp_path / "plan.toml"
-    plan.write_text(f'name = "toy"\nprocesses = 8\nbudget = 0\n[program.toy]\nsource = "{repo}"\n'
+    plan.write_text(f'name = "toy"\nprocesses = 10\nbudget = 30\n[program.toy]\nsource = "{repo}"\n'
                     'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/toy"\n'
                     '[[experiment]]\nname = "toy"\nworkloads = ["toy"]\nvariants = ["O2"]\n')
     summary = tmp_path / "summary.md"
