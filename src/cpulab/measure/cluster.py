@@ -5,7 +5,7 @@ and `machine-NAME=1`.  Every task cpulab sends asks for `machine-NAME`, so a mac
 runs one thing at a time (a build, a data file, one measured process) and never two
 measurements at once, while machines run in parallel.
 
-The client drives each machine from its own thread through run.run_plan with a
+The client drives each machine from its own thread through runner.run_plan with a
 MachineSite: the plan's rounds are exactly a local run's, but the fingerprint, the
 builds (from the worker's own copy of the sources, with its own compilers, through its
 own artifact cache), the data files, the measured processes and the probe tables all

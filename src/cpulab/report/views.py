@@ -197,7 +197,7 @@ def processor_tables(doc: dict) -> list[Table]:
 
 
 def run_comparison_table(doc: dict) -> Table:
-    """One run against another (machines.compare_runs): B's rate over A's at each point."""
+    """One run against another (analysis.between_runs.compare_runs): B's rate over A's at each point."""
     a, b = doc["a"], doc["b"]
     t = Table("run comparison", f"run {b['run_id']} ({b['machine'] or b['machine_id']}) against run {a['run_id']} "
                                 f"({a['machine'] or a['machine_id']})",
