@@ -1,5 +1,6 @@
 """The runner: failures are kept per variant, identical code is found, Ctrl-C, SIGTERM and
 SIGHUP keep data, a killed run reads as interrupted and --resume completes it."""
+import dataclasses
 import json
 import os
 import signal
@@ -298,3 +299,22 @@ def cli_json(db, *args) -> str:
     p = cpulab(*args, "--json", db=db, timeout=120)
     assert p.returncode == 0, p.stderr
     return p.stdout
+
+
+def test_a_probe_table_that_fails_is_recorded_and_the_run_is_kept(tmp_path, monkeypatch):
+    """A crashing probe fails alone: its table says why, the run ends done with its results."""
+    from cpulab.measure import probes
+    from cpulab.report.views import analysis_tables
+
+    def crash(**_):
+        raise probes.ProbeError("crash: killed by SIGKILL")
+    probe = probes.get("seed004-table3")
+    monkeypatch.setitem(probes.registry(), "seed004-table3", dataclasses.replace(probe, measure=crash))
+    p = make_plan(["sha256"], ["O2"], {"sha256": {"size": ["1024"]}})
+    p.probe_tables = ["seed004-table3"]
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store)
+    assert store.run(run_id)["status"] == "done" and store.results(run_id)[0]["status"] == "ok"
+    (a,) = store.analyses(run_id, probe.kind)
+    assert a["data"] == {"status": "failed", "error": "crash: killed by SIGKILL"}
+    assert "crash: killed by SIGKILL" in analysis_tables(a["kind"], a["data"])[0].title

@@ -123,8 +123,12 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
         tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
         progress.phase("tables", len(tables))
         for name in tables:
-            store.add_analysis(run_id, probes.get(name).kind, site.probe_table(name, plan.timer), key=name)
-            progress.advance(name)
+            try:
+                data = site.probe_table(name, plan.timer)
+            except probes.ProbeError as e:  # a probe that crashes or hangs fails alone; the run is kept
+                data = {"status": "failed", "error": str(e)}
+            store.add_analysis(run_id, probes.get(name).kind, data, key=name)
+            progress.advance(name + (f": {data['error']}" if "error" in data else ""))
     return run_id
 
 

@@ -491,6 +491,8 @@ ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
 def analysis_tables(kind: str, data: Any) -> list[Table]:
     """The tables of a stored analysis; a kind this version cannot draw says so."""
     view = ANALYSIS_VIEWS.get(kind)
+    if isinstance(data, dict) and "error" in data and "status" in data:  # a probe table that failed or was lost
+        return [Table(kind, f"{kind}: {data['status']}: {data['error']}", columns("analysis"))]
     if view is None:
         return [Table(kind, f"{kind}: stored, but this version of cpulab has no view of it", columns("analysis"))]
     return view(data)
