@@ -378,29 +378,78 @@ def test_memlat_colour_without_root_notes_unknown_and_skips_balanced(memlat, tmp
     assert r["error"] == "page colour needs root (/proc/self/pagemap PFNs)"
 
 
-def test_memlat_colour_command_rows(tmp_path, monkeypatch):
-    """memlat --colour, on two small made-up caches: every row measured, both sides."""
-    import json
+def _sysfs_cache(level: int) -> dict | None:
+    return next((c for c in os_cache_sizes() if c["level"] == level and c["type"] != "Instruction" and c["ways"]), None)
 
-    from click.testing import CliRunner
-    from cpulab.cli import memory
-    from cpulab.cli.main import cli
-    fake = [{"level": 2, "type": "Unified", "size_bytes": 64 * KiB, "ways": 4, "name": "L2 64 KiB"},
-            {"level": 3, "type": "Unified", "size_bytes": 256 * KiB, "ways": 8, "name": "L3 256 KiB"}]
-    monkeypatch.setattr(memory.machine, "os_cache_sizes", lambda: fake)
-    monkeypatch.setenv("CPULAB_DB", str(tmp_path / "db.sqlite"))
-    res = CliRunner().invoke(cli, ["memlat", "--colour", "--processes", "1", "--json"])
-    assert res.exit_code == 0, res.output
-    rows = json.loads(res.output)["rows"]
-    assert [(r["cache"], r["size"]) for r in rows] == [
-        (c["name"], int(c["size_bytes"] * f) // 4096 * 4096) for c in fake for f in memory.COLOUR_FRACTIONS]
-    assert [r["colours"] for r in rows] == [4] * 4 + [8] * 4
+
+@pytest.mark.parametrize("cache, pct", [("L1d", 50), ("L2", 75), ("L3", 10)])
+def test_memlat_cache_fraction_is_a_share_of_the_running_cpus_cache(memlat, cache, pct):
+    """cache=L2 fraction=75: the working set is 75% of the L2 sysfs reports, in whole pages,
+    and colours are counted for that cache."""
+    want = _sysfs_cache(int(cache[1]))
+    r = run_artifact(memlat, *params(cache=cache, fraction=pct, colour="report"), *QUICK)
+    if want is None:
+        assert r["status"] == "skipped" and cache in r["error"]
+        return
+    assert r["status"] == "ok", r["error"]
+    n = r["notes"]
+    assert (n["cache_bytes"], n["cache_ways"]) == (want["size_bytes"], want["ways"])
+    assert n["working_set_bytes"] == want["size_bytes"] * pct // 100 // 4096 * 4096
+    if n["colour_known"]:
+        assert n["colours"] == page_colours(want["size_bytes"], want["ways"])
+
+
+@pytest.mark.parametrize("bad, word", [({"cache": "L4"}, "cache"), ({"fraction": 50}, "fraction"),
+                                       ({"cache": "L2", "colour_cache_bytes": MiB, "colour_ways": 8}, "cache")])
+def test_memlat_cache_rejects_bad_parameters(memlat, bad, word):
+    r = run_artifact(memlat, *params(size=64 * KiB, **bad), *QUICK)
+    assert r["status"] == "setup-failed" and word in r["error"]
+
+
+def test_memlat_colour_command_is_the_seeds_experiment(cli, tmp_path):
+    """memlat --colour runs the seeds plan's page-colour grid: each of the L2 and L3 at four
+    shares, both sides measured, or the balanced side missing with the reason (not root)."""
+    import json
+    res = cli("memlat", "--colour", "--processes", "1", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    caches = [c for c in ("L2", "L3") if _sysfs_cache(int(c[1]))]
+    rows = doc["rows"]
+    assert [(r["cache"], r["fraction"]) for r in rows] == [(c, f) for c in caches for f in (50, 75, 100, 125)]
     for r in rows:
+        want = _sysfs_cache(int(r["cache"][1]))
+        assert r["cache_bytes"] == want["size_bytes"] and r["colours"] == page_colours(want["size_bytes"], want["ways"])
+        assert r["size_bytes"] == want["size_bytes"] * r["fraction"] // 100 // 4096 * 4096
         assert r["arbitrary_ns"] > 0
         if _frames_visible():
-            assert r["balanced_ns"] > 0 and r["arbitrary_imbalance"] >= 1
+            assert r["balanced_ns"] > 0 and r["arbitrary_imbalance"] >= 1 and doc["missing"] is None
         else:
-            assert r["balanced_ns"] is None and "needs root" in r["balanced_error"]
-    monkeypatch.setattr(memory.machine, "os_cache_sizes", lambda: [])
-    res = CliRunner().invoke(cli, ["memlat", "--colour"])
-    assert res.exit_code == 2 and "--colour: sysfs names no L2 or L3" in res.output
+            assert r["balanced_ns"] is None and "needs root" in r["balanced_error"] and "needs root" in doc["missing"]
+
+
+
+
+def _colour_result(colour: str, rates: list[float] | None, error: str = ""):
+    from cpulab.model import Result, Status
+    p = {"size": "4096", "pages": "4k", "mode": "random", "line": "64", "seed": "1", "colour": colour,
+         "colour_cache_bytes": "0", "colour_ways": "0", "cache": "L2", "fraction": "100"}
+    notes = {"working_set_bytes": 512 * KiB, "cache_bytes": 512 * KiB, "cache_ways": 8}
+    if rates is None:
+        return Result(0, "page-colour", "memlat", "O2", p, "loads", "loads/s", "cycles/load", Status.SKIPPED,
+                      error=error, notes=notes)
+    median = float(np.median(rates))
+    return Result(0, "page-colour", "memlat", "O2", p, "loads", "loads/s", "cycles/load", Status.OK, notes=notes,
+                  median=median, ns_per_unit=1e9 / median, observations=dict(enumerate(rates)))
+
+
+def test_memlat_colour_pairs_by_round_and_says_why_balanced_is_missing():
+    from cpulab.analysis.sweeps import memlat_colour
+    arb = [1e8 * (1 + 0.2 * (i % 3)) for i in range(8)]  # rounds differ by up to 40%: the host's drift
+    doc = memlat_colour([_colour_result("report", arb), _colour_result("balanced", [a * 1.1 for a in arb])])
+    (row,) = doc["rows"]
+    assert doc["missing"] is None and (row["cache"], row["fraction"], row["colours"]) == ("L2", 100, 16)
+    # Paired by round the drift cancels: exactly 10% faster, significant over 8 rounds.
+    assert row["ratio"] == pytest.approx(1.1) and row["verdict"] == "faster"
+    doc = memlat_colour([_colour_result("report", arb), _colour_result("balanced", None, "page colour needs root")])
+    assert doc["rows"][0]["ratio"] is None and doc["missing"] == "page colour needs root"
+    assert memlat_colour([_colour_result("any", arb)]) is None

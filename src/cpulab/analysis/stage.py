@@ -18,7 +18,7 @@ from cpulab.analysis.explain import why
 from cpulab.analysis.history import run_history
 from cpulab.analysis.steps import explain_curves
 from cpulab.analysis.summary import summarise
-from cpulab.analysis.sweeps import bandwidth_rows, memlat_curves
+from cpulab.analysis.sweeps import bandwidth_rows, memlat_colour, memlat_curves
 from cpulab.machine import os_cache_sizes
 from cpulab.model import Comparison, Result, Summary, Verdict
 from cpulab.store.db import Store
@@ -33,8 +33,9 @@ def memlat_steps(results: list[Result], caches: list[dict], fingerprint: dict) -
 # Analysis kind -> function of (one experiment's results of the workload, the OS caches,
 # the machine's fingerprint) -> data to store (None: nothing to say).
 ANALYSES: dict[str, Callable[[list[Result], list[dict], dict], object]] = {
-    "memlat-levels": lambda results, caches, _: memlat_curves(results, caches),
+    "memlat-levels": lambda results, caches, _: memlat_curves(results, caches) or None,
     "memlat-steps": memlat_steps,
+    "memlat-colour": lambda results, caches, _: memlat_colour(results),
     "bandwidth": lambda results, caches, _: bandwidth_rows(results, caches),
 }
 

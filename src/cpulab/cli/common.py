@@ -76,7 +76,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 def processes_option(**kw):
     """Processes per result; --runs is its old name, still accepted."""
     return click.option("--processes", "--runs", "processes", type=click.IntRange(1, kw.pop("most", 10000)),
-                        help="Processes per result, in interleaved rounds (--runs: deprecated alias).", **kw)
+                        help=kw.pop("help", "Processes per result, in interleaved rounds (--runs: deprecated alias)."),
+                        **kw)
 
 
 grid_option = click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default="quick",

@@ -28,6 +28,12 @@
  *          Frames come from /proc/self/pagemap, which shows them only to root
  *          (CAP_SYS_ADMIN); otherwise colour_known=0 is noted and balanced is skipped.
  *          report and balanced need pages=4k.  In a VM the frames are guest-physical.
+ *   cache  none (default), L1d, L2 or L3: that cache of the CPU the kernel runs on, as
+ *          sysfs describes it where it runs (so on a cluster each machine reads its
+ *          own): the cache whose colours report and balanced count, in place of
+ *          colour_cache_bytes and colour_ways.
+ *   fraction  with cache: the working set is this percentage of the cache's size,
+ *          rounded down to whole pages, in place of size (0, the default: size).
  *   seed   of the permutation (default 1); the same seed gives the same chain in
  *          every variant (the generator uses only 32/64-bit integer arithmetic).
  *   corrupt 1 breaks the chain on purpose, to show that k_verify catches it.
@@ -41,6 +47,8 @@
 #define _GNU_SOURCE
 #include "cpulab.h"
 
+#include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +126,43 @@ static size_t logical_off(const struct ctx *c, const char *p)
     if (m >= c->mapped_pages || c->slot_of[m] < 0)
         return (size_t)-1;
     return (size_t)c->slot_of[m] * PAGE_STRIDE + off % PAGE_STRIDE;
+}
+
+/* One value from a sysfs file: 1 when fmt matched. */
+static int scan_file(const char *dir, const char *file, const char *fmt, ...)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vfscanf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+    return n > 0;
+}
+
+/* Size and ways of the running CPU's cache named L1d, L2 or L3, from sysfs (index*: level,
+ * type, size as "512K", ways_of_associativity).  Returns 0 when sysfs does not describe it. */
+static int os_cache(const char *name, int64_t *bytes, int64_t *ways)
+{
+    int cpu = sched_getcpu();
+    for (int i = 0;; i++) {
+        char dir[96], type[32] = "", unit = 0;
+        int level = 0;
+        long long size = 0, w = 0;
+        snprintf(dir, sizeof dir, "/sys/devices/system/cpu/cpu%d/cache/index%d", cpu < 0 ? 0 : cpu, i);
+        if (!scan_file(dir, "level", "%d", &level))
+            return 0; /* past the last index directory */
+        if (level == name[1] - '0' && scan_file(dir, "type", "%31s", type) && strcmp(type, "Instruction") != 0 &&
+            scan_file(dir, "size", "%lld%c", &size, &unit) && scan_file(dir, "ways_of_associativity", "%lld", &w)) {
+            *bytes = size * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+            *ways = w;
+            return *bytes > 0 && w > 0;
+        }
+    }
 }
 
 /* Physical frame numbers of n 4 KiB pages from addr (already touched), from
@@ -328,7 +373,30 @@ void *k_setup(void)
     const char *colour = k_param_str("colour", "any");
     int64_t colour_bytes = k_param_int("colour_cache_bytes", 0);
     int64_t colour_ways = k_param_int("colour_ways", 0);
+    const char *cache = k_param_str("cache", "none");
+    int64_t fraction = k_param_int("fraction", 0);
 
+    if (strcmp(cache, "none") != 0) {
+        if (strcmp(cache, "L1d") != 0 && strcmp(cache, "L2") != 0 && strcmp(cache, "L3") != 0) {
+            k_fail("cache must be none, L1d, L2 or L3, got '%s'", cache);
+            return NULL;
+        }
+        if (colour_bytes || colour_ways) {
+            k_fail("cache=%s names the colour cache: give it or colour_cache_bytes and colour_ways, not both", cache);
+            return NULL;
+        }
+        if (!os_cache(cache, &colour_bytes, &colour_ways)) {
+            k_skip("sysfs does not describe this CPU's %s cache (size and ways)", cache);
+            return NULL;
+        }
+        k_note("cache_bytes", (double)colour_bytes);
+        k_note("cache_ways", (double)colour_ways);
+        if (fraction > 0)
+            size = colour_bytes * fraction / 100 / PAGE_STRIDE * PAGE_STRIDE;
+    } else if (fraction) {
+        k_fail("fraction needs cache (L1d, L2 or L3), got fraction=%lld", (long long)fraction);
+        return NULL;
+    }
     if (line < (int64_t)sizeof(void *) || line % (int64_t)sizeof(void *) != 0 || line > 1 << 20) {
         k_fail("line must be a multiple of %zu bytes up to 1 MiB, got %lld", sizeof(void *), (long long)line);
         return NULL;

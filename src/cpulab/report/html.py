@@ -68,12 +68,24 @@ def memlat_plot(curves: list[dict], caches: list[dict]) -> str:
                         levels=curves[0]["levels"] if curves else None)
 
 
+def colour_plot(doc: dict, caches: list[dict]) -> str:
+    """Arbitrary and balanced pages' latency against working set, a pair of lines per cache."""
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in doc["rows"]:
+        for side in ("arbitrary", "balanced"):
+            if r[f"{side}_ns"] and r["size_bytes"]:
+                series[f"{r['variant']} {r['cache']} {side}"].append((r["size_bytes"], r[f"{side}_ns"]))
+    title = "memlat: arbitrary against colour-balanced pages" + (" (no balanced pages: see the table)"
+                                                                 if doc.get("missing") else "")
+    return plots.curves(series, "working set", "ns per load", title, caches, logy=True)
+
+
 # Plots of stored analyses, by kind (their tables come from views.ANALYSIS_VIEWS).
 def history_plots(histories: list[dict], caches: list[dict]) -> list[str]:
     return [plots.history(s) for s in histories]
 
 
-ANALYSIS_PLOTS = {"memlat-levels": memlat_plot, "history": history_plots}
+ANALYSIS_PLOTS = {"memlat-levels": memlat_plot, "memlat-colour": colour_plot, "history": history_plots}
 
 
 def _as_list(plot: str | list[str]) -> list[str]:

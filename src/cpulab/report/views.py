@@ -364,6 +364,33 @@ def memlat_tables(curves: list[dict]) -> list[Table]:
     return tables
 
 
+def memlat_colour_tables(doc: dict) -> list[Table]:
+    """Arbitrary against colour-balanced pages, one row per cache and working set; without
+    balanced points the table says why (no frame numbers without root)."""
+    t = Table("page-colour", "memlat: arbitrary against colour-balanced pages (ns per load)",
+              columns("variant", "cache", "x cache", "working set", "colours", "arbitrary", "balanced",
+                      "balanced faster by", "verdict", "arbitrary pages/colour", "imbalance", left=2))
+    def ns(v, ci):
+        return Cell(v, f"{fmt_num(v)} [{fmt_num(ci[0])}, {fmt_num(ci[1])}]" if v and ci else None)
+    for r in doc["rows"]:
+        pages = r["arbitrary_pages"]
+        t.add(r["variant"], Cell(r["cache"], f"{r['cache']} ({human_bytes(r['cache_bytes'])}, {r['ways']}-way)"
+                                 if r["cache_bytes"] else r["cache"]),
+              Cell(r["fraction"], f"{r['fraction'] / 100:g}" if r["fraction"] else "-"),
+              Cell(r["size_bytes"], human_bytes(r["size_bytes"]) if r["size_bytes"] else "-"), r["colours"],
+              ns(r["arbitrary_ns"], r["arbitrary_ns_ci"]) if r["arbitrary_ns"] else Cell(None, r["arbitrary_error"], "fail"),
+              ns(r["balanced_ns"], r["balanced_ns_ci"]) if r["balanced_ns"] else Cell(None, r["balanced_error"], "fail"),
+              Cell(r["ratio"], fmt_delta(r["ratio"], r["ci"])), Cell(r["verdict"], tag=verdict_tag(r["verdict"])),
+              Cell(pages, f"{pages[0]:.0f}-{pages[1]:.0f}" if pages and pages[0] is not None else "-"),
+              Cell(r["arbitrary_imbalance"]))
+    t.notes.append("colours: pages whose frame numbers agree modulo this count share the cache's sets; "
+                   "imbalance: the fullest colour's pages over the mean (1 = even); arbitrary = the pages "
+                   "the kernel gave")
+    if doc.get("missing"):
+        t.notes.append(f"no balanced pages: {doc['missing']}; run as root to compare them")
+    return [t]
+
+
 def bandwidth_tables(rows: list[dict]) -> list[Table]:
     t = Table("bandwidth", "bandwidth (STREAM byte counting)",
               columns("variant", "op", "working set", "fits in", "MB/s", "95% CI", "bytes/cycle", left=2))
@@ -482,6 +509,7 @@ ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
     "align": align_tables,
     "memlat-levels": memlat_tables,
     "memlat-steps": memlat_steps_tables,
+    "memlat-colour": memlat_colour_tables,
     "bandwidth": bandwidth_tables,
     "explain": explain_tables,
     "history": history_tables,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from cpulab.machine import os_cache_sizes
 from cpulab.workloads import Param, Workload, size_bytes
 
 KIB = 1024
@@ -39,6 +40,15 @@ def page_colours(cache_bytes: int, ways: int, page: int = 4096) -> int:
     return max(1, cache_bytes // ways // page)
 
 
+def memlat_memory(point: dict[str, str]) -> int:
+    """Workload.memory of memlat: its size, or a share of a cache (read where it runs;
+    bounded here by this machine's largest), twice over when balancing colours."""
+    pct = int(point.get("fraction", "0"))
+    largest = max((c["size_bytes"] for c in os_cache_sizes()), default=64 * MIB)
+    need = largest * pct // 100 if pct else int(point["size"])
+    return need * (2 if point.get("colour") == "balanced" else 1)
+
+
 def _strs(values: list[int]) -> list[str]:
     return [str(v) for v in values]
 
@@ -54,13 +64,15 @@ WORKLOADS = [
                 "mode": Param("random", "choice", choices=("random", "sequential", "pagestride")),
                 "line": Param("64", "size", min=8, max=MIB), "seed": Param("1"),
                 "colour": Param("any", "choice", choices=("any", "report", "balanced")),
-                "colour_cache_bytes": Param("0", "size"), "colour_ways": Param("0", max=1024)},
-        memory=size_bytes,
+                "colour_cache_bytes": Param("0", "size"), "colour_ways": Param("0", max=1024),
+                "cache": Param("none", "choice", choices=("none", "L1d", "L2", "L3")),
+                "fraction": Param("0", max=10000)},
+        memory=memlat_memory,
         quick={"size": _strs(memlat_sizes(1 * KIB, 64 * MIB, 4)), "pages": ["4k", "thp"]},
         full={"size": _strs(memlat_sizes(1 * KIB, 256 * MIB, 4)), "pages": ["4k", "thp", "huge"],
               "mode": ["random", "sequential"]},
         sweep_axis="size",
-        analyses=("memlat-levels", "memlat-steps"),
+        analyses=("memlat-levels", "memlat-steps", "memlat-colour"),
         view="analysis",
     ),
     Workload(
