@@ -46,6 +46,8 @@ def test_memlat_verifies(memlat, size, mode, pages):
     assert r["notes"]["lines"] == lines
     assert r["notes"]["working_set_bytes"] == lines * 64
     assert r["unit"] == "loads" and r["work"] > 0
+    # random: each line's 128-byte buddy half a cycle later (k_verify walks and checks it)
+    assert r["notes"].get("buddy_gap") == (lines // 2 if mode == "random" and lines >= 4 else None)
 
 
 @pytest.mark.parametrize("mode", ["random", "sequential"])

@@ -5,7 +5,7 @@ summary.py       stored samples -> the typed Summary (model.py), with estimates.
 cache_levels.py  cache levels from a latency-vs-working-set curve (memlat), labels for
                  bandwidth points, the operating system's view of the caches
 steps.py         what explains each step of a latency curve (caches, TLB reach, memory)
-sweeps.py        the memlat curves with their levels, bandwidth rows by cache level
+sweeps.py        the memlat curves with their levels, page colour rows, bandwidth rows by cache level
 between_runs.py  a cluster run's machines side by side, one run against another
 explain/         the generated code, where the time goes, two builds side by side
 """

@@ -7,7 +7,8 @@
  *            Sattolo's algorithm, so consecutive loads land on unrelated lines of
  *            unrelated pages: neither the stride nor the next-page prefetchers can
  *            guess the next address, and with 4 KiB pages every load past the TLB
- *            reach also misses the TLB.
+ *            reach also misses the TLB.  Each line's 128-byte buddy comes half a
+ *            cycle later, so the adjacent-line prefetcher's fetch is gone by then.
  *          sequential: line i points to line i+1 (and the last to the first); the
  *            prefetchers do help, for contrast.
  *          pagestride: one node per 4 KiB page (a random single cycle over the pages),
@@ -74,6 +75,7 @@ struct ctx {
     uint32_t lines;  /* nodes in the chain */
     int sequential;
     int pagestride;
+    int buddies;     /* random mode's pair cycle: line 2k+1 comes lines/2 loads after 2k */
     void *p;         /* where the chase stands between calls */
 };
 
@@ -90,6 +92,53 @@ static uint64_t next_u64(uint64_t *s)
 static uint32_t below(uint64_t *s, uint32_t n)
 {
     return (uint32_t)(((next_u64(s) >> 32) * (uint64_t)n) >> 32);
+}
+
+/* next[] becomes a uniformly random permutation of 0..n-1 with a single cycle (next[i]:
+ * the successor of i), by Sattolo's algorithm (Sattolo 1986): like Fisher-Yates but
+ * j < i strictly, so no element stays in place and every swap joins two cycles.  O(n);
+ * ~0.1 s for 4 Mi lines (256 MiB). */
+static void random_cycle(uint32_t *next, uint32_t n, uint64_t *seed)
+{
+    for (uint32_t i = 0; i < n; i++)
+        next[i] = i;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        /* 0 <= j < i; -DCPULAB_BREAK_KAT (cpulab.h) allows j = i: Fisher-Yates, whose
+         * permutation has several cycles, which k_verify must refuse. */
+        uint32_t j = below(seed, i + K_BROKEN);
+        uint32_t t = next[i];
+        next[i] = next[j];
+        next[j] = t;
+    }
+}
+
+/* The random mode's cycle through n >= 4 lines, with each line's buddy (the other line of
+ * its 128-byte pair, which adjacent-line prefetchers fetch with it) half a cycle away: a
+ * random cycle over the pairs visits their even lines, then the same cycle their odd
+ * lines (then an odd n's last line).  With the buddy at a random distance instead, some
+ * loads found their line already fetched with its buddy: on a Zen 3 guest, working sets
+ * of 2 and 4x the L2 read 12% and 10% below lmbench's lat_mem_rd -t (whose line order
+ * also keeps buddies half a cycle apart); with it, within 2.2% (bench/lmbench_agreement.py).
+ * Returns 0 when out of memory. */
+static int buddies_apart(uint32_t *next, uint32_t n, uint64_t *seed)
+{
+    uint32_t m = n / 2, last = 0;
+    uint32_t *pair = malloc((size_t)m * sizeof *pair);
+    if (!pair)
+        return 0;
+    random_cycle(pair, m, seed);
+    for (uint32_t k = 0; k < m; k++) {
+        next[2 * k] = 2 * pair[k];
+        next[2 * k + 1] = 2 * pair[k] + 1;
+        if (pair[k] == 0)
+            last = k; /* the pair before pair 0: where the even lap turns into the odd one */
+    }
+    free(pair);
+    next[2 * last] = 1;
+    next[2 * last + 1] = n % 2 ? n - 1 : 0;
+    if (n % 2)
+        next[n - 1] = 0;
+    return 1;
 }
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -481,26 +530,22 @@ void *k_setup(void)
         free(pfn);
     }
 
-    /* next[i] = index of the line that line i points to.  Sattolo's algorithm (Sattolo
-     * 1986) turns the identity into a uniformly random permutation with a single
-     * cycle: like Fisher-Yates but j < i strictly, so no element stays in place and
-     * every swap joins two cycles.  O(lines) swaps; ~0.1 s for 4 Mi lines (256 MiB). */
+    /* next[i] = index of the line that line i points to. */
     uint32_t *next = malloc((size_t)c->lines * sizeof *next);
     if (!next) {
         k_fail("cannot allocate the permutation (%u lines)", c->lines);
         return NULL;
     }
-    for (uint32_t i = 0; i < c->lines; i++)
-        next[i] = c->sequential ? (i + 1) % c->lines : i;
-    if (!c->sequential)
-        for (uint32_t i = c->lines - 1; i > 0; i--) {
-            /* 0 <= j < i; -DCPULAB_BREAK_KAT (cpulab.h) allows j = i: Fisher-Yates, whose
-             * permutation has several cycles, which k_verify must refuse. */
-            uint32_t j = below(&seed, i + K_BROKEN);
-            uint32_t t = next[i];
-            next[i] = next[j];
-            next[j] = t;
-        }
+    if (c->sequential)
+        for (uint32_t i = 0; i < c->lines; i++)
+            next[i] = (i + 1) % c->lines;
+    else if (c->pagestride || c->lines < 4)
+        random_cycle(next, c->lines, &seed);
+    else if (!(c->buddies = buddies_apart(next, c->lines, &seed))) {
+        free(next);
+        k_fail("cannot allocate the pair cycle (%u lines)", c->lines);
+        return NULL;
+    }
     /* A fingerprint of the chain (52 bits, exact in the JSON double): equal in every
      * variant for the same size, line, mode and seed. */
     uint64_t id = 0;
@@ -534,12 +579,16 @@ void *k_setup(void)
 }
 
 /* Walk the chain once from line 0: every pointer must land on a line of the region,
- * no line may be visited twice, and after exactly `lines` loads we must be back. */
+ * no line may be visited twice, and after exactly `lines` loads we must be back; in
+ * the random mode each odd line must come exactly lines/2 loads after its even buddy. */
 int k_verify(void *ctx)
 {
     struct ctx *c = ctx;
+    uint32_t half = c->lines / 2;
     uint8_t *seen = calloc((size_t)c->lines / 8 + 1, 1);
-    if (!seen) {
+    uint32_t *even_at = c->buddies ? malloc((size_t)half * sizeof *even_at) : NULL; /* step of line 2k */
+    if (!seen || (c->buddies && !even_at)) {
+        free(seen);
         k_fail("cannot allocate the visit bitmap");
         return 1;
     }
@@ -559,6 +608,15 @@ int k_verify(void *ctx)
             break;
         }
         seen[i / 8] |= (uint8_t)(1u << (i % 8));
+        if (c->buddies && i < 2 * half) {
+            if (i % 2 == 0) {
+                even_at[i / 2] = n;
+            } else if (!(seen[(i - 1) / 8] & (1u << ((i - 1) % 8))) || even_at[i / 2] + half != n) {
+                k_fail("line %u is not %u loads after its buddy %u", i, half, i - 1);
+                bad = 1;
+                break;
+            }
+        }
         char *q = *(char **)p;
         if (c->sequential && q != node_addr(c, (i + 1) % c->lines)) {
             k_fail("sequential chain: line %u does not point at line %u", i, (i + 1) % c->lines);
@@ -572,6 +630,9 @@ int k_verify(void *ctx)
         bad = 1;
     }
     free(seen);
+    free(even_at);
+    if (!bad && c->buddies)
+        k_note("buddy_gap", half);
     return bad;
 }
 

@@ -1,0 +1,109 @@
+"""Does `cpulab memlat` agree with lmbench's lat_mem_rd?  The same plateaus, same machine.
+
+lmbench is not part of cpulab: give the src/ folder of an lmbench 3 source tree you
+fetched.  Its lat_mem_rd.c and timing library are built here beside a small driver (its
+main renamed) that calls its loads() at exactly the working sets asked for, with the
+random page walk of `lat_mem_rd -t` and the page permutation spread over that working
+set only (lat_mem_rd itself spreads it over its largest size, so the page tables of a
+small working set are scattered over the largest one's).  Both sides use 4 KiB pages
+(lmbench's malloc: transparent huge pages are off unless madvised; cpulab pages=4k).
+
+Each round runs lmbench once at every size, then `cpulab run -w memlat` with one
+process at every size, in alternating order, so a co-tenant's use of a shared cache hits
+both.  Both take the fastest of a few tries in a process (lmbench: the minimum of its
+repetitions; cpulab: the fastest of its first samples).  lmbench's timing parent must
+not share a CPU with its measuring child, so it is not pinned; cpulab pins as usual.
+Prints per size the median over rounds of each, and the median of the per-round ratio
+cpulab / lmbench with its spread; the goal is within 5% at every plateau.
+
+    PYTHONPATH=src python bench/lmbench_agreement.py LMBENCH/src [--rounds 5] [--sizes 16K,128K,1M,64M]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from cpulab.params import human_bytes, parse_size
+
+DRIVER_C = r"""
+#include "bench.h"
+extern benchmp_f fpInit;
+void loads(size_t len, size_t range, size_t stride, int parallel, int warmup, int repetitions);
+/* argv: repetitions, then working sets in bytes; prints "MB ns" per size on stderr. */
+int main(int argc, char **argv)
+{
+    fpInit = thrash_initialize;
+    for (int i = 2; i < argc; i++) {
+        size_t size = strtoull(argv[i], 0, 10);
+        loads(size, size, 64, 1, 0, atoi(argv[1]));
+    }
+    return 0;
+}
+"""
+LMBENCH_FILES = ("lib_mem.c", "lib_timing.c", "lib_stats.c", "lib_debug.c", "getopt.c", "lib_sched.c")
+
+
+def build_driver(src: Path, work: Path) -> Path:
+    """lat_mem_rd.c (main renamed) and its library, linked with DRIVER_C."""
+    missing = [f for f in ("lat_mem_rd.c", "bench.h", *LMBENCH_FILES) if not (src / f).exists()]
+    if missing:
+        sys.exit(f"{src}: not an lmbench src/ folder (missing {', '.join(missing)})")
+    inc = ["-O2", f"-I{src}", "-I/usr/include/tirpc", "-w"]  # rpc/rpc.h: Debian's libtirpc-dev
+    (work / "driver.c").write_text(DRIVER_C)
+    subprocess.run(["gcc", *inc, "-Dmain=lat_mem_rd_main", "-c", str(src / "lat_mem_rd.c"), "-o",
+                    str(work / "lat_mem_rd.o")], check=True)
+    exe = work / "lmbench_loads"
+    subprocess.run(["gcc", *inc, "-o", str(exe), str(work / "driver.c"), str(work / "lat_mem_rd.o"),
+                    *(str(src / f) for f in LMBENCH_FILES), "-lm", "-ltirpc"], check=True)
+    return exe
+
+
+def lmbench_ns(exe: Path, sizes: list[int], reps: int) -> dict[int, float]:
+    p = subprocess.run([str(exe), str(reps), *map(str, sizes)], check=True, capture_output=True, text=True)
+    values = [float(line.split()[1]) for line in p.stderr.splitlines() if len(line.split()) == 2]
+    return dict(zip(sizes, values))
+
+
+def cpulab_ns(sizes: list[int], db: Path) -> dict[int, float]:
+    p = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--db", str(db), "-w", "memlat", "-v", "O2",
+                        "-p", "size=" + ",".join(map(str, sizes)), "-p", "pages=4k", "--processes", "1",
+                        "--samples", "20", "--budget", "0", "--json"], check=True, capture_output=True, text=True)
+    # a process whose every sample was left out as disturbed has no estimate: that round has no pair
+    return {int(r["params"]["size"]): r["ns_per_unit"] or float("nan") for r in json.loads(p.stdout)["results"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("lmbench_src", type=Path, help="the src/ folder of an lmbench 3 tree")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=3, help="lmbench's repetitions per size (it keeps the fastest)")
+    ap.add_argument("--sizes", default="16K,128K,1M,64M", help="working sets: one per plateau")
+    args = ap.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build_driver(args.lmbench_src.resolve(), Path(tmp))
+        lm: dict[int, list[float]] = {s: [] for s in sizes}
+        cl: dict[int, list[float]] = {s: [] for s in sizes}
+        for r in range(args.rounds):
+            tools = [("lmbench", lambda: lmbench_ns(exe, sizes, args.reps), lm),
+                     ("cpulab", lambda: cpulab_ns(sizes, Path(tmp) / "db.sqlite"), cl)]
+            for name, measure, into in tools if r % 2 == 0 else reversed(tools):
+                for s, v in measure().items():
+                    into[s].append(v)
+            print(f"round {r + 1}: " + "  ".join(f"{human_bytes(s)} lmbench {lm[s][-1]:.2f} cpulab {cl[s][-1]:.2f}"
+                                                 for s in sizes), flush=True)
+    print(f"\n{'working set':>12} {'lmbench ns':>11} {'cpulab ns':>10} {'cpulab/lmbench':>15} {'per-round ratios':>30}")
+    for s in sizes:
+        ratios = sorted(c / m for c, m in zip(cl[s], lm[s]) if c == c)
+        measured = [c for c in cl[s] if c == c]
+        print(f"{human_bytes(s):>12} {statistics.median(lm[s]):11.3f} {statistics.median(measured):10.3f} "
+              f"{statistics.median(ratios):15.3f}   {ratios[0]:.3f}..{ratios[-1]:.3f} over {len(ratios)}")
+
+
+if __name__ == "__main__":
+    main()
