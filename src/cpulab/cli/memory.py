@@ -9,7 +9,7 @@ from rich.markup import escape
 from cpulab import analysis
 from cpulab.plan import plan as plans
 from cpulab.cli.common import (
-    db_option, emit_json, fail, grid_option, json_option, open_store, out, processes_option, size_option
+    db_option, emit_json, grid_option, json_option, open_store, out, processes_option, size_option
 )
 from cpulab.cli.run import execute, sweep_plan
 from cpulab.report.terminal import print_analysis
