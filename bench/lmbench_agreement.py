@@ -90,9 +90,9 @@ def main() -> None:
         lm: dict[int, list[float]] = {s: [] for s in sizes}
         cl: dict[int, list[float]] = {s: [] for s in sizes}
         for r in range(args.rounds):
-            tools = [("lmbench", lambda: lmbench_ns(exe, sizes, args.reps), lm),
-                     ("cpulab", lambda: cpulab_ns(sizes, Path(tmp) / "db.sqlite"), cl)]
-            for name, measure, into in tools if r % 2 == 0 else reversed(tools):
+            tools = [(lambda: lmbench_ns(exe, sizes, args.reps), lm),
+                     (lambda: cpulab_ns(sizes, Path(tmp) / "db.sqlite"), cl)]
+            for measure, into in tools if r % 2 == 0 else reversed(tools):
                 for s, v in measure().items():
                     into[s].append(v)
             print(f"round {r + 1}: " + "  ".join(f"{human_bytes(s)} lmbench {lm[s][-1]:.2f} cpulab {cl[s][-1]:.2f}"

@@ -44,8 +44,8 @@ def memlat_memory(point: dict[str, str]) -> int:
     """Workload.memory of memlat: its size, or a share of a cache (read where it runs;
     bounded here by this machine's largest), twice over when balancing colours."""
     pct = int(point.get("fraction", "0"))
-    largest = max((c["size_bytes"] for c in os_cache_sizes()), default=64 * MIB)
-    need = largest * pct // 100 if pct else int(point["size"])
+    need = max((c["size_bytes"] for c in os_cache_sizes()), default=64 * MIB) * pct // 100 if pct \
+        else int(point["size"])  # sysfs is read only for a share of a cache
     return need * (2 if point.get("colour") == "balanced" else 1)
 
 
