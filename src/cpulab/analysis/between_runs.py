@@ -190,7 +190,8 @@ def machine_table(per_machine: dict[str, list[Result]], against: str | None = No
                    "status": r.status, "rate_unit": r.rate_unit,
                    "median": got.median if got else None, "ci": got.ci if got else None,
                    "cycles_per_unit": got.cycles_per_unit if got else None,
-                   "pct_of_best": 100 * got.median / have[best].median if got else None,
+                   # the ratio first: the best machine's own share is then exactly 100
+                   "pct_of_best": 100 * (got.median / have[best].median) if got else None,
                    "reference": ref, "ratio": None, "verdict": None}
             if got is None:
                 row["verdict"] = r.status
