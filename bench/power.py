@@ -1,26 +1,27 @@
 #!/usr/bin/env python3
-"""Power of the method: false verdicts on builds that differ only in layout, detection of
-real 1%, 2% and 3% slowdowns, and the raw rate of p < alpha, each with an exact
-binomial interval.
+"""Power of the method on the user's path: false verdicts between independently built
+twins, detection of real 1%, 1.5%, 2% and 3% slowdowns, the coverage of the intervals,
+and the carry-over between group members, each rate with an exact binomial interval.
 
-One plan, measured as cpulab measures any plan (the default precision and method unless
-given; a budget of 5 s per experiment, so that the default fits in 20 minutes here),
-with K experiments of one bench kernel (bench/kernels/inflated.c: SHA-256 blocks).  In
-each, five variants run in the same rounds:
+One plan, measured as cpulab measures any plan: the default policy (budget, looks,
+processes, samples, method), groups of two or three variants.  Two bench kernels, one
+throughput-bound (bench/kernels/inflated.c: SHA-256 blocks) and one latency-bound
+(bench/kernels/chase.c: a dependent pointer chase), each with a `point` parameter that
+only names a point (every point does the same work):
 
-* honest (-O2 -falign-functions=32): the baseline;
-* twin (-O2 -falign-functions=64): the same code placed differently (A/A).  Any
-  verdict but same/unclear/inconclusive is false;
-* inflated1/2/3: honest with INFLATE_PERCENT=1, 2, 3 in the environment: it compresses
-  101, 102, 103 blocks per 100 it reports, so its true rate is exactly 1/1.01 ...
-  1/1.03 of honest.  `slower` is a detection.
+* A/A experiments (`--aa` of them, half each kernel), 10 points each: two variants
+  built from the same source with a different, unused -D, so each is its own build with
+  its own placements (the code bytes are the same).  Any faster/slower is false; an
+  experiment with any is a false family.
+* injected experiments (`--injected` per kernel and level pair), 2 points each: honest
+  against INFLATE_PERCENT=1 and 1.5, or 2 and 3 (a group of three): it does 1% ... 3%
+  more work than it reports, so its true ratio is exactly 100/(100 + pct).  `slower`
+  is a detection; the interval should cover the true ratio at its stated confidence.
+* the -falign-functions=64 twin against 32 (the old A/A row), 10 points: is its
+  difference placement or code?
 
-Each experiment is a family of four comparisons (Holm); K give 4K comparisons.  The
-raw p < alpha of the A/A comparisons is counted at the level the verdicts used
-(`alpha`), and again on the first look's rounds alone at 0.05 (a fixed count, where
-p is uniform under no difference).
-Usage: python bench/power.py [--k 50] [--json] [--method turns|paired|unpaired]
-       [--budget S] [--processes N] [--cotenant CPU] [--keep DB] [--from DB]
+Usage: python bench/power.py [--aa 40] [--injected 12] [--json] [--keep DB] [--from DB]
+       [--cotenant CPU]
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import math
 import os
 import sys
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 from scipy import stats as sps
@@ -37,42 +39,60 @@ from scipy import stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cotenant import cotenant  # noqa: E402
 
-from cpulab import analysis
-from cpulab.plan import plan as plans
-from cpulab.measure import runner
-from cpulab import workloads  # noqa: E402
+from cpulab import analysis, workloads  # noqa: E402
+from cpulab.measure import runner  # noqa: E402
+from cpulab.params import Param  # noqa: E402
+from cpulab.plan import plan as plans  # noqa: E402
+from cpulab.plan.toolchain import Variant  # noqa: E402
 from cpulab.policy import DecisionPolicy  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
-from cpulab.plan.toolchain import Variant  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-INJECTED = {"inflated1": 1, "inflated2": 2, "inflated3": 3}
+KERNELS = ("inflated", "chase")
+LEVELS = (("1", "1.5"), ("2", "3"))  # injected percentages, two per group with their honest baseline
+AA_POINTS, INJECTED_POINTS = 10, 2
 
 
-BUDGET = 5.0
-
-
-def register_inflated() -> None:
-    """The bench kernel as a workload of this process only (not in `cpulab list`)."""
+def register_kernels() -> None:
+    """The bench kernels as workloads of this process only (not in `cpulab list`)."""
+    point = {"point": Param("0", max=99)}
     workloads.registry()["inflated"] = workloads.Workload(
         name="inflated", kernel=str(HERE / "kernels" / "inflated.c"), extra_sources=("sha256_core.h",),
-        unit="bytes", description="SHA-256 blocks, optionally 1-10% more than reported (bench only)")
+        unit="bytes", params=point, description="SHA-256 blocks, optionally 0.5-10% more than reported (bench only)")
+    workloads.registry()["chase"] = workloads.Workload(
+        name="chase", kernel=str(HERE / "kernels" / "chase.c"), unit="loads",
+        params={**point, "size": Param("262144", "size", min=128)},
+        description="a dependent pointer chase, optionally 0.01-10% more links than reported (bench only)")
 
 
-def make_plan(k: int, budget: float | None, processes: int | None, method: str | None) -> plans.Plan:
-    variants = {"honest": Variant("honest", cflags=("-O2", "-falign-functions=32")),
-                "twin": Variant("twin", cflags=("-O2", "-falign-functions=64"))}
-    variants |= {name: Variant(name, cflags=("-O2", "-falign-functions=32"), env=(("INFLATE_PERCENT", str(pct)),))
-                 for name, pct in INJECTED.items()}
-    exps = [plans.Experiment(f"p{i}", ["inflated"], list(variants), "honest") for i in range(k)]
-    p = plans.Plan("power", exps, measure_identical=True, custom_variants=variants, budget=BUDGET)
-    if budget is not None:
-        p.budget = budget
-    if processes is not None:
-        p.processes = processes
-    if method is not None:
-        p.method = method
-    return plans.validate(p)
+def points(n: int) -> list[str]:
+    return [str(i) for i in range(n)]
+
+
+def make_plan(aa: int, injected: int) -> plans.Plan:
+    variants: dict[str, Variant] = {}
+    exps = []
+    for i in range(aa):
+        wl = KERNELS[i % 2]
+        a, b = (Variant(f"aa{i}{s}", cflags=("-O2", f"-DCPULAB_TWIN={i}{s}")) for s in "ab")
+        variants |= {a.name: a, b.name: b}
+        exps.append(plans.Experiment(f"aa{i}", [wl], [a.name, b.name], a.name,
+                                     params={wl: {"point": points(AA_POINTS)}}))
+    for wl in KERNELS:
+        for i in range(injected):
+            for levels in LEVELS:
+                tag = f"{wl}{i}-{'-'.join(levels)}"
+                honest = Variant(f"h-{tag}", cflags=("-O2", f"-DCPULAB_TWIN={tag}"))
+                group = [honest] + [Variant(f"inj{pct}-{tag}", cflags=honest.cflags,
+                                            env=(("INFLATE_PERCENT", pct),)) for pct in levels]
+                variants |= {v.name: v for v in group}
+                exps.append(plans.Experiment(f"inj-{tag}", [wl], [v.name for v in group], honest.name,
+                                             params={wl: {"point": points(INJECTED_POINTS)}}))
+    align = {n: Variant(n, cflags=("-O2", f"-falign-functions={w}")) for n, w in (("align32", 32), ("align64", 64))}
+    variants |= align
+    exps.append(plans.Experiment("align", ["inflated"], list(align), "align32",
+                                 params={"inflated": {"point": points(AA_POINTS)}}))
+    return plans.validate(plans.Plan("power", exps, measure_identical=True, custom_variants=variants))
 
 
 def rate(count: int, n: int) -> dict:
@@ -82,51 +102,67 @@ def rate(count: int, n: int) -> dict:
     return {"rate": count / n if n else math.nan, "count": count, "n": n, "ci95": [float(lo), float(hi)]}
 
 
-def tally(comps: list[dict], alpha: float) -> dict:
-    aa = [c for c in comps if c["variant"] == "twin"]
-    doc = {"comparisons": len(comps),
-           "aa_false_rate": rate(sum(c["verdict"] in ("faster", "slower") for c in aa), len(aa)),
-           "aa_p_below_alpha": rate(sum(c["p_raw"] is not None and c["p_raw"] < alpha for c in aa), len(aa)),
-           "alpha": alpha,
-           "detect": {str(pct): rate(sum(c["verdict"] == "slower" for c in comps if c["variant"] == name),
-                                     sum(c["variant"] == name for c in comps))
-                      for name, pct in INJECTED.items()},
-           "verdicts": {name: {v: sum(c["verdict"] == v for c in comps if c["variant"] == name)
-                               for v in sorted({c["verdict"] for c in comps})}
-                        for name in ["twin", *INJECTED]}}
-    doc["ratio_median"] = {name: sorted(c["ratio"] for c in comps if c["variant"] == name and c["ratio"])
-                           [sum(c["variant"] == name for c in comps) // 2] for name in ["twin", *INJECTED]}
+def injected_pct(variant: str) -> str | None:
+    return variant[3:].split("-")[0] if variant.startswith("inj") else None
+
+
+def median(xs: list[float]) -> float | None:
+    xs = sorted(x for x in xs if x)
+    return xs[len(xs) // 2] if xs else None
+
+
+def tally(comps: list[dict], results: list) -> dict:
+    called = ("faster", "slower")
+    aa = [c for c in comps if c["experiment"].startswith("aa")]
+    families: dict[str, bool] = defaultdict(bool)
+    for c in aa:
+        families[c["experiment"]] |= c["verdict"] in called
+    inj = [c for c in comps if injected_pct(c["variant"])]
+    levels = sorted({injected_pct(c["variant"]) for c in inj}, key=float)
+    align = [c for c in comps if c["experiment"] == "align"]
+    bands = defaultdict(list)
+    for r in results:
+        if r.placement_band:
+            bands[r.workload].append(r.placement_band[1] - r.placement_band[0])
+    doc = {
+        "comparisons": len(comps),
+        "aa_false_rate": rate(sum(c["verdict"] in called for c in aa), len(aa)),
+        "aa_false_rate_by_kernel": {wl: rate(sum(c["verdict"] in called for c in aa if c["workload"] == wl),
+                                             sum(c["workload"] == wl for c in aa)) for wl in KERNELS},
+        "family_false_rate": rate(sum(families.values()), len(families)),
+        "aa_verdicts": {v: sum(c["verdict"] == v for c in aa) for v in sorted({c["verdict"] for c in aa})},
+        "detect": {pct: rate(sum(c["verdict"] == "slower" for c in inj if injected_pct(c["variant"]) == pct),
+                             sum(injected_pct(c["variant"]) == pct for c in inj)) for pct in levels},
+        "detect_by_kernel": {wl: {pct: rate(sum(c["verdict"] == "slower" for c in inj
+                                                if injected_pct(c["variant"]) == pct and c["workload"] == wl),
+                                            sum(injected_pct(c["variant"]) == pct and c["workload"] == wl
+                                                for c in inj)) for pct in levels} for wl in KERNELS},
+        "ratio_median": {pct: median([c["ratio"] for c in inj if injected_pct(c["variant"]) == pct])
+                         for pct in levels},
+        "coverage": rate(sum(c["ci"] is not None and c["ci"][0] <= 100 / (100 + float(injected_pct(c["variant"])))
+                             <= c["ci"][1] for c in inj), len(inj)),
+        "align64_vs_32": {"verdicts": {v: sum(c["verdict"] == v for c in align) for v in {c["verdict"] for c in align}},
+                          "ratio_median": median([c["ratio"] for c in align])},
+        "placement_band_median": {wl: median(b) for wl, b in bands.items()},
+    }
+    rounds = sorted(c["rounds"] for c in comps if c["rounds"])
+    doc["rounds"] = {"min": rounds[0], "median": rounds[len(rounds) // 2], "max": rounds[-1]} if rounds else None
     return doc
-
-
-def first_look(store: Store, run_id: int, n: int, method: str) -> dict:
-    """The same comparisons on the first n rounds only, at a fixed 0.05: what a fixed
-    count of n processes would have said."""
-    results = []
-    for r in store.results(run_id):
-        samples = [s for s in store.samples(r["id"]) if s["invocation"] < n]
-        results.append(analysis.summary.result_summary(r, samples))
-    policy = DecisionPolicy(method=method)
-    baselines = {e["name"]: e["baseline"] for e in store.run(run_id)["plan"]["experiments"]}
-    comps = analysis.summary.compare_results(results, baselines, policy)
-    return tally([c.to_dict() for c in comps], policy.alpha)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--k", type=int, default=50, help="experiments (4 comparisons each)")
-    ap.add_argument("--budget", type=float, default=None,
-                    help=f"seconds per experiment beyond the first look (default {BUDGET:g})")
-    ap.add_argument("--processes", type=int, default=None, help="rounds at the first look")
-    ap.add_argument("--method", choices=["turns", "paired", "unpaired"], default=None)
+    ap.add_argument("--aa", type=int, default=40, help=f"A/A experiments of {AA_POINTS} points (default 40)")
+    ap.add_argument("--injected", type=int, default=12,
+                    help=f"injected experiments per kernel and level pair, {INJECTED_POINTS} points each (default 12)")
     ap.add_argument("--cotenant", type=int, default=None, metavar="CPU",
                     help="a busy loop on this CPU, on and off at random 0.05-5 s (bench/cotenant.py)")
     ap.add_argument("--keep", help="store path to keep (default: a temporary one)")
     ap.add_argument("--from", dest="from_db", help="analyse the latest run of this kept store, measure nothing")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    register_inflated()
-    plan = make_plan(a.k, a.budget, a.processes, a.method)
+    register_kernels()
+    plan = make_plan(a.aa, a.injected)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         store = Store(a.from_db or a.keep or Path(d) / "power.sqlite")
@@ -139,9 +175,8 @@ def main() -> None:
         summary = analysis.summarise(store, run_id)
         comps = [c.to_dict() for c in summary.comparisons]
         policy = DecisionPolicy.from_plan(run["plan"])
-        doc = {**tally(comps, policy.look_alpha), "method": policy.method,
-               "first_look": first_look(store, run_id, run["plan"]["processes"], policy.method),
-               "rounds_min_median_max": sorted(c["rounds"] for c in comps if c["rounds"])[::max(1, len(comps) // 2)],
+        doc = {**tally(comps, summary.results), "carryover": summary.carryover,
+               "confidence": policy.confidence, "method": policy.method,
                "excluded_samples": sum(r.excluded_samples for r in summary.results),
                "samples": sum(len(r.samples) for r in summary.results),
                "plan": {k: run["plan"][k] for k in ("processes", "budget", "precision", "samples", "min_sample_time")},

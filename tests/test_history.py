@@ -40,7 +40,7 @@ def add_run(store, label: str, commit_time: int, rate: float, machine: str = "m1
     rid = store.add_result(run_id, "sha256", "O2", {"size": "1024"}, "bytes", Status.PENDING, experiment="e")
     for i in range(3):
         ns = 1e9 / rate * (1 + 0.001 * i)
-        store.add_invocation(rid, i, {"ns": [ns], "cycles": [None], "instructions": [None], "work": 1, "reps": 1,
+        store.add_process(rid, i, {"ns": [ns], "cycles": [None], "instructions": [None], "work": 1, "reps": 1,
                                       "user_s": [None], "sys_s": [None], "timer": "clock"}, 0)
     store.finish_run(run_id, "done")
     return run_id

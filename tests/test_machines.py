@@ -21,7 +21,7 @@ def add_machine(store, name: str, rate: float, ghz: float, workloads=("des", "rc
         rid = store.add_result(run_id, w, "O2", {}, "keys", Status.PENDING, experiment="per-clock")
         for proc in range(6):
             ns = 1e9 / (rate * (i + 1)) * (1 + 0.001 * proc)  # one unit of work per sample
-            store.add_invocation(rid, proc, {"ns": [ns], "cycles": [ns * ghz], "instructions": [None], "work": 1,
+            store.add_process(rid, proc, {"ns": [ns], "cycles": [ns * ghz], "instructions": [None], "work": 1,
                                              "reps": 1, "user_s": [None], "sys_s": [None], "timer": "tsc"}, 0)
     store.finish_run(run_id, "done")
     return run_id

@@ -34,7 +34,11 @@ def decide(t, policy=DecisionPolicy()) -> str:
 NO_FLOOR = DecisionPolicy(min_effect=0.0)  # the test statistic alone, no 1% effect floor
 
 
-def null_rejections(test, trials=600, seed=7) -> tuple[int, int]:
+# Enough trials that the band below holds a true 5% rate and fails a true 7% one.
+TRIALS = 4500
+
+
+def null_rejections(test, trials=TRIALS, seed=7) -> tuple[int, int]:
     """How often a comparison function rejects at 0.05 on identical distributions: the raw
     count of p < 0.05, and of faster/slower verdicts with no effect floor."""
     rng = np.random.default_rng(seed)
@@ -46,17 +50,30 @@ def null_rejections(test, trials=600, seed=7) -> tuple[int, int]:
     return raw, called
 
 
+def binomial_band(trials: int, p: float = 0.05) -> tuple[float, float]:
+    """Rejections a test of level p gives in `trials`: at most the 99.9% quantile of
+    Binomial(trials, p), and at least the 0.1% quantile at p / 2 (an exact test on a
+    dozen rounds is conservative: its real size is about 4%, not 5%)."""
+    return sps.binom.ppf(0.001, trials, p / 2), sps.binom.ppf(0.999, trials, p)
+
+
 def binomial_ok(count: int, trials: int, p: float = 0.05) -> bool:
-    """count lies within the central 99.9% of Binomial(trials, p)."""
-    lo, hi = sps.binom.ppf([0.0005, 0.9995], trials, p)
+    lo, hi = binomial_band(trials, p)
     return lo <= count <= hi
+
+
+def test_the_alpha_band_fails_a_true_7_percent_rate():
+    """The band above passes a 5% test 99.9% of the time and a 7% one under 1% of the
+    time (a central 99.9% band at 600 trials passed a 9% test half the time)."""
+    _, hi = binomial_band(TRIALS)
+    assert sps.binom.cdf(hi, TRIALS, 0.07) < 0.01
 
 
 @pytest.mark.parametrize("sigma", [0.0005, 0.05])
 def test_unpaired_holds_alpha_on_identical_distributions(sigma):
     # No effect floor: the test itself must hold alpha, and its raw p must be uniform-ish.
     raw, called = null_rejections(lambda rng: stats.compare(rng.lognormal(0, sigma, 10), rng.lognormal(0, sigma, 10)))
-    assert binomial_ok(raw, 600) and called <= raw
+    assert binomial_ok(raw, TRIALS) and called <= raw
 
 
 def test_turns_hold_alpha_when_a_slowdown_hits_both_sides():
@@ -72,8 +89,8 @@ def test_turns_hold_alpha_when_a_slowdown_hits_both_sides():
             base[r] = {c: 100 * host * lay_b * moment[c] * rng.lognormal(0, 0.005) for c in range(20)}
             var[r] = {c: 100 * effect * host * lay_v * moment[c] * rng.lognormal(0, 0.005) for c in range(20)}
         return stats.compare_pair(base, var, method="turns")
-    raw, _ = null_rejections(one, trials=400)
-    assert binomial_ok(raw, 400)
+    raw, _ = null_rejections(one)
+    assert binomial_ok(raw, TRIALS)
     rng = np.random.default_rng(11)
     found = [decide(one(rng, 0.98), DecisionPolicy(looks=3)) for _ in range(50)]
     assert found.count("slower") >= 45  # 2% with 15-45% process noise shared by the pair
@@ -86,7 +103,7 @@ def test_the_alpha_check_fails_a_broken_statistic():
         a, b = rng.lognormal(0, 0.05, (10, 1)) * rng.lognormal(0, 0.01, (10, 20)), \
             rng.lognormal(0, 0.05, (10, 1)) * rng.lognormal(0, 0.01, (10, 20))
         return stats.compare(a.ravel(), b.ravel())
-    raw, _ = null_rejections(broken)
+    raw, _ = null_rejections(broken, trials=600)
     assert not binomial_ok(raw, 600)
 
 
@@ -165,8 +182,8 @@ def test_paired_interval_covers_the_true_ratio(n):
 def test_paired_comparison_calls_a_clear_difference_and_holds_alpha():
     rng = np.random.default_rng(9)
     assert decide(stats.paired_compare(0.95 * np.exp(rng.normal(0, 0.005, 12)))) == "slower"
-    raw, called = null_rejections(lambda rng: stats.paired_compare(np.exp(rng.normal(0, 0.02, 12))), trials=400)
-    assert binomial_ok(raw, 400) and called <= raw
+    raw, called = null_rejections(lambda rng: stats.paired_compare(np.exp(rng.normal(0, 0.02, 12))))
+    assert binomial_ok(raw, TRIALS) and called <= raw
     assert decide(stats.paired_compare([0.5, 0.5, 0.5])) == "inconclusive"  # 3 rounds: p >= 0.25
 
 

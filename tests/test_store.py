@@ -24,7 +24,7 @@ def test_schema_version_and_round_trip(tmp_path):
     assert s.schema_version() == len(MIGRATIONS)
     run = new_run(s)
     rid = s.add_result(run, "sha256", "O2", {"size": "64"}, "bytes", "pending")
-    s.add_invocation(rid, 0, HARNESS_OUT, layout_pad=17)
+    s.add_process(rid, 0, HARNESS_OUT, layout_pad=17)
     [r] = s.results(run)
     assert r["status"] == "ok" and r["params"] == {"size": "64"} and r["notes"]["working_set_bytes"] == 64
     samples = s.samples(rid)
@@ -41,7 +41,7 @@ def test_signals_and_exclusions_round_trip(tmp_path):
     out = {**HARNESS_OUT, "invol_switches": [0, 3], "offcpu_ns": [0.0, 1.5], "migrated": [0, 0],
            "steal_ticks": [0, 0], "ratio_before": [1.3, 1.31], "ratio_after": [1.3, 1.3],
            "canary_before": [3.9, 2.0], "canary_after": [3.9, 3.8], "vol_switches": [0, 0]}
-    s.add_invocation(rid, 0, out, 0, ["", "off-cpu 75% (3 switches)"])
+    s.add_process(rid, 0, out, 0, ["", "off-cpu 75% (3 switches)"])
     a, b = s.samples(rid)
     assert (a["invol_switches"], b["invol_switches"], b["offcpu_ns"], b["canary_before"]) == (0, 3, 1.5, 2.0)
     assert a["excluded"] == "" and b["excluded"].startswith("off-cpu")
@@ -59,7 +59,7 @@ def _writer(path, n):
     run = new_run(s)
     for i in range(n):
         rid = s.add_result(run, "w", f"v{i}", {"i": str(i)}, "bytes", "pending")
-        s.add_invocation(rid, 0, HARNESS_OUT, 0)
+        s.add_process(rid, 0, HARNESS_OUT, 0)
 
 
 def test_two_processes_write_at_once(tmp_path):

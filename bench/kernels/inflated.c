@@ -1,10 +1,12 @@
-/* inflated.c - a bench kernel whose true rate is known relative to its honest twin.
+/* inflated.c - a throughput-bound bench kernel whose true rate is known relative to its
+ * honest twin.
  *
- * Each repetition compresses 100 SHA-256 blocks (6400 bytes) and reports 6400 bytes of
- * work; with INFLATE_PERCENT=3 in the environment it compresses 103 blocks and still
- * reports 6400 bytes, so its true rate is exactly 100/103 of the honest one (less the
- * per-call overhead, a few cycles against ~100k).  bench/power.py measures the two as
- * variants and counts how often cpulab calls the difference.
+ * Each repetition compresses 200 SHA-256 blocks (12800 bytes) and reports 12800 bytes of
+ * work; with INFLATE_PERCENT=1.5 in the environment it compresses 203 blocks and still
+ * reports 12800 bytes, so its true rate is exactly 200/203 of the honest one (less the
+ * per-call overhead, a few cycles against ~200k).  The parameter `point` only names a
+ * point of an experiment (every point does the same work).  bench/power.py measures
+ * these as variants and counts how often cpulab calls the difference.
  */
 #include "cpulab.h"
 #include "../../src/cpulab/kernels/sha256_core.h" /* the same compression function as the sha256 workload */
@@ -13,10 +15,11 @@
 
 const char k_unit[] = "bytes";
 
-#define BLOCKS 100
+#define BLOCKS 200
+#define MAX_EXTRA 20 /* 10% */
 
 struct ctx {
-    uint8_t buf[(BLOCKS + 10) * 64];
+    uint8_t buf[(BLOCKS + MAX_EXTRA) * 64];
     uint64_t blocks; /* compressed per repetition */
 };
 
@@ -26,11 +29,13 @@ void *k_setup(void)
     if (!c)
         return NULL;
     const char *pct = getenv("INFLATE_PERCENT");
-    c->blocks = BLOCKS + (pct ? (uint64_t)atoi(pct) : 0);
-    if (c->blocks > BLOCKS + 10) {
-        k_fail("INFLATE_PERCENT above 10");
+    double extra = pct ? atof(pct) * BLOCKS / 100 : 0;
+    if (extra < 0 || extra > MAX_EXTRA || extra != (double)(uint64_t)extra) {
+        k_fail("INFLATE_PERCENT must be a multiple of 0.5 within 0..10");
         return NULL;
     }
+    c->blocks = BLOCKS + (uint64_t)extra;
+    k_note("point", (double)k_param_int("point", 0));
     for (size_t i = 0; i < sizeof c->buf; i++)
         c->buf[i] = (uint8_t)(i * 7);
     return c;

@@ -19,6 +19,11 @@ from cpulab.policy import DecisionPolicy
 from cpulab.workloads import UNITS
 
 
+# A result's placement band: these quantiles of its placements' estimates over its median
+# (the central 80%: one disturbed process does not set it).
+PLACEMENT_BAND = (0.1, 0.9)
+
+
 def io_bound(workload: str) -> bool:
     """Whether a workload's waits for a device are its time (programs and `time` are not kernels)."""
     return workload in workloads.registry() and workloads.get(workload).io_bound
@@ -44,6 +49,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
     ipc = list(stats.per_process(samples, lambda s: s["instructions"] / s["cycles"]
                                  if s["instructions"] is not None and s["cycles"] else None).values())
     est = stats.estimate(list(rates.values()))
+    placed = _placements(samples, rates)
     excluded = [s["excluded"] for s in samples if s.get("excluded")]
     interval = rates and est.ci_coverage > 0  # one process has no interval, not [x, x]
     out = {
@@ -65,6 +71,10 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "core_per_tsc": float(np.median([s["core_per_tsc"] for s in samples if s["core_per_tsc"]]))
         if any(s["core_per_tsc"] for s in samples) else None,
         "samples": [s["work"] / s["ns"] * 1e9 / divisor for s in samples],
+        "placements": len(placed), "code_offsets": sorted({s["code_offset"] for s in samples
+                                                            if s.get("code_offset") is not None}),
+        "placement_band": [float(q) / est.median for q in np.quantile(list(placed.values()), PLACEMENT_BAND)]
+        if len(placed) > 1 and est.median else None,
         "observations": rates,
         "cycles": stats.per_cycle(samples, rate),
     }
@@ -78,18 +88,30 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
     return Result.from_dict(out)
 
 
+def _placements(samples: list[dict], rates: dict[int, float]) -> dict[int, float]:
+    """The median estimate of the processes that ran each placement (placement -> rate)."""
+    ran = {s["invocation"]: s["placement"] for s in samples if s.get("placement") is not None}
+    by: dict[int, list[float]] = defaultdict(list)
+    for process, rate in rates.items():
+        if process in ran:
+            by[ran[process]].append(rate)
+    return {p: float(np.median(v)) for p, v in by.items()}
+
+
 def compare_results(results: list[Result], baselines: dict[str, str], policy: DecisionPolicy,
                     against: int | None = None) -> list[Comparison]:
     """Every variant against its experiment's baseline at the same workload and params
-    (with `against` RUN: against its own stored build VARIANT@RUN),
-    Holm-corrected within each family: the variants compared at one parameter point.
-    (Each point of a sweep is its own question, "which build is faster at N?"; correcting
-    across all points as well would make long sweeps unable to say anything.)  The policy
-    gives the level of this look, the method and the verdicts."""
+    (with `against` RUN: against its own stored build VARIANT@RUN), Holm-corrected over
+    the experiment: every comparison of every point is one family, so the chance of any
+    false faster/slower in an experiment stays below the level whatever its number of
+    points (a sweep of 10 points tested point by point would give one 25% of the time).
+    The policy gives the level of this look, the method and the verdicts; a comparison
+    whose two sides ran in several placements needs no floor on its effect, otherwise
+    it must clear policy.min_effect (programs: their placement is their build's)."""
     by_point: dict[tuple, dict[str, Result]] = defaultdict(dict)
     for r in results:
         by_point[(r.experiment, r.workload, r.point)][r.variant] = r
-    families: dict[tuple, list[tuple]] = defaultdict(list)
+    families: dict[str, list[tuple]] = defaultdict(list)
     rows: list[Comparison] = []
     for (exp, wl, pk), variants in by_point.items():
         for name, r in variants.items():
@@ -110,11 +132,12 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
             elif base_measured and measured.emulated != base_measured.emulated:
                 row.verdict = Verdict.NOT_COMPARABLE
             else:
-                families[(exp, wl, pk)].append((row, base_measured, measured))
+                families[exp].append((row, base_measured, measured))
             rows.append(row)
     for fam in families.values():
         tests = [_test(b, m, policy) for _, b, m in fam]
-        for (row, _, _), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests)):
+        floors = [0.0 if min(b.placements, m.placements) > 1 else policy.min_effect for _, b, m in fam]
+        for (row, _, _), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests, floors)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
             row.method, row.rounds = t.method, t.n
     return rows
@@ -127,6 +150,25 @@ def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
     if policy.method == "turns":
         return stats.compare_pair(base.cycles, var.cycles, policy.confidence, "turns")
     return stats.compare_pair(base.observations, var.observations, policy.confidence, policy.method)
+
+
+def carryover(results: list[tuple[dict, list[dict]]], confidence: float = 0.95) -> dict | None:
+    """Whether what a group member leaves in the caches and predictors slows the next one:
+    per process, the median rate of its samples that ran right after another member's
+    over that of its samples that ran right after its own previous one; over every
+    process of the run, the Hodges-Lehmann ratio with its signed-rank interval (1: no
+    carry-over).  results: (stored result, its samples); None without turns."""
+    ratios = []
+    for r, samples in results:
+        split: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
+        for s in samples:
+            if s.get("follows") and not s.get("excluded"):
+                split[s["invocation"]][s["follows"] == r["variant"]].append(s["work"] / stats.on_cpu_ns(s))
+        ratios += [float(np.median(other) / np.median(own)) for other, own in split.values() if other and own]
+    if len(ratios) < 2:
+        return None
+    t = stats.paired_compare(ratios, confidence)
+    return {"ratio": t.ratio, "ci": list(t.ci), "p": t.p, "processes": t.n}
 
 
 def against_name(variant: str, run_id: int) -> str:

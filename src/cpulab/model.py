@@ -88,6 +88,12 @@ class Result:
     excluded_samples: int = 0  # samples judged contaminated (stats.contamination), left out
     excluded_processes: int = 0  # processes with no sample left
     excluded_why: dict[str, int] = field(default_factory=dict)
+    # Placement (build/artifacts.py): how many placements its processes ran, the spread
+    # of their estimates as [lowest, highest] / median (process noise included), and the
+    # timed code's distinct offsets within a page that produced it.  0 placements: not varied.
+    placements: int = 0
+    placement_band: list[float] | None = None
+    code_offsets: list[int] = field(default_factory=list)
     # One observation per process, keyed by the round it ran in (for paired comparisons),
     # and each used sample's rate as round -> {cycle: rate} (for rounds in turns); not
     # part of the document.
@@ -189,6 +195,9 @@ class Summary:
     analyses: list[Analysis]
     # What each (workload, variant) was built from: {workload, variant, hash, commands}.
     artifacts: list[dict] = field(default_factory=list)
+    # Samples right after another group member against right after their own process:
+    # {ratio, ci, p, processes} (estimates.carryover); None when nothing ran in turns.
+    carryover: dict | None = None
     wall_s: float | None = None  # set by `cpulab run`: how long the whole run took
     report: str | None = None  # set by `cpulab run`: where its HTML report is
 

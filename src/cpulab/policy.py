@@ -6,8 +6,9 @@ the runner's looks, the summary and every legend, so the rule lives in one place
 rate and its interval at the look's confidence:
 
 * `inconclusive`: so few rounds that no difference could ever be significant;
-* `faster` / `slower`: significant after Holm's correction, the interval excludes 1, and
-  the difference is at least `min_effect`;
+* `faster` / `slower`: significant after Holm's correction over the experiment, and the
+  interval excludes 1; a comparison whose code was not run in several placements (a
+  `[program]`, an older run) must also differ by at least `min_effect`;
 * `same`: the interval lies within 1 +- `precision` (a difference, if any, is smaller);
 * `unclear`: none of these -- neither significant nor that narrow.  More rounds decide it.
 """
@@ -23,8 +24,10 @@ ALPHA = 0.05
 # whatever the stopping rule, stays below ALPHA (alpha spending, Bonferroni).
 LOOKS = 3
 PRECISION = 0.01
-# Differences smaller than this are never called faster/slower: layout alone moves
-# results by about this much (Mytkowicz et al., ASPLOS 2009).
+# Where placement was not varied (programs built by their own build system, runs stored
+# before placements), differences smaller than this are not called faster/slower:
+# layout alone moves results by about this much (Mytkowicz et al., ASPLOS 2009).  Kernels
+# run in several placements, so their test already includes it and needs no floor.
 MIN_EFFECT = 0.01
 # How a variant meets its baseline: "turns" (the processes of one round alive together on
 # one CPU, taking samples in turns: per-cycle ratios, one per round, signed-rank over
@@ -60,21 +63,24 @@ class DecisionPolicy:
         """The coverage of every comparison interval: 1 - look_alpha (95%, or 98.3% over 3 looks)."""
         return 1 - self.look_alpha
 
-    def verdict(self, t: stats.Test, p_adjusted: float, family: int = 1) -> str:
-        """The verdict of one test of a family of `family` tests (Holm-adjusted p)."""
+    def verdict(self, t: stats.Test, p_adjusted: float, family: int = 1, floor: float | None = None) -> str:
+        """The verdict of one test of a family of `family` tests (Holm-adjusted p); floor:
+        the smallest effect called (default min_effect; 0 where placement was varied)."""
         lo, hi = t.ci
+        floor = self.min_effect if floor is None else floor
         if min(1.0, t.p_floor * family) >= self.look_alpha:
             return "inconclusive"
-        if p_adjusted < self.look_alpha and not lo <= 1.0 <= hi and abs(t.ratio - 1.0) >= self.min_effect:
+        if p_adjusted < self.look_alpha and not lo <= 1.0 <= hi and abs(t.ratio - 1.0) >= floor:
             return "faster" if t.ratio > 1 else "slower"
         if 1 - self.precision <= lo and hi <= 1 + self.precision:
             return "same"
         return "unclear"
 
-    def decide(self, tests: list[stats.Test]) -> list[tuple[float, str]]:
-        """(Holm-adjusted p, verdict) of each test of one family."""
+    def decide(self, tests: list[stats.Test], floors: list[float] | None = None) -> list[tuple[float, str]]:
+        """(Holm-adjusted p, verdict) of each test of one family (with each test's floor)."""
         adjusted = stats.holm([t.p for t in tests])
-        return [(pa, self.verdict(t, pa, len(tests))) for t, pa in zip(tests, adjusted)]
+        floors = floors or [self.min_effect] * len(tests)
+        return [(pa, self.verdict(t, pa, len(tests), f)) for t, pa, f in zip(tests, adjusted, floors)]
 
     @staticmethod
     def decided(verdict: str) -> bool:
@@ -87,7 +93,10 @@ class DecisionPolicy:
                "paired": "signed-rank over per-round ratios",
                "unpaired": "Mann-Whitney over processes"}[self.method]
         spent = f" ({self.alpha:g} spent over {self.looks} looks)" if self.looks > 1 else ""
-        return (f"{100 * self.confidence:.3g}% intervals; {how}; faster/slower when p < {self.look_alpha:.3g}"
-                f"{spent} after Holm and the change is at least {100 * self.min_effect:g}%; same when the interval "
-                f"lies within ±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to "
-                f"ever be significant")
+        return (f"{100 * self.confidence:.3g}% intervals; {how}; each process runs one of its build's placements "
+                f"(the same code at another address), so the test includes where the code sits; faster/slower when "
+                f"p < {self.look_alpha:.3g}{spent} after Holm over every comparison of the experiment (no false "
+                f"verdict per experiment) and the interval excludes 1; a build run in one placement only (a "
+                f"program) must also change by {100 * self.min_effect:g}%; same when the interval lies within "
+                f"±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to ever be "
+                f"significant")

@@ -8,7 +8,7 @@ point, and the analyses stored with the run.
 """
 from __future__ import annotations
 
-from cpulab.estimates import compare_results, geomeans, result_summary
+from cpulab.estimates import carryover, compare_results, geomeans, result_summary
 from cpulab.model import Analysis, Summary
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
@@ -17,7 +17,8 @@ from cpulab.store.db import Store
 def summarise(store: Store, run_id: int, baseline: str | None = None, method: str | None = None) -> Summary:
     """The run's Summary; method overrides the plan's (policy.METHODS)."""
     run = store.run(run_id)
-    results = [result_summary(r, store.samples(r["id"])) for r in store.results(run_id)]
+    stored = [(r, store.samples(r["id"])) for r in store.results(run_id)]
+    results = [result_summary(r, samples) for r, samples in stored]
     baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
     comparisons = compare_results(results, baselines, DecisionPolicy.from_plan(run["plan"], method),
                                   run["plan"].get("against"))
@@ -25,7 +26,8 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
                    plan=run["plan"], machine=run["fingerprint"], conditions=run["conditions"],
                    timing=run["timing"], variants=store.variants(run_id), results=results,
                    comparisons=comparisons, geomeans=geomeans(comparisons),
-                   analyses=[Analysis(**a) for a in store.analyses(run_id)], artifacts=_artifacts(store, run_id))
+                   analyses=[Analysis(**a) for a in store.analyses(run_id)], artifacts=_artifacts(store, run_id),
+                   carryover=carryover(stored))
 
 
 def _artifacts(store: Store, run_id: int) -> list[dict]:

@@ -3,16 +3,25 @@
 The harness is compiled with fixed flags (plus the variant's ABI flags); only the kernel
 gets the variant's flags.  The cache key covers every source byte, every flag and the
 compiler's version, so an artifact is rebuilt exactly when one of those changes.
+
+A kernel's artifact also comes in PLACEMENTS *placements*: the same harness.o and kernel.o
+linked again with a pad object of random size between them, so the kernel's code (and the
+data behind it) sits at other offsets within cache lines, fetch windows and pages while
+its bytes stay those of the one compiled kernel.o (only relocated fields differ).  Each
+measured process runs one placement, so a verdict covers where the code happens to sit
+(Mytkowicz et al., ASPLOS 2009: placement alone moves results by a few percent).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,6 +34,12 @@ NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "profile.h"]
 HARNESS_CFLAGS = ("-O2", "-std=gnu11")
 BUILD_TIMEOUT_S = 300
+# Placements per kernel artifact; a process draws one, without replacement over the
+# first PLACEMENTS rounds (runner), so that many rounds see independent placements.
+PLACEMENTS = 16
+# Pads are multiples of this (the compilers' function alignment), below one page: each
+# shift keeps the code's own alignment and moves it within lines and pages.
+PAD_STEP, PAD_LIMIT = 16, 4096
 
 
 class BuildError(Exception):
@@ -39,9 +54,27 @@ class Artifact:
     size_bytes: int
     compiler_version: str
     commands: tuple[tuple[str, ...], ...]  # the exact command lines, in order
+    placements: tuple[int, ...] = ()  # the pad bytes before kernel.o in each placement's link
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Artifact":
+        """An artifact as stored or sent (lists for tuples; placements absent in older stores)."""
+        return cls(**{**d, "commands": tuple(tuple(c) for c in d["commands"]),
+                      "placements": tuple(d.get("placements") or ())})
+
+    def placement_path(self, i: int) -> str:
+        """The executable of placement i (the same code behind placements[i] bytes of pad)."""
+        return f"{self.path}.p{i}"
+
+
+def placement_pads(key: str, count: int) -> tuple[int, ...]:
+    """Pad sizes drawn at random, seeded by the artifact's input hash (a rebuild places
+    alike): independent of the pads of any other build."""
+    rng = random.Random(key)
+    return tuple(rng.randrange(0, PAD_LIMIT, PAD_STEP) for _ in range(count))
 
 
 def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...]) -> str:
@@ -55,54 +88,84 @@ def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...]) ->
 
 
 def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path,
-              include_dirs: tuple[Path, ...] = ()) -> list[list[str]]:
+              include_dirs: tuple[Path, ...] = (), pads: tuple[int, ...] = ()) -> list[list[str]]:
+    """Compile the harness and the kernel once, link them, then each placement: a pad
+    object (written by _write_pads) linked between them."""
     cc, abi = variant.compiler, list(variant.abi_flags)
     inc = [a for d in (NATIVE_DIR, kernel.parent, *include_dirs) for a in ("-I", str(d))]
     harness_o, kernel_o = out.parent / "harness.o", out.parent / "kernel.o"
-    return [
+
+    def link(*objs: Path, exe: Path) -> list[str]:
+        return [cc, *abi, *map(str, objs), "-o", str(exe), *variant.ldflags, *libs, "-lm"]
+
+    cmds = [
         [cc, *HARNESS_CFLAGS, *abi, *inc, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
         [cc, *variant.cflags, *abi, *inc, "-c", str(kernel), "-o", str(kernel_o)],
-        [cc, *abi, str(harness_o), str(kernel_o), "-o", str(out), *variant.ldflags, *libs, "-lm"],
+        link(harness_o, kernel_o, exe=out),
     ]
+    for i in range(len(pads)):
+        pad_c, pad_o = out.parent / f"pad{i}.c", out.parent / f"pad{i}.o"
+        cmds += [[cc, *abi, "-c", str(pad_c), "-o", str(pad_o)],
+                 link(harness_o, pad_o, kernel_o, exe=Path(f"{out}.p{i}"))]
+    return cmds
+
+
+def _write_pads(work: Path, pads: tuple[int, ...]) -> None:
+    """pad{i}.c: nothing but `pad` bytes of .text (the linker lays input sections out in
+    command-line order, so these come between the harness's code and the kernel's)."""
+    for i, pad in enumerate(pads):
+        (work / f"pad{i}.c").write_text(f'__asm__(".text\\n.skip {pad}\\n");\n')
+
+
+def _run_step(cmd: list[str]) -> None:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"build timed out after {BUILD_TIMEOUT_S}s: {' '.join(cmd)}") from None
+    except FileNotFoundError:
+        raise BuildError(f"compiler {cmd[0]!r} not found") from None
+    if p.returncode != 0:
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()][:6]
+        raise BuildError("; ".join(lines) or f"{cmd[0]} exited with {p.returncode}")
 
 
 def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = (),
                      extra_sources: tuple[Path, ...] = (), include_dirs: tuple[Path, ...] = (),
-                     cache_dir: Path | None = None) -> Artifact:
+                     cache_dir: Path | None = None, placements: int = 0) -> Artifact:
     """Build harness + one kernel file under a variant, or return the cached artifact.
 
     extra_sources are files the kernel includes: they only enter the hash.
     include_dirs are searched for them besides the harness's and the kernel's own.
+    placements: how many placements to link beside the executable (module docstring).
     """
     kernel = Path(kernel)
     key = _input_hash([kernel, *extra_sources], variant, tuple(libs))
+    if placements:
+        key = hashlib.sha256(f"{key}:placements={placements}".encode()).hexdigest()
     root = Path(cache_dir or paths.artifact_dir())
     final = root / key[:24]
     meta = final / "artifact.json"
     if meta.exists():
-        return Artifact(**{k: (tuple(tuple(c) for c in v) if k == "commands" else v)
-                           for k, v in json.loads(meta.read_text()).items()})
+        return Artifact.from_dict(json.loads(meta.read_text()))
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
         exe = work / kernel.stem
-        cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs))
-        for cmd in cmds:
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise BuildError(f"build timed out after {BUILD_TIMEOUT_S}s: {' '.join(cmd)}") from None
-            except FileNotFoundError:
-                raise BuildError(f"compiler {cmd[0]!r} not found") from None
-            if p.returncode != 0:
-                lines = [ln for ln in p.stderr.splitlines() if ln.strip()][:6]
-                raise BuildError("; ".join(lines) or f"{cmd[0]} exited with {p.returncode}")
+        pads = placement_pads(key, placements)
+        _write_pads(work, pads)
+        cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs), pads)
+        for cmd in cmds[:3]:
+            _run_step(cmd)
+        # The placements' pads and links depend only on the objects: two at a time (a
+        # build runs before measuring, or beside it on the other CPU).
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda pad_and_link: [_run_step(c) for c in pad_and_link], zip(cmds[3::2], cmds[4::2])))
         data = exe.read_bytes()
         # Paths inside the commands name the final place, not the temporary one.
         final_cmds = tuple(tuple(a.replace(str(work), str(final)) for a in c) for c in cmds)
         art = Artifact(path=str(final / kernel.stem), hash=key, code_hash=hashlib.sha256(data).hexdigest(),
                        size_bytes=len(data), compiler_version=compiler_version(variant.compiler),
-                       commands=final_cmds)
+                       commands=final_cmds, placements=pads)
         (work / "artifact.json").write_text(json.dumps(art.as_dict(), indent=1))
         try:
             os.rename(work, final)  # atomic: a concurrent builder either wins or loses whole
@@ -110,7 +173,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
             if not meta.exists():
                 raise
         return build_executable(kernel, variant, libs=libs, extra_sources=extra_sources, include_dirs=include_dirs,
-                                cache_dir=cache_dir)
+                                cache_dir=cache_dir, placements=placements)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -118,7 +181,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
 def build_artifact(workload: Workload, variant: Variant, cache_dir: Path | None = None) -> Artifact:
     return build_executable(workload.source, variant, libs=workload.libs,
                             extra_sources=tuple(KERNEL_DIR / s for s in workload.extra_sources),
-                            cache_dir=cache_dir)
+                            cache_dir=cache_dir, placements=PLACEMENTS)
 
 
 def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str = "gcc",
@@ -165,5 +228,5 @@ class Built:
     def from_dict(cls, d: dict) -> "Built":
         art = d["artifact"]
         return cls(Status(d["status"]), d["error"],
-                   Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])}) if art else None,
+                   Artifact.from_dict(art) if art else None,
                    tuple(d["emulator"]))

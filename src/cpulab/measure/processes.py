@@ -205,7 +205,7 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: S
             if out.status != Status.OK:
                 _fail(store, t, out.status, out.error)
             else:
-                store.add_invocation(t.result_id, t.done, invocation_record(out.data), out.layout_pad)
+                store.add_process(t.result_id, t.done, invocation_record(out.data), out.layout_pad)
                 t.reports.append(out.data)
                 t.done += 1
             progress.advance(f"round {t.done}  {t.label}" + (f"  {out.status}: {out.error[:60]}"

@@ -4,8 +4,9 @@ A *point* is one comparison: an experiment's variants at one parameter point.  A
 gives every live target of a point one process (for kernels a group in turns, for
 programs A and B back to back, in a fresh random order), the points in random order, so
 a drifting machine hits all variants alike.  Every point gets the schedule's first-look
-rounds; in budget mode a point with an undecided comparison at a look (n, 2n rounds)
-gets rounds up to the next look (2n, 4n) while its experiment has budget left.  There
+rounds; in budget mode a point with an undecided comparison at a look (n, 2n rounds),
+decided over its whole experiment, gets rounds up to the next look (2n, 4n) while its
+experiment has budget left.  There
 are at most policy.looks looks, each tested at policy.look_alpha, so stopping early
 cannot inflate false verdicts.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from cpulab.estimates import compare_results, result_summary
+from cpulab.model import params_key
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
 
@@ -93,22 +95,31 @@ def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, 
                progress: Progress) -> list[tuple]:
     """In budget mode, at a look: the points with an undecided comparison get rounds up
     to the next look, while their experiment has budget left; the undecided ones are
-    shown."""
+    shown.  Comparisons are decided over their whole experiment (its Holm family)."""
     if not schedule.budget:
         return []
     policy = schedule.policy
+
+    def last(k):
+        return schedule.first[k[0]] * 2 ** (policy.looks - 1)
+
+    at_look = {k for k in points if done[k] == goal[k] and goal[k] < last(k) and spent[k[0]] < schedule.budget}
     more, labels = [], []
-    for k, ts in points.items():
-        last = schedule.first[k[0]] * 2 ** (policy.looks - 1)
-        if done[k] != goal[k] or goal[k] >= last or spent[k[0]] >= schedule.budget:
-            continue
-        summaries = [result_summary(store.result(t.result_id), store.samples(t.result_id)) for t in ts]
-        open_ = [c for c in compare_results(summaries, schedule.baselines, policy, schedule.against)
-                 if c.ratio and not policy.decided(c.verdict)]
-        if open_:
-            goal[k] = min(2 * goal[k], last)
-            more.append(k)
-            labels += [f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}" for c in open_]
+    for exp in sorted({k[0] for k in at_look}):
+        point_of, results = {}, []
+        for k, ts in points.items():
+            if k[0] == exp:
+                for t in ts:
+                    r = result_summary(store.result(t.result_id), store.samples(t.result_id))
+                    point_of[(r.workload, r.variant, r.point)] = k
+                    results.append(r)
+        for c in compare_results(results, schedule.baselines, policy, schedule.against):
+            k = point_of.get((c.workload, c.variant, params_key(c.params)))
+            if c.ratio and not policy.decided(c.verdict) and k in at_look:
+                if goal[k] == done[k]:
+                    goal[k] = min(2 * goal[k], last(k))
+                    more.append(k)
+                labels.append(f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}")
     if more:
         progress.note(f"{len(labels)} undecided: " + "; ".join(labels[:6]) + (" ..." if len(labels) > 6 else ""))
         progress.phase("undecided", sum((goal[k] - done[k]) * len(points[k]) for k in more))

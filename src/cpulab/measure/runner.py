@@ -46,7 +46,16 @@ class Target:
     artifact: artifacts.Artifact | None = None
     live: bool = True
     emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
-    done: int = 0  # processes measured so far: the next invocation number
+    done: int = 0  # processes measured so far: the next process's number (its round)
+    placement_order: tuple[int, ...] = ()  # the placements its processes run, in turn (_measure)
+
+    def placement(self) -> int | None:
+        """The placement the next process runs (None: the artifact has none)."""
+        return self.placement_order[self.done % len(self.placement_order)] if self.placement_order else None
+
+    def executable(self) -> str:
+        p = self.placement()
+        return self.artifact.path if p is None else self.artifact.placement_path(p)
 
 
 def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, str]:
@@ -199,7 +208,7 @@ def stored_artifact(store: Store, hash_: str | None) -> artifacts.Artifact | Non
     with open(art["path"], "rb") as f:
         if hashlib.sha256(f.read()).hexdigest() != art["code_hash"]:
             return None
-    return artifacts.Artifact(**{**art, "commands": tuple(tuple(c) for c in art["commands"])})
+    return artifacts.Artifact.from_dict(art)
 
 
 def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]) -> list[Target]:
@@ -273,24 +282,41 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
     baseline are milliseconds apart and share the host's state.  Otherwise they run back
     to back in the round's random order."""
     prepared: dict[int, dict[str, str]] = {}
+    for t in targets:  # each target's processes draw its placements without replacement
+        if t.artifact and t.artifact.placements:
+            t.placement_order = tuple(rng.sample(range(len(t.artifact.placements)), len(t.artifact.placements)))
 
     def run_round(k: tuple, order: list[Target]) -> float:
         jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared))]
+        orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
         if plan.method == "turns" and len(jobs) > 1:
             for _, job in jobs:
                 job.turns = True
             cycles = [rng.sample(range(len(jobs)), len(jobs)) for _ in range(plan.samples_of(k[0]))]
             outs = site.executor.execute_group([job for _, job in jobs], cycles)
             seconds = max((o.process.wall_s for o in outs if o.process), default=0.0)
+            orders = turn_order(cycles, [t.variant for t, _ in jobs])
         else:
             outs = [site.executor.execute(job) for _, job in jobs]
             seconds = sum(o.process.wall_s for o in outs if o.process)
-        for (t, _), out in zip(jobs, outs):
-            _record(store, t, out, progress)
+        for (t, _), out, turns in zip(jobs, outs, orders):
+            _record(store, t, out, progress, turns)
         return seconds
 
     measure_rounds(store, _points([t for t in targets if t.live]), Schedule.of_plan(plan.as_dict()), run_round,
                    progress, rng)
+
+
+def turn_order(cycles: list[list[int]], names: list[str]) -> list[list[tuple[int, str]]]:
+    """For each member of a group, each of its samples' (position in its cycle, the name
+    of the member whose sample ran just before it: '' for the very first)."""
+    out: list[list[tuple[int, str]]] = [[] for _ in names]
+    previous = ""
+    for cycle in cycles:
+        for position, m in enumerate(cycle):
+            out[m].append((position, previous))
+            previous = names[m]
+    return out
 
 
 def _points(live: list[Target]) -> dict[tuple, list[Target]]:
@@ -317,21 +343,21 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
             progress.advance(f"{t.workload} {t.variant}: setup-failed")
             return None
     v = plan.variant(t.variant)
-    return HarnessJob(t.artifact.path, prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
+    return HarnessJob(t.executable(), prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
                       plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator)
 
 
-def _record(store: Store, t: Target, out, progress: Progress) -> None:
+def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:
     """Store one process of a target (its round: t.done): its samples, each with why it
-    is left out if the signals around it say it was disturbed (stats.contamination), or
-    the failure, which ends the target."""
+    is left out if the signals around it say it was disturbed (stats.contamination), its
+    placement and turns, or the failure, which ends the target."""
     rnd = t.done
     if out.status == Status.OK and out.data.get("ns"):
         d = out.data
         io = workloads.get(t.workload).io_bound
         excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
                     for i, ns in enumerate(d["ns"])]
-        store.add_invocation(t.result_id, rnd, d, out.layout_pad, excluded)
+        store.add_process(t.result_id, rnd, d, out.layout_pad, excluded, t.placement(), turns)
         t.done += 1
     else:
         t.live = False

@@ -795,6 +795,8 @@ int main(int argc, char **argv)
     printf(",\"reps\":%llu,\"work\":", (unsigned long long)reps);
     json_num(k_work(ctx, reps));
     printf(",\"checksum\":\"%016llx\"", (unsigned long long)checksum_sink);
+    /* Where the timed code sits: its offset within a page (the placement, artifacts.py). */
+    printf(",\"code_offset\":%u", (unsigned)((uintptr_t)&k_run & 4095));
     json_array("ns", ns, samples);
     json_array("t_ns", start, samples);
     json_array("cycles", cyc, samples);

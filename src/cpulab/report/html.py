@@ -19,7 +19,7 @@ from cpulab.report import plots
 from cpulab.report import studies
 from cpulab.report.tables import FOLD_ROWS
 from cpulab.report.views import (
-    analysis_tables, comparison_list, fmt_params, geomean_table, machine_tables, pivot_table, workload_of, workload_tables
+    analysis_tables, carryover_line, comparison_list, fmt_params, geomean_table, machine_tables, pivot_table, workload_of, workload_tables
 )
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -145,7 +145,7 @@ def render(s: Summary) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
     tpl = env.get_template("report.html.j2")
     return tpl.render(s=s, sections=sections(s), geomeans=geomean_table(s), comparisons=comparison_list(s),
-                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=DecisionPolicy.from_plan(s.plan).legend(),
+                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=DecisionPolicy.from_plan(s.plan).legend(), carryover=carryover_line(s),
                       caches=", ".join(machine.cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))
 

@@ -10,7 +10,8 @@ from cpulab import stats
 from cpulab.model import Summary
 from cpulab.policy import DecisionPolicy
 from cpulab.report.tables import fmt_num, to_rich
-from cpulab.report.views import analysis_tables, explain_tables, geomean_table, process_table, workload_tables
+from cpulab.report.views import (analysis_tables, carryover_line, explain_tables, geomean_table, process_table,
+                                 workload_tables)
 
 
 def run_status_note(summary: Summary) -> str:
@@ -35,6 +36,8 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(to_rich(g))
     if (pt := process_table(summary)) is not None:
         console.print(to_rich(pt))
+    if line := carryover_line(summary):
+        console.print(f"[dim]{escape(line)}.[/]")
     console.print(f"[dim]verdict: {escape(DecisionPolicy.from_plan(summary.plan).legend())}. Each observation "
                   f"is one process: the fastest of its first {stats.KEEP} samples not left out (a sample is left "
                   "out when its thread was off the CPU for over 1% of it, or it migrated or saw steal time). A "

@@ -46,6 +46,25 @@ def _verdict(r: Result, c: Comparison | None) -> Cell:
     return Cell(c.verdict, tag=verdict_tag(c.verdict))
 
 
+def _placement_band(r: Result) -> Cell:
+    """The spread over a result's placements (the central 80% of their estimates against
+    its median) and how many placements ran."""
+    if not r.placement_band:
+        return Cell(None, "")
+    lo, hi = r.placement_band
+    return Cell(hi - lo, f"{100 * (lo - 1):+.1f}% .. {100 * (hi - 1):+.1f}% ({r.placements})")
+
+
+def carryover_line(s: Summary) -> str:
+    """One sentence on the run's carry-over contrast, or '' when nothing ran in turns."""
+    c = s.carryover
+    if not c:
+        return ""
+    return (f"Carry-over: samples that ran right after another build's sample were {fmt_delta(c['ratio'], c['ci'])} "
+            f"against those right after their own process's ({c['processes']} processes; an interval around 0: "
+            f"none measurable)")
+
+
 def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
     """One table per (experiment, workload): parameter points x variants, median with its
     interval, per clock, percent of the best variant at that point, delta and verdict
@@ -64,7 +83,7 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
                 best[r.point] = max(best[r.point], r.median)
         base = next((c.baseline for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)), "")
         conf = f"{100 * DecisionPolicy.from_plan(s.plan).confidence:.3g}%"
-        names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", rows[0].per_clock_unit, "% of max",
+        names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", "placements", rows[0].per_clock_unit, "% of max",
                  "left out", f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
         t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [{conf} CI]", columns(*names, left=2))
         t.columns[names.index("verdict")].left = True
@@ -79,6 +98,7 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
                      Cell(r.ci, (f"{fmt_num(r.ci[0])} .. {fmt_num(r.ci[1])}" if r.ci else "")
                           + (f" (covers {100 * r.ci_coverage:.0f}%)" if r.ci and (r.ci_coverage or 1) < 0.95 else "")),
                      Cell(r.cv, f"{r.cv * 100:.1f}%" if r.cv is not None else ""),
+                     _placement_band(r),
                      Cell(r.cycles_per_unit),
                      Cell(r.median / best[r.point] if r.median else None,
                           f"{100 * r.median / best[r.point]:.0f}%" if r.median else ""),
@@ -224,14 +244,17 @@ def geomean_table(s: Summary) -> Table | None:
 
 RESULT_FIELDS = ["experiment", "workload", "variant", "params", "status", "unit", "rate_unit", "median", "ci_low",
                  "ci_high", "cv", "cycles_per_unit", "ns_per_unit", "real_s", "user_s", "sys_s", "processes",
-                 "invocations", "excluded_samples", "ci_coverage", "timer", "emulated", "error"]
+                 "invocations", "excluded_samples", "ci_coverage", "placements", "placement_low", "placement_high",
+                 "timer", "emulated", "error"]
 COMPARISON_FIELDS = ["experiment", "workload", "params", "baseline", "variant", "ratio", "ci_low", "ci_high", "p",
                      "verdict", "method", "rounds"]
 
 
 def _field_cells(x, names: list[str], workload: str) -> list[Cell]:
     ci = x.ci or [None, None]
-    special = {"params": Cell(fmt_params(x.params, workload)), "ci_low": Cell(ci[0]), "ci_high": Cell(ci[1])}
+    band = getattr(x, "placement_band", None) or [None, None]
+    special = {"params": Cell(fmt_params(x.params, workload)), "ci_low": Cell(ci[0]), "ci_high": Cell(ci[1]),
+               "placement_low": Cell(band[0]), "placement_high": Cell(band[1])}
     return [special.get(n) or Cell(getattr(x, n)) for n in names]
 
 

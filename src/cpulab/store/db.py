@@ -124,11 +124,30 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';
     ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '{}';
     """,
+    # 6: where each sample's code sat and when it ran among the other members of its group,
+    # so placement is a measured effect and carry-over between members can be checked
+    """
+    ALTER TABLE samples ADD COLUMN placement INTEGER;     -- which placement of the artifact ran (NULL: not varied)
+    ALTER TABLE samples ADD COLUMN code_offset INTEGER;   -- k_run's address modulo 4096, as the harness saw it
+    ALTER TABLE samples ADD COLUMN start_ns REAL;         -- the sample's start, CLOCK_MONOTONIC ns
+    ALTER TABLE samples ADD COLUMN turn INTEGER;          -- its position in its cycle (turns), NULL otherwise
+    ALTER TABLE samples ADD COLUMN follows TEXT;          -- the variant that ran just before it ('' the first)
+    ALTER TABLE artifacts ADD COLUMN placements TEXT NOT NULL DEFAULT '[]';  -- pad bytes of each placement
+    """,
 ]
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them).
 SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_ticks", "ratio_before", "ratio_after",
            "canary_before", "canary_after")
+# Where and when each sample ran (migration 6; NULL in older runs).
+PLACED = ("placement", "code_offset", "start_ns", "turn", "follows")
+
+
+def _insert_artifact(c: sqlite3.Connection, art: dict) -> None:
+    c.execute("INSERT OR IGNORE INTO artifacts (hash, code_hash, path, size_bytes, compiler_version, commands,"
+              " placements) VALUES (?, ?, ?, ?, ?, ?, ?)",
+              (art["hash"], art["code_hash"], art["path"], art["size_bytes"], art["compiler_version"],
+               json.dumps(art["commands"]), json.dumps(list(art.get("placements") or ()))))
 
 
 def _result_row(r: sqlite3.Row) -> dict:
@@ -317,9 +336,7 @@ class Store:
 
     def add_artifact(self, art: dict) -> None:
         with self.tx() as c:
-            c.execute("INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?, ?, ?)",
-                      (art["hash"], art["code_hash"], art["path"], art["size_bytes"],
-                       art["compiler_version"], json.dumps(art["commands"])))
+            _insert_artifact(c, art)
 
     def add_result(self, run_id: int, workload: str, variant: str, params: dict, unit: str,
                    status: str, error: str = "", artifact_hash: str | None = None,
@@ -340,18 +357,24 @@ class Store:
         with self.tx() as c:
             c.execute("UPDATE results SET status = 'identical', same_as = ? WHERE id = ?", (same_as, result_id))
 
-    def add_invocation(self, result_id: int, invocation: int, out: dict, layout_pad: int,
-                       excluded: list[str] | None = None) -> None:
+    def add_process(self, result_id: int, process: int, out: dict, layout_pad: int,
+                    excluded: list[str] | None = None, placement: int | None = None,
+                    order: list[tuple[int, str]] | None = None) -> None:
         """Store one harness JSON result's samples (with the signals seen around each and,
-        in `excluded`, why a sample is left out of estimates), and its notes."""
+        in `excluded`, why a sample is left out of estimates), and its notes.  placement:
+        which placement of the artifact ran; order: each sample's (turn, the variant
+        just before it) when it ran in turns."""
         rows = []
         for i, ns in enumerate(out["ns"]):
             signals = [out[k][i] if k in out else None for k in SIGNALS]
-            rows.append((result_id, invocation, i, ns, out["cycles"][i], out["instructions"][i], out["work"], out["reps"],
+            turn, follows = order[i] if order else (None, None)
+            start = out["t_ns"][i] if "t_ns" in out else None
+            rows.append((result_id, process, i, ns, out["cycles"][i], out["instructions"][i], out["work"], out["reps"],
                          out["user_s"][i], out["sys_s"][i], out["timer"], out.get("tsc_hz"),
-                         out.get("core_per_tsc"), layout_pad, *signals, excluded[i] if excluded else ""))
+                         out.get("core_per_tsc"), layout_pad, *signals, excluded[i] if excluded else "",
+                         placement, out.get("code_offset"), start, turn, follows))
         cols = ("result_id, invocation, idx, ns, cycles, instructions, work, reps, user_s, sys_s, timer, tsc_hz,"
-                " core_per_tsc, layout_pad, " + ", ".join(SIGNALS) + ", excluded")
+                " core_per_tsc, layout_pad, " + ", ".join(SIGNALS) + ", excluded, " + ", ".join(PLACED))
         with self.tx() as c:
             c.executemany(f"INSERT INTO samples ({cols}) VALUES ({', '.join('?' * len(rows[0]))})", rows)
             c.execute("UPDATE results SET notes = ?, status = 'ok' WHERE id = ? AND status = 'pending'",
@@ -402,9 +425,7 @@ class Store:
                     c.execute("INSERT INTO variants VALUES (?, ?, ?, ?)",
                               (run_id, v["name"], json.dumps(definition), v.get("compiler_version")))
                 for a in r["artifacts"]:
-                    c.execute("INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?, ?, ?)",
-                              (a["hash"], a["code_hash"], a["path"], a["size_bytes"], a["compiler_version"],
-                               json.dumps(a["commands"])))
+                    _insert_artifact(c, a)
                 for x in r["results"]:
                     rid = c.execute(
                         "INSERT INTO results (run_id, experiment, workload, variant, params, unit, status, error,"
@@ -413,10 +434,10 @@ class Store:
                          x["unit"], x["status"], x["error"], x["artifact_hash"], x["same_as"],
                          json.dumps(x["notes"]))).lastrowid
                     cols = ["invocation", "idx", "ns", "cycles", "instructions", "work", "reps", "user_s", "sys_s",
-                            "timer", "tsc_hz", "core_per_tsc", "layout_pad", *SIGNALS, "excluded"]
+                            "timer", "tsc_hz", "core_per_tsc", "layout_pad", *SIGNALS, "excluded", *PLACED]
                     c.executemany(f"INSERT INTO samples (result_id, {', '.join(cols)})"
                                   f" VALUES ({', '.join('?' * (len(cols) + 1))})",
-                                  [(rid, *(s[k] for k in cols)) for s in x["samples"]])
+                                  [(rid, *(s.get(k) for k in cols)) for s in x["samples"]])
                 for a in r["analyses"]:
                     c.execute("INSERT INTO analyses VALUES (?, ?, ?, ?)",
                               (run_id, a["kind"], a["key"], json.dumps(a["data"])))
@@ -492,6 +513,7 @@ class Store:
             return None
         d = dict(r)
         d["commands"] = json.loads(d["commands"])
+        d["placements"] = json.loads(d["placements"])
         return d
 
     def analyses(self, run_id: int, kind: str | None = None) -> list[dict]:

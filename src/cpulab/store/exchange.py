@@ -65,6 +65,12 @@ class SampleRecord(_Strict):
     canary_before: Finite | None = None
     canary_after: Finite | None = None
     excluded: Annotated[str, Field(max_length=500)] = ""
+    # Where and when it ran (store.PLACED; absent in older runs).
+    placement: Annotated[int, Field(ge=0)] | None = None
+    code_offset: Annotated[int, Field(ge=0, lt=4096)] | None = None
+    start_ns: Finite | None = None
+    turn: Annotated[int, Field(ge=0)] | None = None
+    follows: Annotated[str, Field(max_length=200)] | None = None
 
 
 class ResultRecord(_Strict):
@@ -95,6 +101,7 @@ class ArtifactRecord(_Strict):
     size_bytes: Annotated[int, Field(ge=0)]
     compiler_version: Text | None
     commands: list[list[Text]]
+    placements: list[Annotated[int, Field(ge=0)]] = []
 
 
 class AnalysisRecord(_Strict):

@@ -108,7 +108,7 @@ def detect(doc) -> str | None:
 
 
 # A parsed file, ready to write: the plan record and, per result, what add_result and
-# add_invocation take.
+# add_process take.
 Parsed = tuple[dict, dict, list[dict]]
 
 
@@ -223,7 +223,7 @@ def import_parsed(store: Store, parsed: Parsed, argv: list[str]) -> int:
         rid = store.add_result(run_id, r["workload"], r["variant"], r["params"], r["unit"], Status.PENDING,
                                experiment=exp)
         for i, p in enumerate(r["processes"]):
-            store.add_invocation(rid, i, p["out"], 0, p["excluded"])
+            store.add_process(rid, i, p["out"], 0, p["excluded"])
         store.set_notes(rid, r["notes"])
     store.finish_run(run_id, "done")
     return run_id

@@ -1,0 +1,95 @@
+"""What the placements of an artifact are: where its code sits, and proof that the code
+itself is the same in each (artifacts.py links the one kernel.o behind pads of random size).
+
+A function's bytes in a placement are compared with its bytes in kernel.o outside the
+fields the linker fills in (relocations: call targets, RIP-relative addresses), which
+must change when the code moves.  Read with pyelftools; x86-64 objects only (the
+relocation sizes are that ABI's).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+
+PAGE = 4096
+# x86-64 relocation types that fill 8 bytes (R_X86_64_64, _PC64, _GOTOFF64, _GOTPC64);
+# every other type used in code fills 4.  GOTPCRELX and REX_GOTPCRELX let the linker
+# rewrite the two bytes before the field too (mov from the GOT becomes lea).
+_WIDE = {1, 24, 25, 29}
+_RELAXABLE = {41, 42}
+
+
+@dataclass(frozen=True)
+class Placements:
+    """One artifact's placements: the timed function's address modulo a page in each,
+    and the kernel.o functions whose linked bytes differ from the object's in any of them
+    (outside relocated fields; empty when the code is the same everywhere)."""
+    offsets: tuple[int, ...]
+    functions: int
+    differing: tuple[str, ...]
+
+
+def _object_functions(obj: Path) -> dict[str, tuple[bytes, bytes]] | None:
+    """Each defined function of an x86-64 object: its bytes, and a mask with 1 where the
+    linker fills a relocated field; None for another machine."""
+    with open(obj, "rb") as f:
+        elf = ELFFile(f)
+        if elf["e_machine"] != "EM_X86_64":
+            return None
+        code = {i: sec.data() for i, sec in enumerate(elf.iter_sections())
+                if sec["sh_flags"] & 0x4 and sec["sh_type"] == "SHT_PROGBITS"}  # SHF_EXECINSTR
+        masks = {i: bytearray(len(data)) for i, data in code.items()}
+        for sec in elf.iter_sections():
+            if isinstance(sec, RelocationSection) and sec["sh_info"] in masks:
+                for rel in sec.iter_relocations():
+                    kind, at = rel["r_info_type"], rel["r_offset"]
+                    lo, hi = at - (2 if kind in _RELAXABLE else 0), at + (8 if kind in _WIDE else 4)
+                    masks[sec["sh_info"]][lo:hi] = b"\1" * (hi - lo)
+        out = {}
+        for sym in elf.get_section_by_name(".symtab").iter_symbols():
+            i, start, size = sym["st_shndx"], sym["st_value"], sym["st_size"]
+            if sym["st_info"]["type"] == "STT_FUNC" and size and i in code:
+                out[sym.name] = (code[i][start:start + size], bytes(masks[i][start:start + size]))
+        return out
+
+
+def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tuple[int, set[str]]:
+    """k_run's address modulo a page in a linked executable, and the names of the
+    functions whose linked bytes equal the object's outside the relocated fields."""
+    with open(exe, "rb") as f:
+        elf = ELFFile(f)
+        segments = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+
+        def read(addr: int, size: int) -> bytes:
+            seg = next(s for s in segments if s["p_vaddr"] <= addr < s["p_vaddr"] + s["p_filesz"])
+            f.seek(seg["p_offset"] + addr - seg["p_vaddr"])
+            return f.read(size)
+
+        offset, same = -1, set()
+        for sym in elf.get_section_by_name(".symtab").iter_symbols():
+            if sym.name == "k_run":
+                offset = sym["st_value"] % PAGE
+            want = functions.get(sym.name)
+            if want and sym["st_info"]["type"] == "STT_FUNC" and sym["st_size"] == len(want[0]):
+                got = read(sym["st_value"], sym["st_size"])
+                if all(g == w for g, w, m in zip(got, *want) if not m):
+                    same.add(sym.name)
+        return offset, same
+
+
+def inspect(path: str, placements: int) -> Placements | None:
+    """The placements of the artifact at `path` (kernel.o beside it), or None when its
+    objects are not x86-64."""
+    exe = Path(path)
+    objects = _object_functions(exe.parent / "kernel.o")
+    if objects is None:
+        return None
+    offsets, differing = [], set()
+    for i in range(placements):
+        offset, same = _linked_matches(Path(f"{exe}.p{i}"), objects)
+        offsets.append(offset)
+        differing |= set(objects) - same
+    return Placements(tuple(offsets), len(objects), tuple(sorted(differing)))

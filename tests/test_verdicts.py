@@ -1,0 +1,120 @@
+"""Verdicts about the code: placement as a random effect (no floor where it was varied),
+one Holm family per experiment, exact p under ties, a process estimate that does not
+follow the plan's sample count, and the carry-over contrast."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from cpulab import stats
+from cpulab.estimates import carryover, compare_results
+from cpulab.model import Result, Status
+from cpulab.policy import DecisionPolicy
+
+
+def brute_force_p(d: list[float]) -> float:
+    """Two-sided p of the signed sum of midranks, by enumerating every sign assignment
+    of the nonzero differences (Wilcoxon's rule drops zeros)."""
+    nz = [x for x in d if x != 0]
+    ranks = stats.sps.rankdata(np.abs(nz))
+    w = sum(r for r, x in zip(ranks, nz) if x > 0)
+    sums = [sum(r for r, s in zip(ranks, signs) if s) for signs in itertools.product((0, 1), repeat=len(nz))]
+    lo = sum(s <= w + 1e-9 for s in sums) / len(sums)
+    hi = sum(s >= w - 1e-9 for s in sums) / len(sums)
+    return min(1.0, 2 * min(lo, hi))
+
+
+@pytest.mark.parametrize("ratios", [
+    [1.01, 1.01, 0.99, 1.02, 1.01, 0.98, 1.03, 1.01, 1.0, 1.02],  # ties and a zero
+    [2.0] * 6 + [0.5] * 2,  # one magnitude for all (log 0.5 = -log 2 exactly)
+    [2.0, 0.5, 4.0, 4.0, 4.0, 0.25, 1.0, 1.0, 8.0, 8.0, 0.5],
+])
+def test_signed_rank_p_is_exact_with_ties_and_zeros(ratios):
+    d = np.log(ratios)
+    assert len(set(np.abs(d))) < len(d)  # there are ties
+    assert stats.paired_compare(ratios).p == pytest.approx(brute_force_p(list(d)), abs=1e-12)
+
+
+def test_process_estimate_uses_the_same_samples_whatever_the_plan_asked():
+    """KEEP is fixed: a process of 50 samples and the same process cut to 10 estimate
+    alike (before, half the samples asked for up to 5: a 3-sample plan read 3.5% slow)."""
+    rng = np.random.default_rng(4)
+    full = [{"invocation": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 50))]
+    for cut in (10, 6, 5):
+        assert stats.keep_count(full[:cut]) == stats.KEEP
+        assert stats.per_process(full[:cut], lambda s: s["v"], np.max, stats.keep_count(full[:cut])) == \
+            stats.per_process(full, lambda s: s["v"], np.max, stats.keep_count(full))
+    assert stats.keep_count(full[:3]) == 3  # a plan that asks for 3 (a file pass): all three
+
+
+def result(variant: str, point: int, rounds: dict[int, float], placements: int, experiment: str = "e") -> Result:
+    """A result measured in turns: one cycle per round with this rate."""
+    return Result(id=0, experiment=experiment, workload="w", variant=variant, params={"n": str(point)},
+                  unit="bytes", rate_unit="MB/s", per_clock_unit="cycles/byte", status=Status.OK,
+                  median=float(np.median(list(rounds.values()))), placements=placements,
+                  observations=dict(rounds), cycles={r: {0: v} for r, v in rounds.items()})
+
+
+def sweep(effect: float, placements: int, points: int = 10, rounds: int = 24, seed: int = 1) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in range(points):
+        base = {r: 100 * math.exp(rng.normal(0, 0.002)) for r in range(rounds)}
+        out += [result("A", p, base, placements),
+                result("B", p, {r: v * effect * math.exp(rng.normal(0, 0.002)) for r, v in base.items()}, placements)]
+    return out
+
+
+def test_one_holm_family_per_experiment():
+    """Every comparison of an experiment's points is one family: p is Holm-adjusted over
+    all ten, not each alone; another experiment is its own family."""
+    rs = sweep(1.0, 16) + [result(v, 0, {r: 100.0 + r % 3 for r in range(24)}, 16, "other") for v in "AB"]
+    comps = compare_results(rs, {"e": "A", "other": "A"}, DecisionPolicy())
+    in_e = [c for c in comps if c.experiment == "e"]
+    assert len(in_e) == 10
+    assert [c.p for c in in_e] == pytest.approx(stats.holm([c.p_raw for c in in_e]))
+    other = next(c for c in comps if c.experiment == "other")
+    assert other.p == pytest.approx(other.p_raw)
+
+
+def test_a_sweep_of_no_difference_gives_no_false_verdict_per_experiment_at_five_percent():
+    """Ten A/A points per experiment, 300 experiments: the share with any faster/slower
+    stays within a 5% band (point by point it would be about 1 - 0.95^10 = 40%)."""
+    policy = DecisionPolicy()
+    rng = np.random.default_rng(2)
+    false = 0
+    for _ in range(300):
+        tests = [stats.paired_compare(np.exp(rng.normal(0, 0.01, 12)), method="turns") for _ in range(10)]
+        false += any(v in ("faster", "slower") for _, v in policy.decide(tests, [0.0] * 10))
+    assert false <= stats.sps.binom.ppf(0.999, 300, 0.05)
+
+
+def test_placement_varied_removes_the_floor():
+    """A consistent 0.5% difference: called where both sides ran in several placements
+    (the test includes placement), held to the 1% floor where they did not."""
+    placed = compare_results(sweep(0.995, 16, points=1), {"e": "A"}, DecisionPolicy())
+    fixed = compare_results(sweep(0.995, 0, points=1), {"e": "A"}, DecisionPolicy())
+    assert placed[0].verdict == "slower" and fixed[0].verdict != "slower"
+    assert placed[0].ratio == pytest.approx(fixed[0].ratio)
+
+
+def samples_after(variant: str, slowdown: float, rng) -> list[dict]:
+    """Samples of one group member in 30 processes, each following another member or itself."""
+    out = []
+    for proc in range(30):
+        for idx in range(40):
+            follows = "" if idx == 0 else rng.choice([variant, "other"])
+            rate = math.exp(rng.normal(0, 0.01)) * (slowdown if follows == "other" else 1.0)
+            out.append({"invocation": proc, "idx": idx, "follows": follows, "work": rate * 1e6, "ns": 1e6,
+                        "excluded": ""})
+    return out
+
+
+def test_carryover_is_found_when_it_is_there_and_not_otherwise():
+    rng = np.random.default_rng(5)
+    hit = carryover([({"variant": "A"}, samples_after("A", 0.98, rng))])
+    none = carryover([({"variant": "A"}, samples_after("A", 1.0, rng))])
+    assert hit["ci"][1] < 1 and hit["ratio"] == pytest.approx(0.98, abs=0.005)
+    assert none["ci"][0] <= 1 <= none["ci"][1]
+    assert carryover([({"variant": "A"}, [{**s, "follows": None} for s in samples_after("A", 1.0, rng)])]) is None
