@@ -121,10 +121,23 @@ def test_a_real_kernel_given_16K_fails_instead_of_hashing_16_bytes(build_kernel)
 
 
 @pytest.mark.parametrize("args", [("--samples", "5x"), ("--samples", "010"), ("--warmup", "abc"),
-                                  ("--warmup", "-1"), ("--min-sample-time", "-1"), ("--min-sample-time", "nan")])
+                                  ("--warmup", "-1"), ("--min-sample-time", "-1"), ("--min-sample-time", "nan"),
+                                  ("--profile-code", "1s"), ("--tsc-hz", "fast"), ("--tsc-hz", "0")])
 def test_unreadable_harness_option_is_usage_error(build_kernel, args):
     p = subprocess.run([str(build_kernel("sha256.c")), *args], capture_output=True, text=True)
     assert p.returncode == 2 and json.loads(p.stdout)["status"] == "usage"
+
+
+def test_a_given_tsc_rate_is_used_and_the_ratio_still_measured(build_kernel):
+    """--tsc-hz (the run's own calibration) skips the 30 ms spin that measures the rate;
+    the core/TSC ratio and every sample's own ratios are still measured."""
+    exe = build_kernel("sha256.c")
+    cal = run_artifact(exe, "--calibrate-only")
+    r = run_artifact(exe, "--timer", "tsc", "--tsc-hz", repr(cal["tsc_hz"]), "--samples", "3",
+                     "--min-sample-time", "0.002")
+    assert r["status"] == "ok" and r["tsc_hz"] == cal["tsc_hz"]
+    assert 0.2 < r["core_per_tsc"] < 5  # measured: a core clock within a sane multiple of the TSC
+    assert all(x > 0 for x in r["ratio_before"] + r["ratio_after"])
 
 
 def test_signals_around_each_sample_are_physical(build_kernel):

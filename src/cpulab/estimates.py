@@ -88,6 +88,35 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
     return Result.from_dict(out)
 
 
+def placement_bands(results: list[Result]) -> None:
+    """Where a point's variants ran in turns, each result's placement band is read against
+    the other members of its rounds, so that the host's state cancels: per process, the
+    median over its cycles of its log rate minus the mean log rate of all k members in
+    that cycle, centred, and scaled by sqrt(k / (k - 1)) (the mean holds the others'
+    placements too: for equal spreads this restores one placement's).  The band replaces
+    the one from whole-process estimates (result_summary), which carries every slow
+    process of a shared host."""
+    by_point: dict[tuple, list[Result]] = defaultdict(list)
+    for r in results:
+        if r.cycles and r.placements > 1:
+            by_point[(r.experiment, r.workload, r.point)].append(r)
+    for members in by_point.values():
+        k = len(members)
+        if k < 2:
+            continue
+        for r in members:
+            rel = []
+            for rnd, cycles in r.cycles.items():
+                level = [m.cycles.get(rnd, {}) for m in members]
+                common = [c for c in cycles if all(c in x for x in level)]
+                if common:
+                    rel.append(float(np.median([math.log(cycles[c]) - np.mean([math.log(x[c]) for x in level])
+                                                for c in common])))
+            if len(rel) > 1:
+                spread = (np.asarray(rel) - np.median(rel)) * math.sqrt(k / (k - 1))
+                r.placement_band = [float(math.exp(q)) for q in np.quantile(spread, PLACEMENT_BAND)]
+
+
 def _placements(samples: list[dict], rates: dict[int, float]) -> dict[int, float]:
     """The median estimate of the processes that ran each placement (placement -> rate)."""
     ran = {s["invocation"]: s["placement"] for s in samples if s.get("placement") is not None}

@@ -14,6 +14,7 @@ from collections import defaultdict
 from itertools import pairwise
 
 import numpy as np
+from scipy.stats import chi2
 
 from cpulab import stats
 from cpulab.analysis.summary import summarise
@@ -25,22 +26,26 @@ from cpulab.store.db import Store, StoreError
 # Runs measured apart (two dates, two machines) share no host state: a shared VM moves
 # whole runs by several percent (the Zen 3 host: medians of one build 178-263 MB/s over 8
 # runs).  So a verdict across runs must clear the run-to-run drift of the machines, read
-# from the store: identical code (the same artifact bytes) measured at the same point in
-# several runs of one machine, the 95th percentile of |log ratio| of consecutive runs.
-# With fewer than DRIFT_MIN_PAIRS such pairs, DRIFT_DEFAULT stands in.
-DRIFT_DEFAULT = 0.10
+# from the store: identical code (the same artifact bytes) measured at the same points in
+# consecutive runs of one machine gives one value per pair of runs, the median over its
+# points of the log ratio (a pair over 5 points is one pair, not 5).  The drift is a 95%
+# bound on a new pair's |log ratio| from a 95% upper confidence bound of their spread
+# (chi-square on the pairs' mean square: few pairs give a wide bound), and intervals are
+# widened by it on the log scale.  Below DRIFT_MIN_PAIRS pairs there is no such bound:
+# no verdict across runs is given (unclear, saying how many more runs are needed).
 DRIFT_MIN_PAIRS = 5
 DRIFT_RUNS = 40  # the latest runs of a machine read for it
 APART = DecisionPolicy(method="unpaired")
 
 
-def machine_drift(store: Store, machine_id: str) -> tuple[float, int]:
-    """(drift, pairs): how far one machine's runs move identical code, as a fraction, and
-    how many run pairs said so (0: the default)."""
+def machine_drift(store: Store, machine_id: str) -> tuple[float | None, int]:
+    """(drift, pairs): how far one machine's runs move identical code, as a half-width on
+    the log scale (None below DRIFT_MIN_PAIRS pairs), and how many pairs of runs said so."""
     runs = [r["id"] for r in store.runs() if r["machine_id"] == machine_id and r["results"]][-DRIFT_RUNS:]
-    medians: dict[tuple, list[float]] = defaultdict(list)
     codes: dict[str, str] = {}
+    per_run = []
     for rid in runs:
+        medians = {}
         for r in store.results(rid):
             if r["status"] != Status.OK or not r["artifact_hash"]:
                 continue
@@ -49,20 +54,44 @@ def machine_drift(store: Store, machine_id: str) -> tuple[float, int]:
                 codes[r["artifact_hash"]] = art["code_hash"] if art else r["artifact_hash"]
             est = result_summary(r, store.samples(r["id"])).median
             if est:
-                medians[(r["workload"], codes[r["artifact_hash"]], str(sorted(r["params"].items())))].append(est)
-    logs = [abs(math.log(b / a)) for ms in medians.values() for a, b in pairwise(ms)]
-    if len(logs) < DRIFT_MIN_PAIRS:
-        return DRIFT_DEFAULT, 0
-    return max(float(np.quantile(logs, 0.95)), APART.precision), len(logs)
+                medians[(r["workload"], codes[r["artifact_hash"]], str(sorted(r["params"].items())))] = est
+        per_run.append(medians)
+    pairs = [float(np.median([math.log(b[k] / a[k]) for k in a.keys() & b.keys()]))
+             for a, b in pairwise(per_run) if a.keys() & b.keys()]
+    return drift_bound(pairs), len(pairs)
+
+
+def drift_bound(pairs: list[float]) -> float | None:
+    """A 95% bound on the |log ratio| between two runs, from consecutive pairs' values
+    (centred on no change): 1.96 x the 95% upper confidence bound of their standard
+    deviation (chi-square with one degree of freedom a pair); None below DRIFT_MIN_PAIRS."""
+    if len(pairs) < DRIFT_MIN_PAIRS:
+        return None
+    return 1.96 * math.sqrt(sum(x * x for x in pairs) / chi2.ppf(0.05, len(pairs)))
+
+
+def drift_note(drift: float | None, pairs: int) -> dict:
+    """The drift as documents carry it: the fraction an interval is widened by, and the
+    pairs of runs behind it (or how many more are needed before any verdict)."""
+    return {"fraction": math.expm1(drift) if drift is not None else None, "pairs": pairs,
+            "needed": max(0, DRIFT_MIN_PAIRS - pairs) if drift is None else 0}
 
 
 def apart_test(base: Result, var: Result, drift: float) -> stats.Test:
     """var against base measured in different runs: Mann-Whitney over processes, its
-    interval widened by the drift on both sides, so that only a difference beyond what
-    the machines' runs move by themselves can be called."""
+    interval widened on the log scale by the drift on both sides, so that only a
+    difference beyond what the machines' runs move by themselves can be called."""
     t = stats.compare(list(base.observations.values()), list(var.observations.values()), APART.confidence)
     lo, hi = t.ci
-    return stats.Test(t.ratio, (lo / (1 + drift), hi * (1 + drift)), t.p, t.p_floor, "apart", t.n)
+    return stats.Test(t.ratio, (lo * math.exp(-drift), hi * math.exp(drift)), t.p, t.p_floor, "apart", t.n)
+
+
+def apart_verdicts(family: list[tuple], drift: float | None) -> list[tuple[stats.Test, float, str]]:
+    """(test, Holm-adjusted p, verdict) of each (row, base, var) of one family measured
+    apart; without a drift bound every measured comparison is unclear."""
+    tests = [apart_test(b, v, drift or 0.0) for _, b, v in family]
+    decided = APART.decide(tests)
+    return [(t, p, verdict if drift is not None else Verdict.UNCLEAR) for t, (p, verdict) in zip(tests, decided)]
 
 
 def _point(r: Result) -> tuple:
@@ -121,11 +150,12 @@ def machines_summary(store: Store, run_ids: list[int], against: str | None = Non
         results += [{**r.to_dict(), **tag} for r in s.results]
         comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
         per_machine[name] = run_results(store, rid)
-    drift = max((machine_drift(store, m["machine_id"])[0] for m in machines), default=DRIFT_DEFAULT)
+    drifts = [machine_drift(store, machine_id) for machine_id in {m["machine_id"] for m in machines}]
+    drift = None if any(d is None for d, _ in drifts) else max((d for d, _ in drifts), default=0.0)
     table = machine_table(per_machine, against, drift)
     return {"run_ids": list(run_ids), "machines": machines, "machines_lost": [], "results": results,
             "comparisons": comparisons, "machine_table": table, "ranking": ranking(table),
-            "memlat": memlat_curves(per_machine), "drift": drift}
+            "memlat": memlat_curves(per_machine), "drift": drift_note(drift, min((n for _, n in drifts), default=0))}
 
 
 def ranking(table: list[dict]) -> list[dict]:
@@ -168,7 +198,7 @@ def memlat_curves(per_machine: dict[str, list[Result]]) -> dict[str, list[list[f
 
 
 def machine_table(per_machine: dict[str, list[Result]], against: str | None = None,
-                  drift: float = DRIFT_DEFAULT) -> list[dict]:
+                  drift: float | None = None) -> list[dict]:
     """One row per (point, machine): rate, cycles/unit, % of the best machine's rate, and
     the verdict against the best machine (or `against`), Holm-corrected per point; the
     machines were measured apart, so verdicts clear `drift` (apart_test)."""
@@ -202,8 +232,7 @@ def machine_table(per_machine: dict[str, list[Result]], against: str | None = No
             else:
                 family.append((row, have[ref], got))
             rows.append(row)
-        tests = [apart_test(b, v, drift) for _, b, v in family]
-        for (row, _, _), t, (p_adj, verdict) in zip(family, tests, APART.decide(tests)):
+        for (row, _, _), (t, p_adj, verdict) in zip(family, apart_verdicts(family, drift)):
             row.update(ratio=t.ratio, ci_ratio=list(t.ci), p=p_adj, verdict=verdict)
     return rows
 
@@ -234,14 +263,15 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> dict:
         else:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
-    drift, pairs = max(machine_drift(store, a["machine_id"]), machine_drift(store, b["machine_id"]))
+    drifts = [machine_drift(store, a["machine_id"]), machine_drift(store, b["machine_id"])]
+    drift = None if any(d is None for d, _ in drifts) else max(d for d, _ in drifts)
+    pairs = min(n for _, n in drifts)
     for fam in families.values():
-        tests = [apart_test(x, y, drift) for _, x, y in fam]
-        for (row, _, _), t, (p_adj, verdict) in zip(fam, tests, APART.decide(tests)):
+        for (row, _, _), (t, p_adj, verdict) in zip(fam, apart_verdicts(fam, drift)):
             row.update(ratio=t.ratio, ci=list(t.ci), p=p_adj, verdict=verdict)
 
     def side(run, rid):
         return {"run_id": rid, "machine": run["machine"], "machine_id": run["machine_id"],
                 "started": run["started"], "status": run["status"], "fingerprint": run["fingerprint"]}
     return {"a": side(a, run_a), "b": side(b, run_b), "comparisons": rows,
-            "drift": {"fraction": drift, "pairs": pairs}}
+            "drift": drift_note(drift, pairs)}

@@ -8,7 +8,7 @@ point, and the analyses stored with the run.
 """
 from __future__ import annotations
 
-from cpulab.estimates import carryover, compare_results, geomeans, result_summary
+from cpulab.estimates import carryover, compare_results, geomeans, placement_bands, result_summary
 from cpulab.model import Analysis, Summary
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
@@ -19,6 +19,7 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
     run = store.run(run_id)
     stored = [(r, store.samples(r["id"])) for r in store.results(run_id)]
     results = [result_summary(r, samples) for r, samples in stored]
+    placement_bands(results)
     baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
     comparisons = compare_results(results, baselines, DecisionPolicy.from_plan(run["plan"], method),
                                   run["plan"].get("against"))

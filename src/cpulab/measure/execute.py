@@ -96,6 +96,7 @@ class HarnessJob:
     emulator: tuple[str, ...] = ()  # e.g. ("/usr/bin/qemu-arm",) for a cross artifact (emulation.py)
     profile_code: float = 0.0  # seconds of sampled profile after the samples (explain)
     turns: bool = False  # samples in turns with the other members of a group (execute_group)
+    tsc_hz: float | None = None  # the run's TSC rate: the harness then skips its 30 ms spin to measure it
 
     def argv(self) -> list[str]:
         args = [*self.emulator, self.artifact_path, "--timer", self.timer]
@@ -103,6 +104,8 @@ class HarnessJob:
             return args + ["--calibrate-only"]
         if self.turns:
             args.append("--turns")
+        if self.tsc_hz:
+            args += ["--tsc-hz", repr(float(self.tsc_hz))]
         if self.profile_code:
             args += ["--profile-code", repr(self.profile_code)]
         args += ["--samples", str(self.samples), "--min-sample-time", repr(self.min_sample_time),

@@ -125,7 +125,7 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
                       origin) as run_id:
         targets = _build_all(plan, store, run_id, progress, site) if resume is None else \
             _unfinished(plan, store, run_id, progress)
-        _measure(plan, store, targets, site, progress, rng)
+        _measure(plan, store, targets, site, progress, rng, store.run(run_id)["timing"].get("tsc_hz"))
         if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
             programs.run_in_plan(plan, store, run_id, site, progress, rng)
         made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
@@ -275,7 +275,7 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
 
 
 def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
-             rng: random.Random) -> None:
+             rng: random.Random, tsc_hz: float | None = None) -> None:
     """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
     targets run as one group: processes alive together on one CPU taking their samples
     in turns, in a fresh random order each cycle, so sample j of a variant and of its
@@ -287,7 +287,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
             t.placement_order = tuple(rng.sample(range(len(t.artifact.placements)), len(t.artifact.placements)))
 
     def run_round(k: tuple, order: list[Target]) -> float:
-        jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared))]
+        jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared, tsc_hz))]
         orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
         if plan.method == "turns" and len(jobs) > 1:
             for _, job in jobs:
@@ -328,9 +328,10 @@ def _points(live: list[Target]) -> dict[tuple, list[Target]]:
 
 
 def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
-         prepared: dict[int, dict[str, str]]) -> HarnessJob | None:
+         prepared: dict[int, dict[str, str]], tsc_hz: float | None = None) -> HarnessJob | None:
     """The next process of one target, or None when its point cannot be prepared (then
-    the target is setup-failed)."""
+    the target is setup-failed).  tsc_hz: the run's TSC rate, handed to native processes
+    so that none spins 30 ms to measure it again."""
     w = workloads.get(t.workload)
     if t.result_id not in prepared:
         try:
@@ -344,7 +345,8 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
             return None
     v = plan.variant(t.variant)
     return HarnessJob(t.executable(), prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
-                      plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator)
+                      plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
+                      tsc_hz=None if t.emulator else tsc_hz)
 
 
 def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:

@@ -2,7 +2,7 @@
  *
  * Usage: artifact [--param key=value]... [--samples N] [--warmup SEC]
  *                 [--min-sample-time SEC] [--timer auto|perf|tsc|clock]
- *                 [--calibrate-only] [--profile-code SEC] [--turns]
+ *                 [--calibrate-only] [--profile-code SEC] [--turns] [--tsc-hz HZ]
  *
  * --turns: the samples are taken in turns with other processes on the same CPU (a
  * group, execute.py).  Once set up, warmed up and calibrated it writes one byte to fd 4
@@ -299,10 +299,15 @@ static double fastest_chain_ratio(uint64_t blocks, int tries)
 }
 
 /* Core cycles per TSC tick.  The clock ramps up under load, so spin first; then
- * take the fastest of many short chains (interrupts only ever add ticks). */
+ * take the fastest of many short chains (interrupts only ever add ticks).  With the TSC
+ * rate known (--tsc-hz: the run measured it once), the 30 ms spin that also measures it
+ * is skipped: each sample's cycles use the ratio measured right beside it anyway, and
+ * the kernel's own warm-up ramps the clock before the samples. */
 static double calibrate_core_per_tsc(double *tsc_hz)
 {
     const uint64_t blocks = 2000; /* 200k adds: about 0.1 ms at 2 GHz */
+    if (*tsc_hz > 0)
+        return fastest_chain_ratio(blocks, 11);
     uint64_t t0 = now_ns(), c0 = tsc_begin();
     while (now_ns() - t0 < 30000000ull) /* 30 ms warm-up */
         add_chain(blocks);
@@ -621,7 +626,7 @@ static int usage(const char *why)
 {
     fprintf(stderr, "usage: artifact [--param k=v]... [--samples N] [--warmup SEC] "
                     "[--min-sample-time SEC] [--timer auto|perf|tsc|clock] [--calibrate-only] "
-                    "[--profile-code SEC] [--turns]\n");
+                    "[--profile-code SEC] [--turns] [--tsc-hz HZ]\n");
     return report_status("usage", why, 2);
 }
 
@@ -633,7 +638,7 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
     int samples = 5, calibrate_only = 0, turns = 0;
-    double warmup_s = 0.02, min_sample_s = 0.010, profile_s = 0;
+    double warmup_s = 0.02, min_sample_s = 0.010, profile_s = 0, given_tsc_hz = 0;
     const char *timer_arg = "auto";
     static struct sample s[MAX_SAMPLES];
 
@@ -671,9 +676,11 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--timer") == 0) {
             timer_arg = v;
         } else if (strcmp(a, "--profile-code") == 0) {
-            profile_s = atof(v);
-            if (!(profile_s >= 0 && profile_s <= 60))
+            if (parse_num(v, &profile_s) != 0 || !(profile_s >= 0 && profile_s <= 60))
                 return usage("--profile-code wants 0..60 seconds");
+        } else if (strcmp(a, "--tsc-hz") == 0) {
+            if (parse_num(v, &given_tsc_hz) != 0 || !(given_tsc_hz >= 1e6 && given_tsc_hz <= 1e11))
+                return usage("--tsc-hz wants the TSC rate in Hz");
         } else {
             return usage(a);
         }
@@ -702,7 +709,7 @@ int main(int argc, char **argv)
         return usage("--timer must be auto, perf, tsc or clock");
     }
 
-    double tsc_hz = NAN, core_per_tsc = NAN;
+    double tsc_hz = given_tsc_hz > 0 ? given_tsc_hz : NAN, core_per_tsc = NAN;
 #ifdef HAVE_TSC
     core_per_tsc = calibrate_core_per_tsc(&tsc_hz);
 #endif

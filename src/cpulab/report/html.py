@@ -19,7 +19,8 @@ from cpulab.report import plots
 from cpulab.report import studies
 from cpulab.report.tables import FOLD_ROWS
 from cpulab.report.views import (
-    analysis_tables, carryover_line, comparison_list, fmt_params, geomean_table, machine_tables, pivot_table, workload_of, workload_tables
+    analysis_tables, carryover_line, comparison_list, drift_sentence, fmt_params, geomean_table, machine_tables,
+    pivot_table, workload_of, workload_tables
 )
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -165,7 +166,8 @@ def render_machines(doc: dict) -> str:
                          "ns per load", "memlat: load-to-use latency of each machine", logy=True)] \
         if doc.get("memlat") else []
     return env.get_template("machines.html.j2").render(doc={**doc, "machines": machines}, what=what,
-                                                       tables=machine_tables(doc), plots=plot, fold=FOLD_ROWS)
+                                                       tables=machine_tables(doc), plots=plot, fold=FOLD_ROWS,
+                                                       drift=drift_sentence(doc["drift"]))
 
 
 def write(s: Summary | dict, path: Path) -> Path:

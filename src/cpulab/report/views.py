@@ -162,13 +162,22 @@ def machine_tables(doc: dict) -> list[Table]:
     return ([ranking] if (ranking := ranking_table(doc)) else []) + processor_tables(doc) + [t, m]
 
 
+def drift_sentence(drift: dict) -> str:
+    """What verdicts across runs had to clear (analysis.between_runs.drift_note)."""
+    if drift["fraction"] is None:
+        return (f"no verdict across runs yet: the machines' drift between runs is known from {drift['pairs']} "
+                f"pairs of runs of the same code, {drift['needed']} more needed")
+    return (f"verdicts across runs clear the machines' run-to-run drift of ±{drift['fraction']:.1%} (a 95% bound "
+            f"from {drift['pairs']} pairs of runs)")
+
+
 def ranking_table(doc: dict) -> Table | None:
     if len(doc.get("ranking", [])) < 2:
         return None
     cpu = {x["machine"]: x["fingerprint"].get("cpu_model", "") for x in doc["machines"]}
     t = Table("ranking", "machines ranked: geometric mean over the points every machine measured",
               columns("rank", "machine", "cpu", "% of best (rate)", "% of best (per clock)", "points", left=3),
-              notes=[f"verdicts across machines clear their run-to-run drift of {doc['drift']:.1%}"])
+              notes=[drift_sentence(doc["drift"])])
     for r in doc["ranking"]:
         t.add(r["rank"], r["machine"], cpu.get(r["machine"], ""),
               Cell(r["pct_of_best_rate"], f"{r['pct_of_best_rate']:.1f}%" if r["pct_of_best_rate"] else "-"),
@@ -221,7 +230,8 @@ def run_comparison_table(doc: dict) -> Table:
     a, b = doc["a"], doc["b"]
     t = Table("run comparison", f"run {b['run_id']} ({b['machine'] or b['machine_id']}) against run {a['run_id']} "
                                 f"({a['machine'] or a['machine_id']})",
-              columns("workload", "variant", "params", "A", "B", "B/A", "95% CI", "verdict", left=3))
+              columns("workload", "variant", "params", "A", "B", "B/A", "95% CI", "verdict", left=3),
+              notes=[drift_sentence(doc["drift"])])
     t.columns[-1].left = True
     for r in doc["comparisons"]:
         t.add(r["workload"], r["variant"], fmt_params(r["params"], r["workload"]), Cell(r["a"]),
