@@ -6,9 +6,8 @@ programs A and B back to back, in a fresh random order), the points in random or
 a drifting machine hits all variants alike.  Every point gets the schedule's first-look
 rounds; in budget mode a point with an undecided comparison at a look (n, 2n rounds),
 decided over its whole experiment, gets rounds up to the next look (2n, 4n) while its
-experiment has budget left.  There
-are at most policy.looks looks, each tested at policy.look_alpha, so stopping early
-cannot inflate false verdicts.
+experiment has budget left.  There are at most policy.looks looks, each tested at
+policy.look_alpha, so stopping early cannot inflate false verdicts.
 """
 from __future__ import annotations
 
