@@ -181,19 +181,20 @@ def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
     return stats.compare_pair(base.observations, var.observations, policy.confidence, policy.method)
 
 
-def carryover(results: list[tuple[dict, list[dict]]], confidence: float = 0.95) -> dict | None:
-    """Whether what a group member leaves in the caches and predictors slows the next one:
-    per process, the median rate of its samples that ran right after another member's
-    over that of its samples that ran right after its own previous one; over every
-    process of the run, the Hodges-Lehmann ratio with its signed-rank interval (1: no
-    carry-over).  results: (stored result, its samples); None without turns."""
-    ratios = []
-    for r, samples in results:
-        split: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
-        for s in samples:
-            if s.get("follows") and not s.get("excluded"):
-                split[s["invocation"]][s["follows"] == r["variant"]].append(s["work"] / stats.on_cpu_ns(s))
-        ratios += [float(np.median(other) / np.median(own)) for other, own in split.values() if other and own]
+def carryover_ratios(r: dict, samples: list[dict]) -> list[float]:
+    """Per process of one stored result that ran in turns: the median rate of its samples
+    that ran right after another member's over that of its samples right after its own
+    previous one (what a member leaves in the caches and predictors for the next)."""
+    split: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for s in samples:
+        if s.get("follows") and not s.get("excluded"):
+            split[s["invocation"]][s["follows"] == r["variant"]].append(s["work"] / stats.on_cpu_ns(s))
+    return [float(np.median(other) / np.median(own)) for other, own in split.values() if other and own]
+
+
+def carryover(ratios: list[float], confidence: float = 0.95) -> dict | None:
+    """The carry-over contrast of a run from its processes' carryover_ratios: the
+    Hodges-Lehmann ratio with its signed-rank interval (1: none); None without turns."""
     if len(ratios) < 2:
         return None
     t = stats.paired_compare(ratios, confidence)

@@ -18,11 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-# A process's estimate: the fastest of its first KEEP used samples, whatever number of
-# samples the plan asked for (the fastest of k is biased upwards by more as k grows, so a
-# k that followed the plan's count made plans disagree by up to 3%); a process with fewer
-# used samples is left out.  Only a plan asking for fewer than KEEP (a file pass of
-# 0.4 s, a program: one) uses all it asked for.
+# A process's estimate: the fastest of its first KEEP used samples, or of half the samples
+# the plan asked for when that is fewer (so a process may lose half its samples and still
+# count; a program's process is one sample).
 KEEP = 5
 # A sample whose thread was off the CPU for more than this share of it (another thread
 # ran: involuntary switch) is contaminated (bench/interference.py; README) -- unless it
@@ -288,12 +286,12 @@ def per_cycle(samples: list[dict], fn) -> dict[int, dict[int, float]]:
 
 
 def keep_count(samples: list[dict]) -> int:
-    """KEEP, or the samples a process was asked for (the most any process of the result
-    took) when that is fewer."""
+    """KEEP, or half the samples each process took (the most any process of the result
+    took) when that is fewer, at least 1."""
     per: dict[int, int] = defaultdict(int)
     for s in samples:
         per[s["invocation"]] += 1
-    return max(1, min(KEEP, max(per.values(), default=1)))
+    return max(1, min(KEEP, max(per.values(), default=1) // 2))
 
 
 def geomean(values) -> float:

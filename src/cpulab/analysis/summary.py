@@ -8,7 +8,7 @@ point, and the analyses stored with the run.
 """
 from __future__ import annotations
 
-from cpulab.estimates import carryover, compare_results, geomeans, placement_bands, result_summary
+from cpulab.estimates import carryover, carryover_ratios, compare_results, geomeans, placement_bands, result_summary
 from cpulab.model import Analysis, Summary
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
@@ -17,8 +17,11 @@ from cpulab.store.db import Store
 def summarise(store: Store, run_id: int, baseline: str | None = None, method: str | None = None) -> Summary:
     """The run's Summary; method overrides the plan's (policy.METHODS)."""
     run = store.run(run_id)
-    stored = [(r, store.samples(r["id"])) for r in store.results(run_id)]
-    results = [result_summary(r, samples) for r, samples in stored]
+    results, follows = [], []
+    for r in store.results(run_id):  # one result's samples in memory at a time
+        samples = store.samples(r["id"])
+        results.append(result_summary(r, samples))
+        follows += carryover_ratios(r, samples)
     placement_bands(results)
     baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
     comparisons = compare_results(results, baselines, DecisionPolicy.from_plan(run["plan"], method),
@@ -28,7 +31,7 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
                    timing=run["timing"], variants=store.variants(run_id), results=results,
                    comparisons=comparisons, geomeans=geomeans(comparisons),
                    analyses=[Analysis(**a) for a in store.analyses(run_id)], artifacts=_artifacts(store, run_id),
-                   carryover=carryover(stored))
+                   carryover=carryover(follows))
 
 
 def _artifacts(store: Store, run_id: int) -> list[dict]:
