@@ -70,6 +70,14 @@ def drift_bound(pairs: list[float]) -> float | None:
     return 1.96 * math.sqrt(sum(x * x for x in pairs) / chi2.ppf(0.05, len(pairs)))
 
 
+def worst_drift(drifts: list[tuple[float | None, int]]) -> tuple[float | None, int]:
+    """The drift several machines' verdicts must clear (the largest; None while any is
+    unknown) and the fewest pairs of runs behind any of them."""
+    known = [d for d, _ in drifts]
+    drift = None if None in known else max(known, default=0.0)
+    return drift, min((n for _, n in drifts), default=0)
+
+
 def drift_note(drift: float | None, pairs: int) -> dict:
     """The drift as documents carry it: the fraction an interval is widened by, and the
     pairs of runs behind it (or how many more are needed before any verdict)."""
@@ -150,12 +158,11 @@ def machines_summary(store: Store, run_ids: list[int], against: str | None = Non
         results += [{**r.to_dict(), **tag} for r in s.results]
         comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
         per_machine[name] = run_results(store, rid)
-    drifts = [machine_drift(store, machine_id) for machine_id in {m["machine_id"] for m in machines}]
-    drift = None if any(d is None for d, _ in drifts) else max((d for d, _ in drifts), default=0.0)
+    drift, pairs = worst_drift([machine_drift(store, machine_id) for machine_id in {m["machine_id"] for m in machines}])
     table = machine_table(per_machine, against, drift)
     return {"run_ids": list(run_ids), "machines": machines, "machines_lost": [], "results": results,
             "comparisons": comparisons, "machine_table": table, "ranking": ranking(table),
-            "memlat": memlat_curves(per_machine), "drift": drift_note(drift, min((n for _, n in drifts), default=0))}
+            "memlat": memlat_curves(per_machine), "drift": drift_note(drift, pairs)}
 
 
 def ranking(table: list[dict]) -> list[dict]:
@@ -263,9 +270,7 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> dict:
         else:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
-    drifts = [machine_drift(store, a["machine_id"]), machine_drift(store, b["machine_id"])]
-    drift = None if any(d is None for d, _ in drifts) else max(d for d, _ in drifts)
-    pairs = min(n for _, n in drifts)
+    drift, pairs = worst_drift([machine_drift(store, a["machine_id"]), machine_drift(store, b["machine_id"])])
     for fam in families.values():
         for (row, _, _), (t, p_adj, verdict) in zip(fam, apart_verdicts(fam, drift)):
             row.update(ratio=t.ratio, ci=list(t.ci), p=p_adj, verdict=verdict)

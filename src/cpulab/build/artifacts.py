@@ -158,8 +158,8 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
         cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs), pads)
         for cmd in cmds[:3]:
             _run_step(cmd)
-        # The placements' pads and links depend only on the objects: two at a time (a
-        # build runs before measuring, or beside it on the other CPU).
+        # The placements' pads and links depend only on the objects: two at a time (both
+        # CPUs: builds run before anything is measured).
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(lambda pad_and_link: [_run_step(c) for c in pad_and_link], zip(cmds[3::2], cmds[4::2])))
         data = exe.read_bytes()

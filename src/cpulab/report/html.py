@@ -146,7 +146,8 @@ def render(s: Summary) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
     tpl = env.get_template("report.html.j2")
     return tpl.render(s=s, sections=sections(s), geomeans=geomean_table(s), comparisons=comparison_list(s),
-                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=DecisionPolicy.from_plan(s.plan).legend(), carryover=carryover_line(s),
+                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=DecisionPolicy.from_plan(s.plan).legend(),
+                      carryover=carryover_line(s),
                       caches=", ".join(machine.cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))
 

@@ -83,8 +83,8 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
                 best[r.point] = max(best[r.point], r.median)
         base = next((c.baseline for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)), "")
         conf = f"{100 * DecisionPolicy.from_plan(s.plan).confidence:.3g}%"
-        names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", "placements", rows[0].per_clock_unit, "% of max",
-                 "left out", f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
+        names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", "placements", rows[0].per_clock_unit,
+                 "% of max", "left out", f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else [])
         t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [{conf} CI]", columns(*names, left=2))
         t.columns[names.index("verdict")].left = True
         last = None
