@@ -2,6 +2,7 @@
 import json
 import math
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,27 @@ def test_threads_building_one_tool_at_once_never_collide(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         paths = list(pool.map(lambda _: artifacts.build_tool(src), range(16)))
     assert len(set(paths)) == 1 and Path(paths[0]).is_file()
+
+
+def test_given_reps_are_used_and_verified_skips_only_the_known_answer_test(build_kernel):
+    """--reps N: every sample does N repetitions, no calibration; --verified: the
+    known-answer test is skipped (the runner passes it once a process of the same
+    executable has passed it), so a build whose test fails runs only with it."""
+    r = run_artifact(build_kernel("sha256.c"), "--reps", "7", "--samples", "3", "--min-sample-time", "0.002")
+    assert r["status"] == "ok" and r["reps"] == 7
+    broken = build_kernel("sha256.c", cflags=("-O2", "-DCPULAB_BREAK_KAT"))
+    p = subprocess.run([str(broken), "--samples", "1", "--min-sample-time", "0.001"], capture_output=True, text=True)
+    assert json.loads(p.stdout)["status"] == "verify-failed"
+    assert run_artifact(broken, "--verified", "--samples", "1", "--min-sample-time", "0.001")["status"] == "ok"
+
+
+def test_phases_outside_the_samples_fit_in_the_process(build_kernel):
+    """The harness's own account of its time (the run's time split): every phase is
+    non-negative and, with the samples, fits within the process's wall time."""
+    t0 = time.perf_counter()
+    r = run_artifact(build_kernel("sha256.c"), "--samples", "4", "--min-sample-time", "0.002")
+    wall_ns = (time.perf_counter() - t0) * 1e9
+    phases = [r["setup_ns"], r["calibrate_ns"], r["around_ns"]]
+    assert all(x >= 0 for x in phases)
+    assert sum(phases) + sum(r["ns"]) < wall_ns
+    assert r["calibrate_ns"] > 0.02e9 * 0.9  # it holds the 20 ms warm-up

@@ -15,6 +15,7 @@ from conftest import cpulab
 from cpulab import analysis
 from cpulab.plan import plan as plans
 from cpulab.measure import runner
+from cpulab.measure.execute import LocalExecutor
 from cpulab.measure.rounds import QuietProgress
 from cpulab.store.db import Store
 
@@ -318,3 +319,35 @@ def test_a_probe_table_that_fails_is_recorded_and_the_run_is_kept(tmp_path, monk
     (a,) = store.analyses(run_id, probe.kind)
     assert a["data"] == {"status": "failed", "error": "crash: killed by SIGKILL"}
     assert "crash: killed by SIGKILL" in analysis_tables(a["kind"], a["data"])[0].title
+
+
+class RecordingExecutor(LocalExecutor):
+    """A local executor that keeps every harness job it ran, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.jobs = []
+
+    def execute(self, job):
+        self.jobs.append(job)
+        return super().execute(job)
+
+    def execute_group(self, jobs, orders):
+        self.jobs += jobs
+        return super().execute_group(jobs, orders)
+
+
+def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
+    """A target's first process calibrates and runs the known-answer test; every later
+    one gets its repetitions (the same work per sample) and skips the test it passed."""
+    p = make_plan(["sha256"], ["O2", "O3"], {"sha256": {"size": ["256"]}}, processes=3)
+    ex = RecordingExecutor()
+    run_id = runner.run_plan(p, Store(tmp_path / "db.sqlite"), executor=ex, seed=3)
+    store = Store(tmp_path / "db.sqlite")
+    for r in store.results(run_id):
+        home = os.path.dirname(store.artifact(r["artifact_hash"])["path"])
+        jobs = [j for j in ex.jobs if os.path.dirname(j.artifact_path) == home and not j.calibrate_only]
+        assert len(jobs) == 3
+        assert jobs[0].reps is None and not jobs[0].verified
+        first_reps = store.samples(r["id"])[0]["reps"]
+        assert all(j.reps == first_reps and j.verified for j in jobs[1:])

@@ -152,3 +152,14 @@ def test_geomean_interval_combines_the_points_intervals():
     assert g.ci[0] < g.ratio < g.ci[1] and g.ci[1] / g.ratio == pytest.approx(1.02 ** (2 ** 0.5 / 2))
     cs[1].ci = None
     assert geomeans(cs)[0].ci is None
+
+
+def test_time_split_adds_up_by_phase_and_names_the_samples_share(summary):
+    from cpulab.measure.time_split import samples_share, totals
+    from cpulab.report.views import time_split_line, time_split_table
+    t = totals(summary.time_split)
+    assert t["calibration"] == pytest.approx(0.5) and t["samples"] == pytest.approx(3.4)
+    assert samples_share(summary.time_split) == pytest.approx(3.4 / (0.1 + 0.1 + 0.5 + 3.4 + 0.5))
+    assert "samples are 74%" in time_split_line(summary)
+    table = time_split_table(summary)
+    assert [str(row[0]) for row in table.rows] == ["(the run)", "cli"]

@@ -198,6 +198,8 @@ class Summary:
     # Samples right after another group member against right after their own process:
     # {ratio, ci, p, processes} (estimates.carryover); None when nothing ran in turns.
     carryover: dict | None = None
+    # Seconds per phase (measure/time_split.py), per experiment and for the run ("").
+    time_split: dict[str, dict[str, float]] = field(default_factory=dict)
     wall_s: float | None = None  # set by `cpulab run`: how long the whole run took
     report: str | None = None  # set by `cpulab run`: where its HTML report is
 

@@ -196,6 +196,12 @@ def sign_sum_null(scores: list[int]) -> np.ndarray:
     return dist
 
 
+# Up to this many differences the signed-rank null is exact (a convolution of n steps
+# over n^2 values: 10 ms at 200); beyond it, the normal approximation, whose error there
+# is far below the p-values' resolution that matters (a run's carry-over has thousands).
+EXACT_MAX = 200
+
+
 def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> Test:
     """Paired: one ratio variant/baseline per round (the round's processes ran back to
     back, or together in turns).
@@ -219,16 +225,24 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
     # signed sum is a convolution (zeros are dropped: Wilcoxon's rule, so m counts the rest).
     scores = np.rint(2 * sps.rankdata(np.abs(nz))).astype(int)
     w = int(scores[nz > 0].sum())
-    cdf = np.cumsum(sign_sum_null(scores.tolist()))
-    lo_tail = cdf[w]
-    hi_tail = 1.0 - (cdf[w - 1] if w >= 1 else 0.0)
+    if m <= EXACT_MAX:
+        cdf = np.cumsum(sign_sum_null(scores.tolist()))
+        lo_tail = cdf[w]
+        hi_tail = 1.0 - (cdf[w - 1] if w >= 1 else 0.0)
+    else:  # S has mean sum/2 and variance sum(score^2)/4; scores step by 1 at least
+        mu, sd = scores.sum() / 2, math.sqrt(float((scores.astype(float) ** 2).sum())) / 2
+        lo_tail, hi_tail = sps.norm.cdf((w + 0.5 - mu) / sd), sps.norm.sf((w - 0.5 - mu) / sd)
     p = float(min(1.0, 2 * min(lo_tail, hi_tail)))
     # Interval [w_(C), w_(M+1-C)] (1-based) with C the largest rank such that
     # P(W+ <= C-1) <= alpha/2; its coverage is 1 - 2 P(W+ <= C-1).  When even C = 1 is
     # too wide (under 6 rounds at 95%), the full range is all there is, and the p floor
     # makes the verdict inconclusive.
-    cdf_all = np.cumsum(signed_rank_null(n))
-    c = max(1, int(np.searchsorted(cdf_all, (1 - confidence) / 2, side="right")))
+    if n <= EXACT_MAX:
+        cdf_all = np.cumsum(signed_rank_null(n))
+        c = max(1, int(np.searchsorted(cdf_all, (1 - confidence) / 2, side="right")))
+    else:
+        mu, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+        c = max(1, math.floor(mu + 0.5 - sps.norm.ppf(0.5 + confidence / 2) * sd))
     ci = (float(math.exp(walsh[c - 1])), float(math.exp(walsh[len(walsh) - c])))
     return Test(ratio, ci, p, floor, method, n)
 

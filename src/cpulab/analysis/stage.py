@@ -20,7 +20,7 @@ from cpulab.analysis.steps import explain_curves
 from cpulab.analysis.summary import summarise
 from cpulab.analysis.sweeps import bandwidth_rows, memlat_colour, memlat_curves
 from cpulab.machine import os_cache_sizes
-from cpulab.model import Comparison, Result, Summary, Verdict
+from cpulab.model import Analysis, Comparison, Result, Summary, Verdict
 from cpulab.store.db import Store
 
 
@@ -57,7 +57,8 @@ def analyse(store: Store, run_id: int, explain_code: bool = True) -> Summary:
             store.add_analysis(run_id, "explain", doc, key=f"{exp}/{wname}")
     if histories := run_history(store, run_id):
         store.add_analysis(run_id, "history", histories)
-    return summarise(store, run_id)
+    s.analyses = [Analysis(**a) for a in store.analyses(run_id)]
+    return s
 
 
 REPORT_PROFILE_SECONDS = 0.5  # per build: the hot region of the largest difference, sampled

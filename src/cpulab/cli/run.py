@@ -15,7 +15,8 @@ from cpulab.cli.common import (
     RichProgress, cluster_security, console, db_option, default_report_path, emit_json, fail, json_option, open_store,
     out, processes_option, progress_bar, require_dask, tls_options
 )
-from cpulab.measure import probes, runner
+from cpulab.measure import probes, runner, time_split
+from cpulab.measure.time_split import TimeSplit
 from cpulab.measure.session import Interrupted
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of, source_dirs
@@ -195,13 +196,19 @@ def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, 
     that cannot be drawn is one line and exit status 2, after the results are printed."""
     started = time.time()
     run_id = execute(p, store, random_seed, resume, label, origin)
-    summary = analysis.analyse(store, run_id)
-    summary.wall_s = time.time() - started
+    split = TimeSplit(store.run(run_id)["conditions"].get("time_split"))
+    with split.timing(time_split.RUN, "analysis"):
+        summary = analysis.analyse(store, run_id)
+    summary.time_split = split.to_dict()  # the report shows the split up to its own drawing
     report_error = ""
-    try:
-        summary.report = str(html.write(summary, default_report_path(store, run_id)))
-    except html.ReportError as e:
-        summary.report, report_error = None, str(e)
+    with split.timing(time_split.RUN, "report"):
+        try:
+            summary.report = str(html.write(summary, default_report_path(store, run_id)))
+        except html.ReportError as e:
+            summary.report, report_error = None, str(e)
+    summary.time_split = split.to_dict()
+    store.add_conditions(run_id, {"time_split": summary.time_split})
+    summary.wall_s = time.time() - started
     if as_json:
         emit_json(summary.to_dict())
     else:

@@ -97,6 +97,8 @@ class HarnessJob:
     profile_code: float = 0.0  # seconds of sampled profile after the samples (explain)
     turns: bool = False  # samples in turns with the other members of a group (execute_group)
     tsc_hz: float | None = None  # the run's TSC rate: the harness then skips its 30 ms spin to measure it
+    reps: int | None = None  # repetitions per sample, from an earlier process: no calibration
+    verified: bool = False  # an earlier process of this executable passed the known-answer test here
 
     def argv(self) -> list[str]:
         args = [*self.emulator, self.artifact_path, "--timer", self.timer]
@@ -106,6 +108,10 @@ class HarnessJob:
             args.append("--turns")
         if self.tsc_hz:
             args += ["--tsc-hz", repr(float(self.tsc_hz))]
+        if self.reps:
+            args += ["--reps", str(self.reps)]
+        if self.verified:
+            args.append("--verified")
         if self.profile_code:
             args += ["--profile-code", repr(self.profile_code)]
         args += ["--samples", str(self.samples), "--min-sample-time", repr(self.min_sample_time),

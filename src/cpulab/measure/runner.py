@@ -13,7 +13,9 @@ import hashlib
 import json
 import os
 import random
+import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,11 +25,12 @@ from cpulab.build.artifacts import Built
 from cpulab.build.inputs import input_file
 from cpulab.build.programs import ProgramBuild, built_here
 from cpulab.estimates import against_name
-from cpulab.measure import probes, programs
+from cpulab.measure import probes, programs, time_split
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
 from cpulab.measure.processes import evict
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
+from cpulab.measure.time_split import TimeSplit
 from cpulab.model import Status
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
@@ -48,6 +51,9 @@ class Target:
     emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
     done: int = 0  # processes measured so far: the next process's number (its round)
     placement_order: tuple[int, ...] = ()  # the placements its processes run, in turn (_measure)
+    # Set by its first process that succeeds in this session: later ones take its
+    # repetitions per sample and skip the known-answer test it passed (_job).
+    reps: int | None = None
 
     def placement(self) -> int | None:
         """The placement the next process runs (None: the artifact has none)."""
@@ -120,25 +126,39 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     if isinstance(site.executor, LocalExecutor):
         site.executor.on_wait = progress.note
     rng = random.Random(seed)
-    identity = site.identity(plan.timer) if resume is None else None
+    split = TimeSplit()
+    with split.timing(time_split.RUN, "timing calibration"):
+        identity = site.identity(plan.timer) if resume is None else None
     with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, site.executor, identity, label,
                       origin) as run_id:
-        targets = _build_all(plan, store, run_id, progress, site) if resume is None else \
-            _unfinished(plan, store, run_id, progress)
-        _measure(plan, store, targets, site, progress, rng, store.run(run_id)["timing"].get("tsc_hz"))
-        if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
+        if resume is not None:  # the stopped part's time counts too
+            split = TimeSplit(store.run(run_id)["conditions"].get("time_split"))
+        try:
+            _measure_all(plan, store, run_id, site, progress, rng, split, resume)
+        finally:  # interrupted too: the time spent so far is kept with what it measured
+            store.add_conditions(run_id, {"time_split": split.to_dict()})
+    return run_id
+
+
+def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Progress, rng: random.Random,
+                 split: TimeSplit, resume: int | None) -> None:
+    targets = _build_all(plan, store, run_id, progress, site, split) if resume is None else \
+        _unfinished(plan, store, run_id, progress)
+    _measure(plan, store, targets, site, progress, rng, split, store.run(run_id)["timing"].get("tsc_hz"))
+    if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
+        with split.timing(time_split.RUN, "programs"):
             programs.run_in_plan(plan, store, run_id, site, progress, rng)
-        made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
-        tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
-        progress.phase("tables", len(tables))
-        for name in tables:
+    made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
+    tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
+    progress.phase("tables", len(tables))
+    for name in tables:
+        with split.timing(time_split.RUN, "tables"):
             try:
                 data = site.probe_table(name, plan.timer)
             except probes.ProbeError as e:  # a probe that crashes or hangs fails alone; the run is kept
                 data = {"status": "failed", "error": str(e)}
-            store.add_analysis(run_id, probes.get(name).kind, data, key=name)
-            progress.advance(name + (f": {data['error']}" if "error" in data else ""))
-    return run_id
+        store.add_analysis(run_id, probes.get(name).kind, data, key=name)
+        progress.advance(name + (f": {data['error']}" if "error" in data else ""))
 
 
 def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
@@ -157,11 +177,12 @@ def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
         return Built(Status.SKIPPED, str(e), art)
 
 
-def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site) -> list[Target]:
+def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site,
+               split: TimeSplit) -> list[Target]:
     """Build every (workload, variant) once; record skips and build failures; mark
     variants whose executable is byte-identical to an earlier one's as 'identical'."""
     pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants if w not in plan.programs]
-    progress.phase("build", len(pairs))
+    builds = _build_pairs(plan, pairs, site, split, progress)
     recorded_variants: set[str] = set()
     targets: list[Target] = []
     for exp, wname, vname in pairs:
@@ -169,7 +190,7 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
         if vname not in recorded_variants:
             store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
             recorded_variants.add(vname)
-        built = site.build(w, v)
+        built = builds[(wname, vname)]
         status, error, art = built.status, built.error, built.artifact
         if art:
             store.add_artifact(art.as_dict())
@@ -179,7 +200,6 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
                                            art.hash if art else None, experiment=exp.name)
             targets.append(t)
-        progress.advance(f"{wname} / {vname}" + (f": {status}" if status != Status.PENDING else ""))
 
     if plan.against is not None:
         targets += _against_targets(plan, store, run_id, targets)
@@ -197,6 +217,31 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
         else:
             first_with.setdefault(key, t.variant)
     return targets
+
+
+def _build_pairs(plan: Plan, pairs: list[tuple], site: Site, split: TimeSplit,
+                 progress: Progress) -> dict[tuple[str, str], Built]:
+    """Each distinct (workload, variant) built once, two at a time: nothing is measured
+    yet, so both CPUs compile.  The build phase's wall time goes to the experiments in
+    proportion to their builds' own times."""
+    first_of: dict[tuple[str, str], str] = {}
+    for exp, wname, vname in pairs:
+        first_of.setdefault((wname, vname), exp.name)
+
+    def timed(pair: tuple[str, str]) -> tuple[Built, float]:
+        t0 = time.perf_counter()
+        built = site.build(workloads.get(pair[0]), plan.variant(pair[1]))
+        progress.advance(f"{pair[0]} / {pair[1]}" + (f": {built.status}" if built.status != Status.PENDING else ""))
+        return built, time.perf_counter() - t0
+
+    progress.phase("build", len(first_of))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        done = dict(zip(first_of, pool.map(timed, first_of)))
+    wall, own = time.perf_counter() - t0, sum(s for _, s in done.values())
+    for pair, (_, s) in done.items():
+        split.add(first_of[pair], "build", wall * s / own if own else 0.0)
+    return {pair: built for pair, (built, _) in done.items()}
 
 
 def stored_artifact(store: Store, hash_: str | None) -> artifacts.Artifact | None:
@@ -275,7 +320,7 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
 
 
 def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
-             rng: random.Random, tsc_hz: float | None = None) -> None:
+             rng: random.Random, split: TimeSplit, tsc_hz: float | None = None) -> None:
     """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
     targets run as one group: processes alive together on one CPU taking their samples
     in turns, in a fresh random order each cycle, so sample j of a variant and of its
@@ -287,6 +332,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
             t.placement_order = tuple(rng.sample(range(len(t.artifact.placements)), len(t.artifact.placements)))
 
     def run_round(k: tuple, order: list[Target]) -> float:
+        t0, waited0 = time.perf_counter(), getattr(site.executor, "waited_s", 0.0)
         jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared, tsc_hz))]
         orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
         if plan.method == "turns" and len(jobs) > 1:
@@ -299,6 +345,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
         else:
             outs = [site.executor.execute(job) for _, job in jobs]
             seconds = sum(o.process.wall_s for o in outs if o.process)
+        split.add_round(k[0], time.perf_counter() - t0, getattr(site.executor, "waited_s", 0.0) - waited0, outs)
         for (t, _), out, turns in zip(jobs, outs, orders):
             _record(store, t, out, progress, turns)
         return seconds
@@ -331,7 +378,8 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
          prepared: dict[int, dict[str, str]], tsc_hz: float | None = None) -> HarnessJob | None:
     """The next process of one target, or None when its point cannot be prepared (then
     the target is setup-failed).  tsc_hz: the run's TSC rate, handed to native processes
-    so that none spins 30 ms to measure it again."""
+    so that none spins 30 ms to measure it again; after the target's first process, its
+    repetitions and its passed known-answer test are handed on too."""
     w = workloads.get(t.workload)
     if t.result_id not in prepared:
         try:
@@ -346,7 +394,7 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
     v = plan.variant(t.variant)
     return HarnessJob(t.executable(), prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
                       plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
-                      tsc_hz=None if t.emulator else tsc_hz)
+                      tsc_hz=None if t.emulator else tsc_hz, reps=t.reps, verified=t.reps is not None)
 
 
 def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:
@@ -361,6 +409,7 @@ def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[
                     for i, ns in enumerate(d["ns"])]
         store.add_process(t.result_id, rnd, d, out.layout_pad, excluded, t.placement(), turns)
         t.done += 1
+        t.reps = t.reps or d.get("reps")
     else:
         t.live = False
         store.set_status(t.result_id, out.status if out.status != Status.OK else Status.ERROR, out.error or "no samples")

@@ -20,7 +20,7 @@ from cpulab.report import studies
 from cpulab.report.tables import FOLD_ROWS
 from cpulab.report.views import (
     analysis_tables, carryover_line, comparison_list, drift_sentence, fmt_params, geomean_table, machine_tables,
-    pivot_table, workload_of, workload_tables
+    pivot_table, time_split_table, workload_of, workload_tables
 )
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -147,7 +147,7 @@ def render(s: Summary) -> str:
     tpl = env.get_template("report.html.j2")
     return tpl.render(s=s, sections=sections(s), geomeans=geomean_table(s), comparisons=comparison_list(s),
                       fold=FOLD_ROWS, fmt_params=fmt_params, legend=DecisionPolicy.from_plan(s.plan).legend(),
-                      carryover=carryover_line(s),
+                      carryover=carryover_line(s), time_split=time_split_table(s),
                       caches=", ".join(machine.cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))
 

@@ -11,7 +11,7 @@ from cpulab.model import Summary
 from cpulab.policy import DecisionPolicy
 from cpulab.report.tables import fmt_num, to_rich
 from cpulab.report.views import (analysis_tables, carryover_line, explain_tables, geomean_table, process_table,
-                                 workload_tables)
+                                 time_split_line, workload_tables)
 
 
 def run_status_note(summary: Summary) -> str:
@@ -37,6 +37,8 @@ def print_summary(summary: Summary, console: Console) -> None:
     if (pt := process_table(summary)) is not None:
         console.print(to_rich(pt))
     if line := carryover_line(summary):
+        console.print(f"[dim]{escape(line)}.[/]")
+    if line := time_split_line(summary):
         console.print(f"[dim]{escape(line)}.[/]")
     console.print(f"[dim]verdict: {escape(DecisionPolicy.from_plan(summary.plan).legend())}. Each observation "
                   f"is one process: the fastest of its first {stats.KEEP} samples not left out (a sample is left "

@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from cpulab import workloads
+from cpulab.measure import time_split
 from cpulab.params import human_bytes
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
 from cpulab.policy import DecisionPolicy
@@ -63,6 +64,31 @@ def carryover_line(s: Summary) -> str:
     return (f"Carry-over: samples that ran right after another build's sample were {fmt_delta(c['ratio'], c['ci'])} "
             f"against those right after their own process's ({c['processes']} processes; an interval around 0: "
             f"none measurable)")
+
+
+def time_split_line(s: Summary) -> str:
+    """Where the run's time went, in one sentence ('' for a run that did not record it)."""
+    t = time_split.totals(s.time_split)
+    if not t:
+        return ""
+    whole = sum(t.values())
+    share = time_split.samples_share(s.time_split)
+    parts = ", ".join(f"{p} {t[p]:.0f} s" for p in t if t[p] >= 0.5)
+    return (f"Time: {whole:.0f} s accounted for: {parts}"
+            + (f"; samples are {100 * share:.0f}% of the measured processes' own time" if share is not None else ""))
+
+
+def time_split_table(s: Summary) -> Table | None:
+    """Seconds per phase, one row per experiment and one for the run as a whole."""
+    if not s.time_split:
+        return None
+    t = Table("time split", "where the run's time went, seconds",
+              columns("experiment", *time_split.PHASES, "samples share"))
+    for where, phases in s.time_split.items():
+        share = time_split.samples_share({where: phases})
+        t.add(where or "(the run)", *[Cell(phases.get(p)) for p in time_split.PHASES],
+              Cell(share, f"{100 * share:.0f}%" if share is not None else "-"))
+    return t
 
 
 def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
