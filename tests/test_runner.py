@@ -2,6 +2,7 @@
 SIGHUP keep data, a killed run reads as interrupted and --resume completes it."""
 import dataclasses
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -351,3 +352,33 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
         assert jobs[0].reps is None and not jobs[0].verified
         first_reps = store.samples(r["id"])[0]["reps"]
         assert all(j.reps == first_reps and j.verified for j in jobs[1:])
+
+
+def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path):
+    """Two share_machine experiments run in two lanes at once (their samples overlap in
+    time), each complete; the run records which ones shared; the third has the machine
+    to itself after them."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing to share")
+    exps = [plans.Experiment(name, ["sha256"], ["O2", "O3"], "O2", params={"sha256": {"size": ["256"]}},
+                             share_machine=name != "alone") for name in ("a", "b", "alone")]
+    p = plans.validate(plans.Plan("lanes", exps, **{**FAST, "processes": 4, "samples": 20}))
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store, seed=4)
+    assert store.run(run_id)["conditions"]["shared_machine"] == ["a", "b"]
+    span = {}
+    for r in store.results(run_id):
+        assert r["status"] == "ok"
+        starts = [s["start_ns"] for s in store.samples(r["id"])]
+        assert len(starts) == 4 * 20
+        lo, hi = span.get(r["experiment"], (math.inf, -math.inf))
+        span[r["experiment"]] = (min(lo, *starts), max(hi, *starts))
+    assert span["a"][0] < span["b"][1] and span["b"][0] < span["a"][1]  # a and b overlap
+    assert span["alone"][0] > max(span["a"][1], span["b"][1])
+
+
+def test_share_machine_must_be_true_or_false(tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text('[[experiment]]\nname = "x"\nworkloads = ["sha256"]\nvariants = ["O2"]\nshare_machine = "yes"\n')
+    with pytest.raises(plans.PlanError, match=r"experiment\[0\]\.share_machine: expected true or false"):
+        plans.load(str(f))

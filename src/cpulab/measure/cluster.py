@@ -253,6 +253,9 @@ class MachineSite:
     def prepare(self, w, params):
         return self._call(_on_worker_prepare, w.name, params)
 
+    def spare_executor(self):
+        return None  # a worker measures on its one claimed CPU
+
     def probe_table(self, name, timer):
         try:
             return self._call(_on_worker_probe, name, timer)

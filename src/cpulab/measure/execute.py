@@ -207,6 +207,25 @@ class LocalExecutor:
         self.rng = random.Random(seed)
         self.waited_s = 0.0
         self.on_wait = None
+        self.claim = None  # the claim of a spare CPU (spare), held for this executor's life
+        self.live: set[int] = set()  # process groups measuring now (kill_all)
+
+    def spare(self) -> "LocalExecutor | None":
+        """An executor on another allowed CPU that no other cpulab claims, or None."""
+        others = os.sched_getaffinity(0) - {self.cpu}
+        if not others:
+            return None
+        cpu, claim = cpulock.claim_cpu(others)
+        if claim is None:
+            return None
+        ex = LocalExecutor(cpu, self.rng.randrange(2 ** 32))
+        ex.claim, ex.on_wait = claim, self.on_wait
+        return ex
+
+    def kill_all(self) -> None:
+        """Kill what this executor is measuring (from another thread: a run stopping)."""
+        for pid in list(self.live):
+            _kill_group(pid)
 
     @contextlib.contextmanager
     def _holding_cpu(self):
@@ -240,12 +259,15 @@ class LocalExecutor:
                                         start_new_session=True)
             finally:
                 os.sched_setaffinity(0, own)
+            self.live.add(proc.pid)
             try:
                 status, ru = _wait4_within(proc.pid, timeout, lambda: (timed_out.set(), _kill_group(proc.pid)))
             except BaseException:  # Ctrl-C, SIGTERM: the measured process must not outlive us
                 _kill_group(proc.pid)
                 proc.wait()
                 raise
+            finally:
+                self.live.discard(proc.pid)
             proc.returncode = os.waitstatus_to_exitcode(status)
             return _finished(status, ru, out, err, time.perf_counter() - t0, timed_out.is_set())
 
@@ -267,6 +289,7 @@ class LocalExecutor:
                 env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
                 try:
                     members.append(_Member.spawn(job.argv(), env, self.cpu))
+                    self.live.add(members[-1].pid)
                 except OSError as e:
                     members.append(_Member.failed(f"cannot execute {job.argv()[0]}: {e.strerror or e}"))
                 # Its set-up and calibration run alone; one that hangs there is killed at its own timeout.
@@ -283,6 +306,8 @@ class LocalExecutor:
                 m.kill()
                 m.reap(time.perf_counter())
             raise
+        finally:
+            self.live.clear()
         outs = []
         for job, pad, m, fin in zip(jobs, pads, members, done):
             out = Outcome(Status.ERROR, m.error, layout_pad=pad) if fin is None else job.outcome(fin)

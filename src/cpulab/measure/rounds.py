@@ -12,6 +12,7 @@ policy.look_alpha, so stopping early cannot inflate false verdicts.
 from __future__ import annotations
 
 import random
+import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Protocol
@@ -65,10 +66,10 @@ RunRound = Callable[[tuple, list], float]
 
 
 def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, run_round: RunRound,
-                   progress: Progress, rng: random.Random) -> None:
-    """Rounds until every point has its rounds and no look asks for more.  points: key
-    (experiment, ...) -> its targets.  A resumed target ahead of its point's others
-    waits for them."""
+                   progress: Progress, rng: random.Random, stop: threading.Event | None = None) -> None:
+    """Rounds until every point has its rounds and no look asks for more (or `stop` is
+    set).  points: key (experiment, ...) -> its targets.  A resumed target ahead of its
+    point's others waits for them."""
     goal = {k: schedule.first[k[0]] for k in points}
     done = {k: min(t.done for t in ts) for k, ts in points.items()}
     spent: dict[str, float] = defaultdict(float)
@@ -81,6 +82,8 @@ def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, 
                 return
         rng.shuffle(due)
         for k in due:
+            if stop is not None and stop.is_set():
+                return
             if schedule.budget and done[k] >= schedule.first[k[0]] and spent[k[0]] >= schedule.budget:
                 goal[k] = done[k]  # out of budget: this round is not started
                 continue

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import random
+import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +84,7 @@ class Site(Protocol):
     def evict(self, files: list[str]) -> str: ...
     def prepare(self, w: workloads.Workload, params: dict[str, str]) -> dict[str, str]: ...
     def probe_table(self, name: str, timer: str): ...
+    def spare_executor(self) -> Executor | None: ...
 
 
 class LocalSite:
@@ -112,6 +114,10 @@ class LocalSite:
 
     def probe_table(self, name, timer):
         return probes.get(name).measure(timer=timer, executor=self.executor)
+
+    def spare_executor(self):
+        """A second CPU for experiments that share the machine, if one is free here."""
+        return self.executor.spare() if isinstance(self.executor, LocalExecutor) else None
 
 
 def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
@@ -144,7 +150,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                  split: TimeSplit, resume: int | None) -> None:
     targets = _build_all(plan, store, run_id, progress, site, split) if resume is None else \
         _unfinished(plan, store, run_id, progress)
-    _measure(plan, store, targets, site, progress, rng, split, store.run(run_id)["timing"].get("tsc_hz"))
+    if shared := _measure(plan, store, targets, site, progress, rng, split, store.run(run_id)["timing"].get("tsc_hz")):
+        store.add_conditions(run_id, {"shared_machine": shared})
     if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
         with split.timing(time_split.RUN, "programs"):
             programs.run_in_plan(plan, store, run_id, site, progress, rng)
@@ -320,38 +327,108 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
 
 
 def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
-             rng: random.Random, split: TimeSplit, tsc_hz: float | None = None) -> None:
+             rng: random.Random, split: TimeSplit, tsc_hz: float | None = None) -> list[str]:
     """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
     targets run as one group: processes alive together on one CPU taking their samples
     in turns, in a fresh random order each cycle, so sample j of a variant and of its
     baseline are milliseconds apart and share the host's state.  Otherwise they run back
-    to back in the round's random order."""
+    to back in the round's random order.
+
+    Experiments that share the machine (plan: share_machine) run first, two at a time,
+    one per CPU when the site has a spare one (_in_lanes); the others then run alone.
+    Returns the experiments that ran beside another."""
     prepared: dict[int, dict[str, str]] = {}
     for t in targets:  # each target's processes draw its placements without replacement
         if t.artifact and t.artifact.placements:
             t.placement_order = tuple(rng.sample(range(len(t.artifact.placements)), len(t.artifact.placements)))
+    schedule = Schedule.of_plan(plan.as_dict())
+    points = _points([t for t in targets if t.live])
 
-    def run_round(k: tuple, order: list[Target]) -> float:
-        t0, waited0 = time.perf_counter(), getattr(site.executor, "waited_s", 0.0)
-        jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared, tsc_hz))]
-        orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
-        if plan.method == "turns" and len(jobs) > 1:
-            for _, job in jobs:
-                job.turns = True
-            cycles = [rng.sample(range(len(jobs)), len(jobs)) for _ in range(plan.samples_of(k[0]))]
-            outs = site.executor.execute_group([job for _, job in jobs], cycles)
-            seconds = max((o.process.wall_s for o in outs if o.process), default=0.0)
-            orders = turn_order(cycles, [t.variant for t, _ in jobs])
-        else:
-            outs = [site.executor.execute(job) for _, job in jobs]
-            seconds = sum(o.process.wall_s for o in outs if o.process)
-        split.add_round(k[0], time.perf_counter() - t0, getattr(site.executor, "waited_s", 0.0) - waited0, outs)
-        for (t, _), out, turns in zip(jobs, outs, orders):
-            _record(store, t, out, progress, turns)
-        return seconds
+    def rounds(exps: set[str], executor: Executor, store: Store, rng: random.Random, progress: Progress,
+               stop: threading.Event | None = None) -> None:
+        def run_round(k: tuple, order: list[Target]) -> float:
+            t0, waited0 = time.perf_counter(), getattr(executor, "waited_s", 0.0)
+            jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared, tsc_hz))]
+            orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
+            if plan.method == "turns" and len(jobs) > 1:
+                for _, job in jobs:
+                    job.turns = True
+                cycles = [rng.sample(range(len(jobs)), len(jobs)) for _ in range(plan.samples_of(k[0]))]
+                outs = executor.execute_group([job for _, job in jobs], cycles)
+                seconds = max((o.process.wall_s for o in outs if o.process), default=0.0)
+                orders = turn_order(cycles, [t.variant for t, _ in jobs])
+            else:
+                outs = [executor.execute(job) for _, job in jobs]
+                seconds = sum(o.process.wall_s for o in outs if o.process)
+            if stop is not None and stop.is_set():  # stopped under it: its processes were killed, not failed
+                return seconds
+            split.add_round(k[0], time.perf_counter() - t0, getattr(executor, "waited_s", 0.0) - waited0, outs)
+            for (t, _), out, turns in zip(jobs, outs, orders):
+                _record(store, t, out, progress, turns)
+            return seconds
 
-    measure_rounds(store, _points([t for t in targets if t.live]), Schedule.of_plan(plan.as_dict()), run_round,
-                   progress, rng)
+        measure_rounds(store, {k: ts for k, ts in points.items() if k[0] in exps}, schedule, run_round, progress,
+                       rng, stop)
+
+    sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in points)]
+    spare = site.spare_executor() if len(sharing) > 1 else None
+    if spare is not None:
+        progress.phase("measure (two CPUs)", sum(schedule.first[k[0]] * len(ts) for k, ts in points.items()
+                                                 if k[0] in sharing))
+        _in_lanes(sharing, [site.executor, spare], store.path, rng,
+                  lambda exp, executor, lane_store, lane_rng, stop: rounds(
+                      {exp}, executor, lane_store, lane_rng, _LaneProgress(progress), stop))
+    rounds({k[0] for k in points} - (set(sharing) if spare else set()), site.executor, store, rng, progress)
+    return sharing if spare is not None else []
+
+
+class _LaneProgress:
+    """A lane's progress: its steps and notes go to the run's bar, whose phase is set once
+    for all lanes."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+
+    def phase(self, name, total):
+        pass
+
+    def advance(self, label):
+        self.progress.advance(label)
+
+    def note(self, text):
+        self.progress.note(text)
+
+
+def _in_lanes(experiments: list[str], executors: list[Executor], store_path, rng: random.Random, measure) -> None:
+    """Measure the experiments in lanes, one lane per executor (each on its own CPU, with
+    a store connection of its own: sqlite's are per thread), each lane taking the next
+    experiment in plan order when it comes free.  Ctrl-C (or SIGTERM) in the main thread
+    stops every lane: the processes measuring are killed and their round is not
+    recorded; what was recorded stays."""
+    queue, lock, stop = list(experiments), threading.Lock(), threading.Event()
+
+    def lane(executor: Executor, lane_rng: random.Random) -> None:
+        store = Store(store_path)
+        try:
+            while not stop.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    exp = queue.pop(0)
+                measure(exp, executor, store, lane_rng, stop)
+        finally:
+            store.close()
+
+    with ThreadPoolExecutor(len(executors)) as pool:
+        futures = [pool.submit(lane, ex, random.Random(rng.random())) for ex in executors]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            stop.set()
+            for ex in executors:
+                ex.kill_all()
+            raise
 
 
 def turn_order(cycles: list[list[int]], names: list[str]) -> list[list[tuple[int, str]]]:

@@ -38,6 +38,10 @@ class Experiment:
     params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     processes: int | None = None  # processes per result here, if not the plan's
     samples: int | None = None  # samples per process here, if not the plan's
+    # Its kernels are bound by their own core (registers, L1/L2-sized data, or emulated):
+    # it may be measured on one CPU while another such experiment runs on the other
+    # (runner._measure).  Otherwise it has the machine to itself.
+    share_machine: bool = False
 
 
 @dataclass
@@ -282,7 +286,8 @@ def _programs_from_toml(table, where: str) -> dict[str, Program]:
 
 _PLAN_KEYS = {"name", "processes", "samples", "min_sample_time", "warmup", "timeout", "grid", "timer", "budget", "precision",
               "measure_identical", "probe_tables", "variants", "experiment", "program", "cold", "method"}
-_EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "processes", "samples"}
+_EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "processes", "samples",
+             "share_machine"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
 
@@ -337,11 +342,13 @@ def from_dict(d: dict, where: str) -> Plan:
         baselines = _str_list(ed.get("baseline", variants[:1]), f"{at}.baseline")
         for b in baselines:
             _check(b in variants, f"{at}.baseline", f"{b!r} is not one of its variants ({', '.join(variants)})")
+        _check(isinstance(ed.get("share_machine", False), bool), f"{at}.share_machine", "expected true or false")
         exps.append(Experiment(name=_str(ed, "name", f"experiment-{i}", at), title=_str(ed, "title", "", at),
                                intro=_str(ed, "intro", "", at), tag=_str(ed, "tag", "", at),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
                                variants=variants, baseline=_pick_baseline(baselines, custom),
-                               params=ed.get("params") or {}, processes=ed.get("processes"), samples=ed.get("samples")))
+                               params=ed.get("params") or {}, processes=ed.get("processes"), samples=ed.get("samples"),
+                               share_machine=ed.get("share_machine", False)))
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
                 **{k: d[k] for k in ("processes", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",

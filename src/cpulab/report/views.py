@@ -74,20 +74,24 @@ def time_split_line(s: Summary) -> str:
     whole = sum(t.values())
     share = time_split.samples_share(s.time_split)
     parts = ", ".join(f"{p} {t[p]:.0f} s" for p in t if t[p] >= 0.5)
+    shared = s.conditions.get("shared_machine")
     return (f"Time: {whole:.0f} s accounted for: {parts}"
-            + (f"; samples are {100 * share:.0f}% of the measured processes' own time" if share is not None else ""))
+            + (f"; samples are {100 * share:.0f}% of the measured processes' own time" if share is not None else "")
+            + (f"; {', '.join(shared)} ran two at a time, one per CPU (they share the machine)" if shared else ""))
 
 
 def time_split_table(s: Summary) -> Table | None:
     """Seconds per phase, one row per experiment and one for the run as a whole."""
     if not s.time_split:
         return None
+    shared = s.conditions.get("shared_machine") or []
     t = Table("time split", "where the run's time went, seconds",
-              columns("experiment", *time_split.PHASES, "samples share"))
+              columns("experiment", *time_split.PHASES, "samples share", "machine"))
     for where, phases in s.time_split.items():
         share = time_split.samples_share({where: phases})
         t.add(where or "(the run)", *[Cell(phases.get(p)) for p in time_split.PHASES],
-              Cell(share, f"{100 * share:.0f}%" if share is not None else "-"))
+              Cell(share, f"{100 * share:.0f}%" if share is not None else "-"),
+              "shared, one CPU each" if where in shared else "alone" if where else "")
     return t
 
 

@@ -239,6 +239,9 @@ class Store:
         except sqlite3.Error as e:
             raise _store_error(self.path, e, timeout) from None
 
+    def close(self) -> None:
+        self.con.close()
+
     @contextmanager
     def tx(self):
         """One write transaction; taken IMMEDIATE so concurrent writers queue, not fail.
