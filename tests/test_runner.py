@@ -354,18 +354,24 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
         assert all(j.reps == first_reps and j.verified for j in jobs[1:])
 
 
-def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path):
+def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, monkeypatch):
     """Two share_machine experiments run in two lanes at once (their samples overlap in
-    time), each complete; the run records which ones shared; the third has the machine
-    to itself after them."""
+    time), each complete, and the plan's probe table in a lane after them; the run
+    records which ones shared; the third has the machine to itself after them."""
+    from cpulab.measure import probes
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: nothing to share")
+    probe = probes.get("seed004-table3")
+    monkeypatch.setitem(probes.registry(), "seed004-table3", dataclasses.replace(
+        probe, measure=lambda timer, executor: {"cpu": executor.cpu, "at": time.monotonic_ns()}))
     exps = [plans.Experiment(name, ["sha256"], ["O2", "O3"], "O2", params={"sha256": {"size": ["256"]}},
                              share_machine=name != "alone") for name in ("a", "b", "alone")]
-    p = plans.validate(plans.Plan("lanes", exps, **{**FAST, "processes": 4, "samples": 20}))
+    p = plans.validate(plans.Plan("lanes", exps, **{**FAST, "processes": 4, "samples": 20},
+                                  probe_tables=["seed004-table3"]))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=4)
     assert store.run(run_id)["conditions"]["shared_machine"] == ["a", "b"]
+    (table,) = store.analyses(run_id, probe.kind)
     span = {}
     for r in store.results(run_id):
         assert r["status"] == "ok"
@@ -375,6 +381,7 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path):
         span[r["experiment"]] = (min(lo, *starts), max(hi, *starts))
     assert span["a"][0] < span["b"][1] and span["b"][0] < span["a"][1]  # a and b overlap
     assert span["alone"][0] > max(span["a"][1], span["b"][1])
+    assert table["data"]["at"] < span["alone"][0]  # in a lane, before the experiment that runs alone
 
 
 def test_share_machine_must_be_true_or_false(tmp_path):

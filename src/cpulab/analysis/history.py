@@ -98,6 +98,9 @@ def run_history(store: Store, run_id: int, limit: int = 12) -> list[dict] | None
     """For a run's report: the histories (on its machine, up to it) of its results that
     have some, those that changed first; None when there are none."""
     run = store.run(run_id)
+    earlier = [r for r in store.runs(machine=run["machine_id"]) if r["id"] <= run_id]
+    if len(earlier) < MIN_RUNS:  # no series can be long enough: skip reading every result again
+        return None
     seen, out = set(), []
     for r in store.results(run_id):
         key = (r["workload"], r["variant"], json.dumps(r["params"], sort_keys=True))

@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from cpulab import stats, workloads
 from cpulab.build import artifacts, emulation
@@ -150,22 +150,40 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                  split: TimeSplit, resume: int | None) -> None:
     targets = _build_all(plan, store, run_id, progress, site, split) if resume is None else \
         _unfinished(plan, store, run_id, progress)
-    if shared := _measure(plan, store, targets, site, progress, rng, split, store.run(run_id)["timing"].get("tsc_hz")):
+    made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
+    tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
+
+    def table_in_lane(name: str):  # a probe measures one fact of the core: it may share the machine
+        return lambda executor, lane_store, stop: _probe_table(
+            lane_store, run_id, name, lambda n, timer: probes.get(n).measure(timer=timer, executor=executor),
+            plan.timer, split, progress, stop)
+
+    shared = _measure(plan, store, targets, site, progress, rng, split, store.run(run_id)["timing"].get("tsc_hz"),
+                      [table_in_lane(name) for name in tables])
+    if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
+        tables = []  # measured in the lanes
     if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
         with split.timing(time_split.RUN, "programs"):
             programs.run_in_plan(plan, store, run_id, site, progress, rng)
-    made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
-    tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
     progress.phase("tables", len(tables))
     for name in tables:
-        with split.timing(time_split.RUN, "tables"):
-            try:
-                data = site.probe_table(name, plan.timer)
-            except probes.ProbeError as e:  # a probe that crashes or hangs fails alone; the run is kept
-                data = {"status": "failed", "error": str(e)}
-        store.add_analysis(run_id, probes.get(name).kind, data, key=name)
-        progress.advance(name + (f": {data['error']}" if "error" in data else ""))
+        _probe_table(store, run_id, name, site.probe_table, plan.timer, split, progress)
+
+
+def _probe_table(store: Store, run_id: int, name: str, measure, timer: str, split: TimeSplit,
+                 progress: Progress, stop: threading.Event | None = None) -> None:
+    """One of the plan's probe tables, measured (measure(name, timer)) and stored, unless
+    the run was stopped under it (its processes were killed, they did not fail)."""
+    with split.timing(time_split.RUN, "tables"):
+        try:
+            data = measure(name, timer)
+        except probes.ProbeError as e:  # a probe that crashes or hangs fails alone; the run is kept
+            data = {"status": "failed", "error": str(e)}
+    if stop is not None and stop.is_set():
+        return
+    store.add_analysis(run_id, probes.get(name).kind, data, key=name)
+    progress.advance(name + (f": {data['error']}" if "error" in data else ""))
 
 
 def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
@@ -327,7 +345,8 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
 
 
 def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
-             rng: random.Random, split: TimeSplit, tsc_hz: float | None = None) -> list[str]:
+             rng: random.Random, split: TimeSplit, tsc_hz: float | None = None,
+             beside: list[Callable[[Executor, Store, threading.Event], None]] = ()) -> list[str]:
     """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
     targets run as one group: processes alive together on one CPU taking their samples
     in turns, in a fresh random order each cycle, so sample j of a variant and of its
@@ -335,8 +354,9 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
     to back in the round's random order.
 
     Experiments that share the machine (plan: share_machine) run first, two at a time,
-    one per CPU when the site has a spare one (_in_lanes); the others then run alone.
-    Returns the experiments that ran beside another."""
+    one per CPU when the site has a spare one (_in_lanes), with the work in `beside`
+    (called with the lane's executor, store and stop event) after them; the others then run alone.  Returns the experiments
+    that ran beside another (none: nothing ran in lanes, `beside` neither)."""
     prepared: dict[int, dict[str, str]] = {}
     for t in targets:  # each target's processes draw its placements without replacement
         if t.artifact and t.artifact.placements:
@@ -375,9 +395,10 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
     if spare is not None:
         progress.phase("measure (two CPUs)", sum(schedule.first[k[0]] * len(ts) for k, ts in points.items()
                                                  if k[0] in sharing))
-        _in_lanes(sharing, [site.executor, spare], store.path, rng,
-                  lambda exp, executor, lane_store, lane_rng, stop: rounds(
-                      {exp}, executor, lane_store, lane_rng, _LaneProgress(progress), stop))
+        work = [lambda executor, lane_store, lane_rng, stop, exp=exp: rounds(
+                    {exp}, executor, lane_store, lane_rng, _LaneProgress(progress), stop) for exp in sharing]
+        work += [lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop) for w in beside]
+        _in_lanes(work, [site.executor, spare], store.path, rng)
     rounds({k[0] for k in points} - (set(sharing) if spare else set()), site.executor, store, rng, progress)
     return sharing if spare is not None else []
 
@@ -399,13 +420,14 @@ class _LaneProgress:
         self.progress.note(text)
 
 
-def _in_lanes(experiments: list[str], executors: list[Executor], store_path, rng: random.Random, measure) -> None:
-    """Measure the experiments in lanes, one lane per executor (each on its own CPU, with
-    a store connection of its own: sqlite's are per thread), each lane taking the next
-    experiment in plan order when it comes free.  Ctrl-C (or SIGTERM) in the main thread
-    stops every lane: the processes measuring are killed and their round is not
-    recorded; what was recorded stays."""
-    queue, lock, stop = list(experiments), threading.Lock(), threading.Event()
+def _in_lanes(work: list[Callable], executors: list[Executor], store_path, rng: random.Random) -> None:
+    """Do the work (each item called with an executor, a store, an rng and the stop
+    event) in lanes, one lane per executor (each on its own CPU, with a store connection
+    of its own: sqlite's are per thread), each lane taking the next item in order when
+    it comes free.  Ctrl-C (or SIGTERM) in the main thread stops every lane: the
+    processes measuring are killed and their round is not recorded; what was recorded
+    stays."""
+    queue, lock, stop = list(work), threading.Lock(), threading.Event()
 
     def lane(executor: Executor, lane_rng: random.Random) -> None:
         store = Store(store_path)
@@ -414,8 +436,8 @@ def _in_lanes(experiments: list[str], executors: list[Executor], store_path, rng
                 with lock:
                     if not queue:
                         return
-                    exp = queue.pop(0)
-                measure(exp, executor, store, lane_rng, stop)
+                    item = queue.pop(0)
+                item(executor, store, lane_rng, stop)
         finally:
             store.close()
 
