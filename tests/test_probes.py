@@ -23,9 +23,10 @@ def test_dependent_add_is_one_cycle():
     r = probes.measure_loop("add rax, rbx", **FAST)
     assert 0.7 <= r["cycles_per_iteration"] <= 1.5, r
     assert r["instructions"] == 1 and r["timer"] in ("perf", "tsc")
-    # every run of both lengths is kept; the headline is the fastest of them
+    # every run of both lengths is kept; the headline is their median (the fastest of
+    # many ticks x ratio products is biased low)
     assert r["cycles_min"] <= r["cycles_median"] <= r["cycles_max"] and len(r["cycles_runs"]) == 2 * 4
-    assert r["cycles_per_iteration"] == pytest.approx(r["cycles_min"])
+    assert r["cycles_per_iteration"] == pytest.approx(r["cycles_median"])
     assert r["ipc"] == pytest.approx(1 / r["cycles_per_iteration"])
     assert r["ns_per_iteration"] > 0 and r["core_per_tsc"] > 0 and r["tsc_hz"] > 0
 

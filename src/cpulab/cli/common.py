@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 from cpulab import params, paths
 from cpulab.store.db import Store, StoreError
@@ -42,8 +43,8 @@ def emit_json(doc) -> None:
 def progress_bar(label_width: int = 8):
     """The one progress bar of long commands, on stderr, gone when the work ends."""
     with Progress(TextColumn(f"{{task.description:{label_width}}}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[status]}", markup=False), console=console,
-                  transient=True) as bar:
+                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                  TextColumn("{task.fields[status]}", markup=False), console=console, transient=True) as bar:
         yield bar
 
 

@@ -355,8 +355,9 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
 
     Experiments that share the machine (plan: share_machine) run first, two at a time,
     one per CPU when the site has a spare one (_in_lanes), with the work in `beside`
-    (called with the lane's executor, store and stop event) after them; the others then run alone.  Returns the experiments
-    that ran beside another (none: nothing ran in lanes, `beside` neither)."""
+    (called with the lane's executor, store and stop event) after them; the others then
+    run alone.  Returns the experiments that ran in lanes (none: nothing did, `beside`
+    neither)."""
     prepared: dict[int, dict[str, str]] = {}
     for t in targets:  # each target's processes draw its placements without replacement
         if t.artifact and t.artifact.placements:
@@ -391,7 +392,7 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
                        rng, stop)
 
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in points)]
-    spare = site.spare_executor() if len(sharing) > 1 else None
+    spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
     if spare is not None:
         progress.phase("measure (two CPUs)", sum(schedule.first[k[0]] * len(ts) for k, ts in points.items()
                                                  if k[0] in sharing))

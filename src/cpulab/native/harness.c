@@ -554,12 +554,12 @@ static uint64_t calibrate_reps(void *ctx, double min_ns)
             reps *= 8;
             continue;
         }
+        if (reps == 1 && dt >= 2 * min_ns) /* one call lasts two samples: only one twice as fast would need 2 */
+            return reps;
         for (int i = 0; i < 2; i++) {
             double d = time_call(ctx, reps);
             dt = d < dt ? d : dt;
         }
-        if (reps == 1 && dt >= min_ns) /* one call is long enough: fewer cannot be, so no more tries */
-            return reps;
         if (dt >= min_ns) /* even the fastest of three is long enough */
             return reps;
         return (uint64_t)ceil((double)reps * min_ns * 1.1 / dt);

@@ -372,7 +372,7 @@ def probe_tables(data: dict) -> list[Table]:
         ["loop", "instr.", "cycles/iter", "min..max", "IPC", "ns/iter", "llvm-mca", "timer"] + \
         [f"{c} (seed: cycles, IPC)" for c in published]
     title = ("004 · Table 2: cycles per iteration of tiny loops (RDTSC, calibrated to core cycles)" if published
-             else "cycles per iteration (core cycles; fastest of the N and 2N runs; min..max over all runs)")
+             else "cycles per iteration (core cycles; median of the N and 2N runs; min..max over all runs)")
     t = Table("probe", title, columns(*names, left=3 if published else 1))
     for r in rows:
         mca = r.get("mca_cycles_per_iteration", (r.get("mca") or {}).get("cycles_per_iteration"))
@@ -387,8 +387,9 @@ def probe_tables(data: dict) -> list[Table]:
         t.add(*cells)
     if published:
         t.notes.append("Each loop runs as its own loop at N and 2N iterations in several processes; cycles per "
-                       "iteration include the DEC/JNZ as in the seed and are the fastest run's (other tenants of "
-                       "this core slow whole runs down); min..max is the spread over every run.")
+                       "iteration include the DEC/JNZ as in the seed and are the median over the runs, each run's "
+                       "figure its fastest sample (other tenants of this core slow samples down); min..max is the "
+                       "spread over every run.")
     t.notes += sorted({r["mca_note"] for r in rows if r.get("mca_disagrees") and r.get("mca_note")})
     return [t]
 
