@@ -1,6 +1,8 @@
 """Where a run's wall time goes: per experiment, building, each measured process's phases
 (start-up, set-up, calibration, samples, the work between samples) and waiting for the
 CPU; per run, the machine's timing calibration, probe tables, analysis and report.
+Experiments measured two at a time (lanes) overlap, so the phases then add up to more
+than the wall time.
 
 Each harness process reports its own phases (setup_ns, calibrate_ns, around_ns and its
 samples' ns); what a round's wall time holds beyond them is process start-up: exec,
@@ -20,6 +22,9 @@ RUN = ""  # the key of what belongs to the run, not to one experiment
 
 
 class TimeSplit:
+    """Seconds per (experiment or RUN, phase), added up as the run goes; a resumed run
+    starts from the stopped part's (stored)."""
+
     def __init__(self, stored: dict | None = None):
         self.seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for where, phases in (stored or {}).items():
