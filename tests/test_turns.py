@@ -62,3 +62,18 @@ def test_a_waiting_member_takes_no_cpu_from_the_one_measuring(sha256_o2):
     outs = LocalExecutor(seed=5).execute_group([_job(sha256_o2, 20) for _ in range(3)], [[0, 1, 2]] * 20)
     switched = sum(x > 0 for o in outs for x in o.data["invol_switches"])
     assert switched <= 0.25 * 60
+
+
+def test_only_a_sample_after_another_member_is_re_warmed(sha256_o2):
+    """A member re-warms (here 200 calls, a sample being one) only when another member
+    ran since its last sample: alone in its group it re-warms once, before its first
+    sample (which follows nothing of its own); alternating with another, before each."""
+    def job():
+        return HarnessJob(sha256_o2, {"size": "1024"}, samples=6, warmup=0.0, turns=True, timeout=20,
+                          reps=1, verified=True, rewarm_calls=200)
+    alone, = LocalExecutor(seed=6).execute_group([job()], [[0]] * 6)
+    first, _ = LocalExecutor(seed=6).execute_group([job(), job()], [[0, 1]] * 6)
+    assert alone.status == first.status == Status.OK
+    per_sample = sum(first.data["ns"]) / 6
+    assert first.data["around_ns"] > 6 * 50 * per_sample  # 200 calls before each of 6 samples
+    assert alone.data["around_ns"] < 0.5 * first.data["around_ns"]  # 1 re-warm of 6

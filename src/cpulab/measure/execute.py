@@ -99,13 +99,14 @@ class HarnessJob:
     tsc_hz: float | None = None  # the run's TSC rate: the harness then skips its 30 ms spin to measure it
     reps: int | None = None  # repetitions per sample, from an earlier process: no calibration
     verified: bool = False  # an earlier process of this executable passed the known-answer test here
+    rewarm_calls: int = 1  # turns: whole calls at least re-warmed after another member (0: io-bound)
 
     def argv(self) -> list[str]:
         args = [*self.emulator, self.artifact_path, "--timer", self.timer]
         if self.calibrate_only:
             return args + ["--calibrate-only"]
         if self.turns:
-            args.append("--turns")
+            args += ["--turns", "--rewarm-calls", str(self.rewarm_calls)]
         if self.tsc_hz:
             args += ["--tsc-hz", repr(float(self.tsc_hz))]
         if self.reps:
@@ -295,9 +296,11 @@ class LocalExecutor:
                 # Its set-up and calibration run alone; one that hangs there is killed at its own timeout.
                 members[-1].wait_ready(time.perf_counter() + job.timeout)
             deadline = time.perf_counter() + max(j.timeout for j in jobs)
+            last = None  # every member's first sample follows the others' set-up
             for order in orders:
                 for i in order:
-                    members[i].take_turn(deadline)
+                    members[i].take_turn(deadline, after_other=last != i)
+                    last = i
             for m in members:
                 m.stop_turns()
             done = [m.reap(deadline) for m in members]
@@ -354,12 +357,14 @@ class _Member:
             os.close(done_w)
         return m
 
-    def take_turn(self, deadline: float) -> None:
-        """Hand over the token and wait until the member hands it back (one sample)."""
+    def take_turn(self, deadline: float, after_other: bool) -> None:
+        """Hand over the token and wait until the member hands it back (one sample).  The
+        token says whether another member ran since its last sample ('o': the harness
+        re-warms) or none did ('s')."""
         if self.error or not self.pid:
             return
         try:
-            os.write(self.token_w, b"t")
+            os.write(self.token_w, b"o" if after_other else b"s")
         except BrokenPipeError:
             self.error = "exited before its turn"
             return

@@ -494,7 +494,10 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
     v = plan.variant(t.variant)
     return HarnessJob(t.executable(), prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
                       plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
-                      tsc_hz=None if t.emulator else tsc_hz, reps=t.reps, verified=t.reps is not None)
+                      tsc_hz=None if t.emulator else tsc_hz, reps=t.reps, verified=t.reps is not None,
+                      # an io-bound call streams a file through the page cache: the other
+                      # member leaves nothing behind that it would reuse
+                      rewarm_calls=0 if w.io_bound else 1)
 
 
 def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:

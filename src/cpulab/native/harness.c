@@ -3,11 +3,13 @@
  * Usage: artifact [--param key=value]... [--samples N] [--warmup SEC]
  *                 [--min-sample-time SEC] [--timer auto|perf|tsc|clock]
  *                 [--calibrate-only] [--profile-code SEC] [--turns] [--tsc-hz HZ]
+ *                 [--reps N] [--verified] [--rewarm-calls N]
  *
  * --turns: the samples are taken in turns with other processes on the same CPU (a
  * group, execute.py).  Once set up, warmed up and calibrated it writes one byte to fd 4
  * (ready); then before each sample it blocks reading one byte
- * (the token) from fd 3, re-warms the kernel untimed, takes the sample, and writes one
+ * (the token) from fd 3, re-warms the kernel untimed when another member ran since its
+ * last sample (token 'o'; 's': none did), takes the sample, and writes one
  * byte to fd 4 to hand the token back; end of file on fd 3 ends the samples early.  A
  * process waiting for its turn sleeps in read(), so it takes no CPU from the one
  * measuring, and samples of A and B taken milliseconds apart share the host's state.
@@ -628,7 +630,8 @@ static int usage(const char *why)
 {
     fprintf(stderr, "usage: artifact [--param k=v]... [--samples N] [--warmup SEC] "
                     "[--min-sample-time SEC] [--timer auto|perf|tsc|clock] [--calibrate-only] "
-                    "[--profile-code SEC] [--turns] [--tsc-hz HZ] [--reps N] [--verified]\n");
+                    "[--profile-code SEC] [--turns] [--tsc-hz HZ] [--reps N] [--verified] "
+                    "[--rewarm-calls N]\n");
     return report_status("usage", why, 2);
 }
 
@@ -639,7 +642,7 @@ int main(int argc, char **argv)
      * on the pinned CPU, where it would slow whatever is measured next. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
-    int samples = 5, calibrate_only = 0, turns = 0, verified = 0;
+    int samples = 5, calibrate_only = 0, turns = 0, verified = 0, rewarm_calls = 1;
     uint64_t given_reps = 0;
     double warmup_s = 0.02, min_sample_s = 0.010, profile_s = 0, given_tsc_hz = 0;
     const char *timer_arg = "auto";
@@ -690,6 +693,11 @@ int main(int argc, char **argv)
             if (parse_int(v, &n) != 0 || n < 1)
                 return usage("--reps wants a whole number >= 1");
             given_reps = (uint64_t)n;
+        } else if (strcmp(a, "--rewarm-calls") == 0) {
+            int64_t n;
+            if (parse_int(v, &n) != 0 || n < 0 || n > 1000)
+                return usage("--rewarm-calls wants a whole number 0..1000");
+            rewarm_calls = (int)n;
         } else if (strcmp(a, "--tsc-hz") == 0) {
             if (parse_num(v, &given_tsc_hz) != 0 || !(given_tsc_hz >= 1e6 && given_tsc_hz <= 1e11))
                 return usage("--tsc-hz wants the TSC rate in Hz");
@@ -775,11 +783,12 @@ int main(int argc, char **argv)
     uint64_t t_ready = now_ns();
     double around_ns = 0; /* time in the sample loop outside the timed regions */
     if (turns) {
-        /* Another process ran since our last sample and took the caches and TLB: refill
-         * them untimed with an eighth of a sample (the re-warm costs 12% more time).
-         * Under 8 reps a sample is a few long calls, each past any refill, and a whole
-         * call of re-warm would cost up to 100% more: none then. */
-        uint64_t rewarm = reps / 8;
+        /* The token says whether another member ran since our last sample ('o') or
+         * none did ('s'): after another, refill what it took (caches, TLB, predictors)
+         * untimed with an eighth of a sample, and at least --rewarm-calls whole calls
+         * (default 1: a 2^20-point FFT, one call per sample, ran 10% slower cold).  After
+         * itself nothing was taken, so nothing is re-warmed. */
+        uint64_t rewarm = reps / 8 > (uint64_t)rewarm_calls ? reps / 8 : (uint64_t)rewarm_calls;
         int taken = 0;
         char token = 'r';
         /* Ready: set up, warmed and calibrated alone on the CPU; the group's next member
@@ -788,7 +797,7 @@ int main(int argc, char **argv)
             samples = 0;
         while (taken < samples && read(TURN_IN_FD, &token, 1) == 1) {
             uint64_t t0 = now_ns();
-            if (rewarm)
+            if (token == 'o' && rewarm)
                 checksum_sink ^= k_run(ctx, rewarm);
             take_sample(ctx, reps, timer, &s[taken]);
             around_ns += (double)(now_ns() - t0) - s[taken++].ns;
