@@ -37,14 +37,16 @@ def test_signed_rank_p_is_exact_with_ties_and_zeros(ratios):
 
 
 def test_process_estimate_uses_the_same_samples_whatever_the_plan_asked():
-    """From 10 samples a process up, the estimate is the fastest of the first KEEP used:
-    a process of 50 samples and the same process cut to 10 estimate alike."""
+    """From 2 x KEEP samples a process up, the estimate is the fastest of the first KEEP
+    used: a process of 50 samples and the same process cut to 6, 10 or 20 estimate alike;
+    a plan of fewer takes the first half."""
     rng = np.random.default_rng(4)
     full = [{"invocation": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 50))]
-    for cut in (10, 20):
+    for cut in (2 * stats.KEEP, 10, 20):
         assert stats.keep_count(full[:cut]) == stats.KEEP
         assert stats.per_process(full[:cut], lambda s: s["v"], np.max, stats.keep_count(full[:cut])) == \
             stats.per_process(full, lambda s: s["v"], np.max, stats.keep_count(full))
+    assert [stats.keep_count(full[:n]) for n in (1, 2, 3, 4)] == [1, 1, 2, 2]
 
 
 def result(variant: str, point: int, rounds: dict[int, float], placements: int, experiment: str = "e") -> Result:

@@ -3,7 +3,8 @@
 The unit of observation is one process: within a process the code and data layout is
 fixed, so its samples are not independent of each other.  A process's estimate is the
 fastest of its first KEEP used samples (noise on a shared machine only slows; a fixed
-count, so a process that kept more samples does not look faster); processes with fewer
+count, so neither a process that kept more samples nor a plan that asked more looks
+faster); processes with fewer
 used samples are left out and counted.  Medians, intervals and tests are computed over
 processes, or over rounds when variants are paired (by round, or sample by sample when
 the processes of a round took their samples in turns).  What is decided from a test
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-# A process's estimate: the fastest of its first KEEP used samples, or of half the samples
-# the plan asked for when that is fewer (so a process may lose half its samples and still
-# count; a program's process is one sample).
-KEEP = 5
+# A process's estimate: the fastest of its first KEEP used samples, whatever the plan
+# asked from 2 x KEEP up (a plan of 6 samples and one of 50 estimate alike), so a process
+# may lose half its samples and still count; a plan asking fewer takes the first half,
+# rounded up (a program's process is one sample).
+KEEP = 3
 # A sample whose thread was off the CPU for more than this share of it (another thread
 # ran: involuntary switch) is contaminated (bench/interference.py; README) -- unless it
 # is long enough that subtracting the off-CPU time leaves less than SWITCH_BIAS_LIMIT of
@@ -300,12 +302,12 @@ def per_cycle(samples: list[dict], fn) -> dict[int, dict[int, float]]:
 
 
 def keep_count(samples: list[dict]) -> int:
-    """KEEP, or half the samples each process took (the most any process of the result
-    took) when that is fewer, at least 1."""
+    """KEEP, or half the samples each process took, rounded up (the most any process of
+    the result took), when that is fewer."""
     per: dict[int, int] = defaultdict(int)
     for s in samples:
         per[s["invocation"]] += 1
-    return max(1, min(KEEP, max(per.values(), default=1) // 2))
+    return max(1, min(KEEP, (max(per.values(), default=1) + 1) // 2))
 
 
 def geomean(values) -> float:
