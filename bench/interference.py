@@ -26,7 +26,7 @@ import sys
 import numpy as np
 from scipy import stats as sps
 
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import HarnessJob, LocalExecutor

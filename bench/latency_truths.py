@@ -6,7 +6,7 @@ Usage: python bench/latency_truths.py [RUNS]"""
 import statistics
 import sys
 
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.measure import probes
 from cpulab.plan import toolchain
 from cpulab import workloads

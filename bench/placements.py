@@ -11,8 +11,8 @@ import argparse
 import json
 
 from cpulab import workloads
-from cpulab.build import placement
-from cpulab.build.artifacts import BuildError, build_artifact
+from cpulab.compile import placement
+from cpulab.compile.artifacts import BuildError, build_artifact
 from cpulab.plan import toolchain
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import Finished, Outcome, default_executor
@@ -156,3 +156,48 @@ class FakeExecutor:
         report = {"wall_s": wall, "user_s": wall, "sys_s": 0.0, "exit": 0, "signal": 0, "max_rss_kb": 1024,
                   "voluntary_switches": 0, "involuntary_switches": 0}
         return Outcome(Status.OK, data=report, process=Finished(0, "", "", wall, wall, 0.0, 1024, 0, 0))
+
+    def execute_group(self, jobs, orders) -> list[Outcome]:
+        """Harness jobs in turns: in each cycle every member in the order given 'takes'
+        one sample of wall(job) seconds (a million units of work), as the harness reports it."""
+        self.jobs += jobs
+        ns, start, clock = [[] for _ in jobs], [[] for _ in jobs], 0.0
+        for order in orders:
+            for i in order:
+                took = self.wall(jobs[i]) * 1e9
+                ns[i].append(took)
+                start[i].append(clock)
+                clock += took
+        outs = []
+        for job, n, t in zip(jobs, ns, start):
+            data = {"status": "ok", "timer": "clock", "work": 1e6, "reps": job.reps or 100, "ns": n, "t_ns": t,
+                    "cycles": [None] * len(n), "instructions": [None] * len(n), "user_s": [x / 1e9 for x in n],
+                    "sys_s": [0.0] * len(n), "notes": {}}
+            outs.append(Outcome(Status.OK, data=data, process=Finished(0, json.dumps(data), "", clock / 1e9,
+                                                                       sum(n) / 1e9, 0.0, 1024, 0, 0)))
+        return outs
+
+
+class FakeSite:
+    """A site that builds and calibrates nothing: each (workload, variant) 'builds' to an
+    artifact named after it with two placements, and its processes run on `executor`."""
+
+    def __init__(self, executor):
+        self.executor = executor
+
+    def identity(self, timer):
+        return {"fingerprint": {}, "machine_id": "fake", "conditions": {}, "timing": {"tsc_hz": 2e9}}
+
+    def compiler_version(self, v):
+        return "fake"
+
+    def build(self, w, v):
+        from cpulab.compile.artifacts import Artifact, Built
+        name = f"/fake/{w.name}-{v.name}"
+        return Built(Status.PENDING, "", Artifact(name, name, name, 1, "fake", (), placements=(0, 64)))
+
+    def prepare(self, w, params):
+        return dict(params)
+
+    def spare_executor(self):
+        return None

@@ -11,7 +11,7 @@ from cpulab.measure import cpulock
 CHILD = """
 import json, sys
 from cpulab import workloads
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.measure.execute import HarnessJob, LocalExecutor
 from cpulab.plan import toolchain
 art = artifacts.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])

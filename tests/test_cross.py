@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from cpulab.build import artifacts
-from cpulab.build import emulation
+from cpulab.compile import artifacts
+from cpulab.compile import emulation
 from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.analysis.summary import compare_results

@@ -102,7 +102,7 @@ def test_plan_runs_on_every_machine_and_comes_home_tagged(cluster_run):
     for r in doc["results"]:
         assert r["machine_id"] == ids[r["machine"]]
         # processes measured: with a clean sample, or all of whose samples were left out as disturbed
-        assert r["status"] == "ok" and r["invocations"] + r["excluded_processes"] == 2 and len(r["samples"]) == 4
+        assert r["status"] == "ok" and r["processes"] + r["excluded_processes"] == 2 and len(r["samples"]) == 4
     table = doc["machine_table"]
     assert sorted(r["machine"] for r in table) == ["alpha", "beta"]
     # a machine whose every process was left out as disturbed has no estimate, so no share
@@ -246,9 +246,17 @@ HOSTILE = {
 }
 
 
-def test_valid_handmade_file_imports(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_valid_handmade_file_imports(tmp_path, version):
+    """The file as this cpulab writes it, and as version 1 did (a sample's process was
+    its `invocation`)."""
+    doc = _valid_file(tmp_path)
+    if version == 2:
+        smp = doc["runs"][0]["results"][0]["samples"][0]
+        smp["process"] = smp.pop("invocation")
+        doc["version"] = 2
     f = tmp_path / "ok.json"
-    f.write_text(json.dumps(_valid_file(tmp_path)))
+    f.write_text(json.dumps(doc))
     store = Store(tmp_path / "s.sqlite")
     assert exchange.import_document(store, exchange.read_document(f)) == [(1, True)]
     assert store.results(1)[0]["params"] == {"size": "4096"} and len(store.samples(store.results(1)[0]["id"])) == 1

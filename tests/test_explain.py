@@ -1,8 +1,8 @@
 """explain: kernel functions, loops, alignment and the side-by-side alignment of listings."""
 from pathlib import Path
 
-from cpulab.build import artifacts
-from cpulab.analysis.explain import code, profile, why
+from cpulab.compile import artifacts
+from cpulab.measure.explain import code, profile, why
 from cpulab.plan import toolchain
 from cpulab import workloads
 

@@ -160,7 +160,7 @@ def test_threads_building_one_tool_at_once_never_collide(tmp_path):
     each writes its own temporary file, so neither renames the other's away."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cpulab.build import artifacts
+    from cpulab.compile import artifacts
     src = tmp_path / "tool.c"
     src.write_text("int main(void) { return 0; }\n")
     with ThreadPoolExecutor(8) as pool:

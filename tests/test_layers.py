@@ -10,7 +10,7 @@ import cpulab
 
 SRC = Path(cpulab.__file__).resolve().parent
 # In import order.  The store comes before the stages that write it (measure) and read it.
-LAYERS = ["shared", "store", "plan", "build", "measure", "analysis", "report", "cli"]
+LAYERS = ["shared", "store", "plan", "compile", "measure", "analysis", "report", "cli"]
 SHARED_FOLDERS = {"workloads", "machine"}  # catalogues of what can be measured, and this machine
 MAX_FLAT = 8
 MAX_LINES = 600
@@ -63,6 +63,18 @@ def test_no_import_from_a_later_stage():
              for a, b, line, _ in edges() if LAYERS.index(layer(b)) > LAYERS.index(layer(a))]
     print("\n".join(f"{s:9} {sorted({module_name(f) for f in SRC.rglob('*.py') if layer(module_name(f)) == s})}"
                     for s in LAYERS))
+    assert not wrong, "\n".join(wrong)
+
+
+# Stages that read what an earlier one stored and must not redo its work: analysis reads
+# the store and measures nothing (a stored or imported run analyses alike anywhere), and
+# the report draws the Summary and computes no analysis.
+NOT_FROM = {"analysis": "measure", "report": "analysis"}
+
+
+def test_analysis_measures_nothing_and_the_report_analyses_nothing():
+    wrong = [f"{a} (stage {layer(a)}) imports {b} (stage {layer(b)}) at line {line}"
+             for a, b, line, _ in edges() if NOT_FROM.get(layer(a)) == layer(b)]
     assert not wrong, "\n".join(wrong)
 
 

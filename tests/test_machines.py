@@ -11,7 +11,7 @@ from scipy import stats as sps
 from cpulab.analysis import between_runs
 from cpulab.model import Result, Status
 from cpulab.report import html
-from cpulab.report.views import machine_tables
+from cpulab.report.machine_views import machine_tables
 
 # machine -> (rate of work per second, core GHz): b is fastest by rate, c per clock
 MACHINES = {"a": (100.0, 2.0), "b": (200.0, 4.0), "c": (150.0, 2.0)}

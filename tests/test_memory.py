@@ -446,12 +446,15 @@ def _colour_result(colour: str, rates: list[float] | None, error: str = ""):
 
 def test_memlat_colour_pairs_by_round_and_says_why_balanced_is_missing():
     from cpulab.analysis.sweeps import memlat_colour
+    from cpulab.policy import DecisionPolicy
+    policy = DecisionPolicy()
     arb = [1e8 * (1 + 0.2 * (i % 3)) for i in range(8)]  # rounds differ by up to 40%: the host's drift
-    doc = memlat_colour([_colour_result("report", arb), _colour_result("balanced", [a * 1.1 for a in arb])])
+    doc = memlat_colour([_colour_result("report", arb), _colour_result("balanced", [a * 1.1 for a in arb])], policy)
     (row,) = doc["rows"]
     assert doc["missing"] is None and (row["cache"], row["fraction"], row["colours"]) == ("L2", 100, 16)
     # Paired by round the drift cancels: exactly 10% faster, significant over 8 rounds.
     assert row["ratio"] == pytest.approx(1.1) and row["verdict"] == "faster"
-    doc = memlat_colour([_colour_result("report", arb), _colour_result("balanced", None, "page colour needs root")])
+    doc = memlat_colour([_colour_result("report", arb), _colour_result("balanced", None, "page colour needs root")],
+                        policy)
     assert doc["rows"][0]["ratio"] is None and doc["missing"] == "page colour needs root"
-    assert memlat_colour([_colour_result("any", arb)]) is None
+    assert memlat_colour([_colour_result("any", arb)], policy) is None

@@ -13,8 +13,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from cpulab import workloads
-from cpulab.build import artifacts, placement
-from cpulab.build.artifacts import build_executable
+from cpulab.compile import artifacts, placement
+from cpulab.compile.artifacts import build_executable
 from cpulab.plan import toolchain
 
 O2 = toolchain.get("O2")

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import compile_command, skip_unless_buildable
 from cpulab.measure import probes
-from cpulab.build.artifacts import NATIVE_DIR
+from cpulab.compile.artifacts import NATIVE_DIR
 from cpulab.measure.probes.loop import TEMPLATE
 
 FAST = dict(samples=10, repeats=4, min_sample_time=0.002)

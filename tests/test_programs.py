@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import cpulab
-from cpulab.build import inputs
-from cpulab.build.programs import build_program, run_argv
+from cpulab.compile import inputs
+from cpulab.compile.programs import build_program, run_argv
 from cpulab.measure import processes, runner
 from cpulab.measure.execute import LocalExecutor
 from cpulab.measure.processes import ProcessJob
@@ -82,7 +82,7 @@ def test_program_built_per_variant_checked_and_timed(source, tmp_path):
         samples = store.samples(r["id"])
         # one sample per timed process; 3 rounds at the first look, and budget mode's looks
         # give an undecided point 6, then 12 (programs share the kernels' rounds loop)
-        assert len(samples) == len({s["invocation"] for s in samples}) in (3, 6, 12)
+        assert len(samples) == len({s["process"] for s in samples}) in (3, 6, 12)
         assert all(0 < s["ns"] < 5e9 and s["user_s"] >= 0 for s in samples)
         assert r["notes"]["median_max_rss_kb"] > 0
     # each variant's copy was built with its own flags, and the exact commands are kept
@@ -202,7 +202,7 @@ def test_time_commands_gives_verdicts_and_exports(tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     res = {x["variant"]: x for x in doc["results"]}
-    assert set(res) == {"true", "sleep 0.05"} and all(x["status"] == "ok" and x["invocations"] == 6
+    assert set(res) == {"true", "sleep 0.05"} and all(x["status"] == "ok" and x["processes"] == 6
                                                        for x in res.values())
     assert res["sleep 0.05"]["real_s"] >= 0.05  # physical: it cannot finish sooner
     (c,) = doc["comparisons"]

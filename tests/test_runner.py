@@ -76,7 +76,7 @@ def test_identical_code_is_reported_not_measured(tmp_path):
 
 
 def test_artifacts_are_cached_by_content(tmp_path):
-    from cpulab.build import artifacts
+    from cpulab.compile import artifacts
     from cpulab.plan import toolchain
     from cpulab import workloads
     w = workloads.get("sha256")
@@ -135,7 +135,7 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
     run_id = runner.run_plan(p, store, progress=progress, seed=5)
-    rounds = {(r["experiment"], r["variant"]): len({s["invocation"] for s in store.samples(r["id"])})
+    rounds = {(r["experiment"], r["variant"]): len({s["process"] for s in store.samples(r["id"])})
               for r in store.results(run_id)}
     assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
     assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 32  # looks at 8, 16, 32: no more
@@ -154,7 +154,7 @@ def test_budget_is_not_overspent(tmp_path):
                                   precision=0.00001, measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=6)
-    assert all(len({s["invocation"] for s in store.samples(r["id"])}) == 4 for r in store.results(run_id))
+    assert all(len({s["process"] for s in store.samples(r["id"])}) == 4 for r in store.results(run_id))
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
@@ -168,7 +168,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     while time.time() < deadline and n < 6:
         time.sleep(0.5)
         try:
-            n = sqlite3.connect(db).execute("SELECT count(DISTINCT invocation) FROM samples").fetchone()[0]
+            n = sqlite3.connect(db).execute("SELECT count(DISTINCT process) FROM samples").fetchone()[0]
         except sqlite3.Error:
             n = 0
     proc.send_signal(signal.SIGINT)
@@ -188,7 +188,7 @@ def test_missing_library_names_the_package():
 
 
 def test_variants_differing_only_in_environment_are_both_measured(tmp_path):
-    from cpulab.build import artifacts
+    from cpulab.compile import artifacts
     from cpulab.plan.toolchain import Variant
     env = (("CPULAB_TEST_SETTING", "1"),)
     custom = {"O2-env": Variant("O2-env", env=env), "O2-env-twin": Variant("O2-env-twin", env=env)}
@@ -213,7 +213,7 @@ def start_cli_run(db, *args):
 def processes_stored(db) -> int:
     try:
         return sqlite3.connect(db).execute(
-            "SELECT count(*) FROM (SELECT DISTINCT result_id, invocation FROM samples)").fetchone()[0]
+            "SELECT count(*) FROM (SELECT DISTINCT result_id, process FROM samples)").fetchone()[0]
     except sqlite3.Error:
         return 0
 
@@ -265,7 +265,7 @@ def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
     proc.communicate(timeout=60)
     con = sqlite3.connect(db)
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "running"
-    before = set(con.execute("SELECT result_id, invocation, idx, ns FROM samples"))
+    before = set(con.execute("SELECT result_id, process, idx, ns FROM samples"))
     assert 2 * samples <= len(before) < 6 * runs * samples
 
     listed = json.loads(cli_json(db, "runs"))
@@ -275,9 +275,9 @@ def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
     assert "run 1 stopped before its end (interrupted)" in subprocess.run(
         [sys.executable, "-m", "cpulab.cli", "compare"], capture_output=True, text=True,
         env={**os.environ, "CPULAB_DB": str(db)}, timeout=120).stdout
-    # Processes measured: those with a clean sample (invocations) and those whose every
+    # Processes measured: those with a clean sample (processes) and those whose every
     # sample was left out as disturbed (excluded_processes; a loaded machine has some).
-    measured = lambda r: r["invocations"] + r["excluded_processes"]
+    measured = lambda r: r["processes"] + r["excluded_processes"]
     for r in doc["results"]:  # measured results say ok, never-measured ones say pending
         assert r["status"] == ("ok" if measured(r) else "pending"), r
     assert sum(measured(r) for r in doc["results"]) < 6 * runs
@@ -289,7 +289,7 @@ def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
     assert doc["run_id"] == 1 and doc["status"] == "done" and len(doc["results"]) == 6
     for r in doc["results"]:
         assert r["status"] == "ok" and measured(r) == runs and len(r["samples"]) == runs * samples
-    after = set(con.execute("SELECT result_id, invocation, idx, ns FROM samples"))
+    after = set(con.execute("SELECT result_id, process, idx, ns FROM samples"))
     assert before <= after and len(after) == 6 * runs * samples
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
     again = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--resume", "1"], capture_output=True,
@@ -306,7 +306,7 @@ def cli_json(db, *args) -> str:
 def test_a_probe_table_that_fails_is_recorded_and_the_run_is_kept(tmp_path, monkeypatch):
     """A crashing probe fails alone: its table says why, the run ends done with its results."""
     from cpulab.measure import probes
-    from cpulab.report.views import analysis_tables
+    from cpulab.report.analysis_views import analysis_tables
 
     def crash(**_):
         raise probes.ProbeError("crash: killed by SIGKILL")

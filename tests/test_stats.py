@@ -206,7 +206,7 @@ def test_process_estimate_does_not_depend_on_how_many_samples_survived():
     rng = np.random.default_rng(12)
     diffs = []
     for _ in range(300):
-        full = [{"invocation": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 20))]
+        full = [{"process": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 20))]
         kept = [{**s, "excluded": "off-cpu" if i % 3 else ""} for i, s in enumerate(full)][:18]  # 6 used
         est = [stats.per_process(x, lambda s: s["v"], np.max, stats.KEEP)[0] for x in (full, kept)]
         diffs.append(np.log(est[0] / est[1]))

@@ -169,6 +169,7 @@ def test_a_store_of_schema_1_is_migrated_and_stays_readable(tmp_path):
     assert old["machine"] == "" and old["parent"] is None and s.machine_runs(1) == []
     [x] = s.samples(1)
     assert x["ns"] == 5.0 and x["excluded"] == "" and x["invol_switches"] is None
+    assert x["process"] == 0  # migration 7: the column `invocation` is now `process`
     assert new_run(s) == 2 and s.run(2)["owner_pid"] == os.getpid()
     child = s.start_run({}, "m2", {"experiments": []}, {}, {}, [], parent=1, machine="alpha")
     assert s.machine_runs(1) == [child] and s.run(child)["machine"] == "alpha"

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.measure.execute import HarnessJob, LocalExecutor

@@ -41,7 +41,7 @@ def test_process_estimate_uses_the_same_samples_whatever_the_plan_asked():
     used: a process of 50 samples and the same process cut to 6, 10 or 20 estimate alike;
     a plan of fewer takes the first half."""
     rng = np.random.default_rng(4)
-    full = [{"invocation": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 50))]
+    full = [{"process": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 50))]
     for cut in (2 * stats.KEEP, 10, 20):
         assert stats.keep_count(full[:cut]) == stats.KEEP
         assert stats.per_process(full[:cut], lambda s: s["v"], np.max, stats.keep_count(full[:cut])) == \
@@ -107,7 +107,7 @@ def samples_after(variant: str, slowdown: float, rng) -> list[dict]:
         for idx in range(40):
             follows = "" if idx == 0 else rng.choice([variant, "other"])
             rate = math.exp(rng.normal(0, 0.01)) * (slowdown if follows == "other" else 1.0)
-            out.append({"invocation": proc, "idx": idx, "follows": follows, "work": rate * 1e6, "ns": 1e6,
+            out.append({"process": proc, "idx": idx, "follows": follows, "work": rate * 1e6, "ns": 1e6,
                         "excluded": ""})
     return out
 

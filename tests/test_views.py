@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from cpulab.analysis.summary import compare_results, geomeans
-from cpulab.policy import DecisionPolicy
 from cpulab.analysis.sweeps import memlat_curves
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
+from cpulab.policy import DecisionPolicy
 from cpulab.report import exports
 from cpulab.report import html
 from cpulab.report.tables import to_markdown, to_rich
-from cpulab.report.views import ANALYSIS_VIEWS, analysis_tables, comparison_list, fmt_params, memlat_tables, result_list, workload_tables
+from cpulab.report.analysis_views import ANALYSIS_VIEWS, analysis_tables, memlat_tables
+from cpulab.report.views import comparison_list, fmt_params, result_list, workload_tables
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "summary.json"
 
@@ -32,7 +33,7 @@ def summary(doc) -> Summary:
 
 def test_json_document_round_trips(doc, summary):
     assert json.loads(json.dumps(summary.to_dict(), default=str)) == doc
-    assert all(r["processes"] == r["invocations"] for r in doc["results"])
+    assert summary.policy == DecisionPolicy.from_plan(doc["plan"])  # the run's, from its stored plan
 
 
 def test_a_field_the_model_does_not_declare_is_an_error(doc):
@@ -163,3 +164,8 @@ def test_time_split_adds_up_by_phase_and_names_the_samples_share(summary):
     assert "samples are 74%" in time_split_line(summary)
     table = time_split_table(summary)
     assert [str(row[0]) for row in table.rows] == ["(the run)", "cli"]
+
+
+def test_every_tag_a_cell_may_carry_has_a_terminal_style():
+    from cpulab.report import tables
+    assert set(tables.TERMINAL_STYLE) == set(tables.TAGS)

@@ -48,6 +48,11 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
     cpu = list(stats.per_process(samples, cycles, np.min, keep).values())
     ipc = list(stats.per_process(samples, lambda s: s["instructions"] / s["cycles"]
                                  if s["instructions"] is not None and s["cycles"] else None).values())
+    counted = list(stats.per_process(samples, lambda s: s["instructions"] / s["work"]
+                                     if s["instructions"] is not None else None).values())
+    notes = r["notes"] or {}
+    ipu, source = (float(np.median(counted)), "counters") if counted else \
+        (notes.get("instructions_per_unit"), "valgrind" if notes.get("instructions_per_unit") else None)
     est = stats.estimate(list(rates.values()))
     placed = _placements(samples, rates)
     excluded = [s["excluded"] for s in samples if s.get("excluded")]
@@ -59,14 +64,16 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "emulated": bool(r["notes"].get("emulated")),  # ran under qemu-user: time is the emulator's
         "median": est.median if rates else None, "ci": list(est.ci) if interval else None,
         "ci_coverage": est.ci_coverage if rates else None,
-        "cv": est.cv if rates else None, "processes": len(rates), "invocations": len(rates),
+        "cv": est.cv if rates else None, "processes": len(rates),
         "excluded_samples": len(excluded),
-        "excluded_processes": len({s["invocation"] for s in samples}) - len(rates),
+        "excluded_processes": len({s["process"] for s in samples}) - len(rates),
         "excluded_why": dict(Counter(w.split(" ")[0] for w in excluded)),
         "cycles_per_unit": float(np.median(cpu)) if cpu else None,
         "cycles_per_unit_ci": list(stats.median_ci(cpu)) if len(cpu) > 1 else None,
         "ns_per_unit": (1e9 / (est.median * divisor)) if rates and est.median else None,
-        "ipc": float(np.median(ipc)) if ipc else None,
+        "ipc": float(np.median(ipc)) if ipc else (ipu / float(np.median(cpu)) if ipu and cpu else None),
+        "instructions_per_unit": ipu, "instructions_source": source,
+        "instructions_why": notes.get("instructions_why"),
         "timer": samples[0]["timer"] if samples else None,
         "core_per_tsc": float(np.median([s["core_per_tsc"] for s in samples if s["core_per_tsc"]]))
         if any(s["core_per_tsc"] for s in samples) else None,
@@ -119,7 +126,7 @@ def placement_bands(results: list[Result]) -> None:
 
 def _placements(samples: list[dict], rates: dict[int, float]) -> dict[int, float]:
     """The median estimate of the processes that ran each placement (placement -> rate)."""
-    ran = {s["invocation"]: s["placement"] for s in samples if s.get("placement") is not None}
+    ran = {s["process"]: s["placement"] for s in samples if s.get("placement") is not None}
     by: dict[int, list[float]] = defaultdict(list)
     for process, rate in rates.items():
         if process in ran:
@@ -166,10 +173,36 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
     for fam in families.values():
         tests = [_test(b, m, policy) for _, b, m in fam]
         floors = [0.0 if min(b.placements, m.placements) > 1 else policy.min_effect for _, b, m in fam]
-        for (row, _, _), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests, floors)):
+        for (row, b, m), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests, floors)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
             row.method, row.rounds = t.method, t.n
+            if b.instructions_per_unit and m.instructions_per_unit:
+                row.instruction_ratio = m.instructions_per_unit / b.instructions_per_unit
+                row.witness = witness_words(row.verdict, row.ratio, row.instruction_ratio)
     return rows
+
+
+# Counts of the same code repeat to about 0.01% (a key counter's carries, a loop's last
+# trip); beyond these two witnesses are said to differ.
+SAME_INSTRUCTIONS = 0.001
+FEWER_INSTRUCTIONS = 0.02
+
+
+def witness_words(verdict: str, time_ratio: float, instruction_ratio: float) -> str:
+    """Where the time (rate ratio, > 1 faster) and the instruction count (variant over
+    baseline) tell different stories, what that says; "" where they agree."""
+    change = instruction_ratio - 1
+    pct = f"{abs(change) * 100:.1f}% {'fewer' if change < 0 else 'more'} instructions"
+    if verdict in (Verdict.FASTER, Verdict.SLOWER) and abs(change) <= SAME_INSTRUCTIONS:
+        return (f"the same instructions, yet {verdict}: where the code sits (placement, alignment) "
+                "or the micro-architecture, not the work")
+    if verdict == Verdict.SAME and abs(change) >= FEWER_INSTRUCTIONS:
+        return f"{pct}, yet the same time: bound by memory or latency, not by issuing instructions"
+    if verdict == Verdict.FASTER and change >= FEWER_INSTRUCTIONS:
+        return f"{pct}, yet faster: more of them per cycle (vector width, fewer dependences)"
+    if verdict == Verdict.SLOWER and change <= -FEWER_INSTRUCTIONS:
+        return f"{pct}, yet slower: fewer of them per cycle (longer dependences, stalls)"
+    return ""
 
 
 def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
@@ -188,7 +221,7 @@ def carryover_ratios(r: dict, samples: list[dict]) -> list[float]:
     split: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
     for s in samples:
         if s.get("follows") and not s.get("excluded"):
-            split[s["invocation"]][s["follows"] == r["variant"]].append(s["work"] / stats.on_cpu_ns(s))
+            split[s["process"]][s["follows"] == r["variant"]].append(s["work"] / stats.on_cpu_ns(s))
     return [float(np.median(other) / np.median(own)) for other, own in split.values() if other and own]
 
 

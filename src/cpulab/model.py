@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from cpulab.policy import DecisionPolicy
+
 
 class Status(StrEnum):
     PENDING = "pending"  # planned, not (fully) measured yet
@@ -42,9 +44,6 @@ class Verdict(StrEnum):
     NOT_COMPARABLE = "not comparable: emulated vs native"  # qemu's time says nothing of the native core
 
 
-STATUS_DOC = ", ".join(s.value for s in Status)  # the one list of status words, for help and errors
-
-
 def params_key(params: dict[str, str]) -> tuple:
     """A parameter point as a hashable key, whatever order its parameters came in."""
     return tuple(sorted(params.items()))
@@ -54,8 +53,8 @@ def params_key(params: dict[str, str]) -> tuple:
 class Result:
     """One workload x variant x parameter point of a run, estimated from its samples.
 
-    `processes` and `invocations` are the same count (processes that gave samples);
-    `invocations` is the older JSON name, kept for readers of earlier documents."""
+    `processes` counts the processes that gave samples (documents before 2026-11 also
+    carry it as `invocations`, read and dropped)."""
     id: int
     experiment: str
     workload: str
@@ -73,11 +72,15 @@ class Result:
     ci: list[float] | None = None
     cv: float | None = None
     processes: int = 0
-    invocations: int = 0
     cycles_per_unit: float | None = None
     cycles_per_unit_ci: list[float] | None = None
     ns_per_unit: float | None = None
-    ipc: float | None = None
+    ipc: float | None = None  # instructions per core cycle: counters', or the count's over cycles_per_unit
+    # The second witness (measure/instructions.py): instructions per unit of the timed
+    # work, from "counters" or "valgrind"; instructions_why says why a result has none.
+    instructions_per_unit: float | None = None
+    instructions_source: str | None = None
+    instructions_why: str | None = None
     timer: str | None = None
     core_per_tsc: float | None = None
     samples: list[float] = field(default_factory=list)
@@ -116,6 +119,7 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Result":
+        d = {k: v for k, v in d.items() if k != "invocations"}  # the older name of `processes`
         return cls(**_known(cls, {**d, "status": Status(d["status"])}))
 
 
@@ -136,6 +140,10 @@ class Comparison:
     rounds: int | None = None  # observations the test used
     alpha: float | None = None  # the level of this look (budget mode spends 0.05 over its looks)
     confidence: float | None = None  # the coverage of ci: 1 - alpha
+    # Instructions per unit, variant over baseline (< 1: fewer), and in words where the two
+    # witnesses disagree (estimates.witness_words); None where either has no count.
+    instruction_ratio: float | None = None
+    witness: str = ""
 
     @property
     def point(self) -> tuple:
@@ -167,7 +175,7 @@ class Geomean:
 @dataclass
 class Analysis:
     """A derived finding stored with a run, as data: `kind` says which renderer draws it
-    (report/views.py), `key` tells several of one kind apart (a probe's body, a table's name)."""
+    (report/analysis_views.py), `key` tells several of one kind apart (a probe's body, a table's name)."""
     kind: str
     key: str
     data: Any
@@ -200,6 +208,8 @@ class Summary:
     carryover: dict | None = None
     # Seconds per phase (measure/time_split.py), per experiment and for the run ("").
     time_split: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The run's one decision policy (from its stored plan): every view's verdicts and legend.
+    policy: DecisionPolicy = field(default_factory=DecisionPolicy)
     wall_s: float | None = None  # set by `cpulab run`: how long the whole run took
     report: str | None = None  # set by `cpulab run`: where its HTML report is
 
@@ -207,6 +217,7 @@ class Summary:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("results", "comparisons", "geomeans", "analyses"):
             d[name] = [x.to_dict() for x in d[name]]
+        d["policy"] = asdict(self.policy)
         for name in ("wall_s", "report"):
             if d[name] is None:
                 del d[name]
@@ -219,7 +230,8 @@ class Summary:
                       "results": [Result.from_dict(r) for r in d["results"]],
                       "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],
                       "geomeans": [Geomean(**g) for g in d["geomeans"]],
-                      "analyses": [Analysis(**a) for a in d.get("analyses", [])]})
+                      "analyses": [Analysis(**a) for a in d.get("analyses", [])],
+                      "policy": DecisionPolicy(**d["policy"]) if "policy" in d else DecisionPolicy.from_plan(d["plan"])})
 
 
 def _known(cls, d: dict) -> dict:

@@ -284,7 +284,7 @@ def per_process(samples: list[dict], fn, reduce=np.median, keep: int | None = No
             continue
         v = fn(s)
         if v is not None and math.isfinite(v):
-            groups[s["invocation"]].append(v)
+            groups[s["process"]].append(v)
     if keep:
         return {inv: float(reduce(g[:keep])) for inv, g in sorted(groups.items()) if len(g) >= keep}
     return {inv: float(reduce(g)) for inv, g in sorted(groups.items())}
@@ -297,7 +297,7 @@ def per_cycle(samples: list[dict], fn) -> dict[int, dict[int, float]]:
         if not s.get("excluded"):
             v = fn(s)
             if v is not None and math.isfinite(v):
-                out[s["invocation"]][s["idx"]] = v
+                out[s["process"]][s["idx"]] = v
     return dict(out)
 
 
@@ -306,7 +306,7 @@ def keep_count(samples: list[dict]) -> int:
     the result took), when that is fewer."""
     per: dict[int, int] = defaultdict(int)
     for s in samples:
-        per[s["invocation"]] += 1
+        per[s["process"]] += 1
     return max(1, min(KEEP, (max(per.values(), default=1) + 1) // 2))
 
 

@@ -13,7 +13,6 @@ ones of 30 runs get a false change point (22 with 3 sigma^2 ln n, 44 of 200 with
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 
@@ -21,6 +20,7 @@ import numpy as np
 import ruptures
 
 from cpulab.estimates import result_summary
+from cpulab.model import params_key
 from cpulab.store.db import Store
 
 MIN_RUNS = 3  # fewer is not a history
@@ -45,7 +45,7 @@ def series(store: Store, workload: str, variant: str | None = None, params: dict
             est = result_summary(r, store.samples(r["id"]))
             if est.median is None:
                 continue
-            key = (r["variant"], json.dumps(r["params"], sort_keys=True), run["machine_id"])
+            key = (r["variant"], params_key(r["params"]), run["machine_id"])
             s = found.setdefault(key, {"workload": workload, "variant": r["variant"], "params": r["params"],
                                        "machine_id": run["machine_id"], "unit": est.rate_unit, "points": []})
             o = run["origin"]
@@ -103,7 +103,7 @@ def run_history(store: Store, run_id: int, limit: int = 12) -> list[dict] | None
         return None
     seen, out = set(), []
     for r in store.results(run_id):
-        key = (r["workload"], r["variant"], json.dumps(r["params"], sort_keys=True))
+        key = (r["workload"], r["variant"], params_key(r["params"]))
         if r["status"] != "ok" or key in seen:
             continue
         seen.add(key)

@@ -24,15 +24,15 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
         follows += carryover_ratios(r, samples)
     placement_bands(results)
     baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
-    comparisons = compare_results(results, baselines, DecisionPolicy.from_plan(run["plan"], method),
-                                  run["plan"].get("against"))
+    policy = DecisionPolicy.from_plan(run["plan"], method)
+    comparisons = compare_results(results, baselines, policy, run["plan"].get("against"))
     return Summary(run_id=run_id, status=run["status"], started=run["started"], finished=run["finished"],
                    plan=run["plan"], machine=run["fingerprint"],
                    conditions={k: v for k, v in run["conditions"].items() if k != "time_split"},
                    timing=run["timing"], variants=store.variants(run_id), results=results,
                    comparisons=comparisons, geomeans=geomeans(comparisons),
                    analyses=[Analysis(**a) for a in store.analyses(run_id)], artifacts=_artifacts(store, run_id),
-                   carryover=carryover(follows), time_split=run["conditions"].get("time_split", {}))
+                   carryover=carryover(follows), time_split=run["conditions"].get("time_split", {}), policy=policy)
 
 
 def _artifacts(store: Store, run_id: int) -> list[dict]:

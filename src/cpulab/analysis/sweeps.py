@@ -42,19 +42,20 @@ def memlat_curves(results: list[Result], os_caches: list[dict]) -> list[dict]:
     return curves
 
 
-def memlat_colour(results: list[Result]) -> dict | None:
+def memlat_colour(results: list[Result], policy: DecisionPolicy) -> dict | None:
     """Seed 003's question: arbitrary pages (colour=report: the pages the kernel gave, and
     their spread over the colours) against colour-balanced ones, at each (variant, cache,
     working set).  ratio: balanced rate / arbitrary rate (> 1: balancing helps), paired by
     round (both points run in every round).  `missing` says why no balanced point was
-    measured (without root the kernel sees no frame numbers)."""
+    measured (without root the kernel sees no frame numbers).  The rows are one family,
+    decided under the run's policy (Holm over them)."""
     pairs: dict[tuple, dict[str, Result]] = defaultdict(dict)
     for r in results:
         if r.workload == "memlat" and r.params.get("colour") in ("report", "balanced"):
             p = r.params
             pairs[(r.variant, p.get("cache", "none"), int(p.get("fraction", "0")), int(p["size"]),
                    int(p["colour_cache_bytes"]), int(p["colour_ways"]))][p["colour"]] = r
-    rows, why_missing = [], set()
+    rows, why_missing, tested = [], set(), []
     for (variant, cache, pct, _, given_bytes, given_ways), side in sorted(pairs.items()):
         arb, bal = side.get("report"), side.get("balanced")
         notes = (arb or bal).notes
@@ -71,11 +72,14 @@ def memlat_colour(results: list[Result]) -> dict | None:
             row[f"{name}_ns"], row[f"{name}_ns_ci"] = (r.ns_per_unit, _ns_ci(r)) if ok else (None, None)
             row[f"{name}_error"] = None if ok else "not measured" if r is None else r.error or str(r.status)
         if row["arbitrary_ns"] and row["balanced_ns"]:
-            t = stats.compare_pair(arb.observations, bal.observations, method="paired")
-            row.update(ratio=t.ratio, ci=list(t.ci), p=t.p, verdict=DecisionPolicy().verdict(t, t.p))
+            t = stats.compare_pair(arb.observations, bal.observations, policy.confidence, "paired")
+            row.update(ratio=t.ratio, ci=list(t.ci), p=t.p)
+            tested.append((row, t))
         elif row["balanced_error"]:
             why_missing.add(row["balanced_error"])
         rows.append(row)
+    for (row, _), (p_adj, verdict) in zip(tested, policy.decide([t for _, t in tested])):
+        row.update(p=p_adj, verdict=verdict)
     return {"rows": rows, "missing": "; ".join(sorted(why_missing)) or None} if rows else None
 
 

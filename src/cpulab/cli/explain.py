@@ -6,9 +6,9 @@ from __future__ import annotations
 import click
 
 from cpulab import workloads
-from cpulab.analysis.explain import profile, why
-from cpulab.build import artifacts
-from cpulab.build.programs import build_program
+from cpulab.measure.explain import profile, why
+from cpulab.compile import artifacts
+from cpulab.compile.programs import build_program
 from cpulab.cli.common import emit_json, fail, json_option, out
 from cpulab.measure.programs import point_argv
 from cpulab.model import Status

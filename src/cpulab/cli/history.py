@@ -13,7 +13,7 @@ from cpulab.params import ParamError
 from cpulab.plan import plan as plans
 from cpulab.report import plots
 from cpulab.report.tables import to_rich
-from cpulab.report.views import history_tables
+from cpulab.report.analysis_views import history_tables
 
 
 @click.command()

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cpulab import machine, workloads
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
 from cpulab.measure import probes, runner
 from cpulab.measure.execute import calibrate_timing

@@ -18,7 +18,7 @@ from cpulab.cli.common import (
 )
 from cpulab.cli.run import print_machine_table
 from cpulab.model import Verdict
-from cpulab.report import exports, html, views
+from cpulab.report import exports, html, machine_views
 from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_summary
 from cpulab.store import exchange, foreign
@@ -107,7 +107,7 @@ def _verdict_words(text: str | None) -> set[str]:
 
 
 def print_run_comparison(doc: dict) -> None:
-    out.print(to_rich(views.run_comparison_table(doc)))
+    out.print(to_rich(machine_views.run_comparison_table(doc)))
 
 
 @click.command()

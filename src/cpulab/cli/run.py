@@ -21,7 +21,7 @@ from cpulab.measure.session import Interrupted
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides
-from cpulab.report import html, views
+from cpulab.report import html, machine_views
 from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_summary
 from cpulab.store.db import Store, StoreError
@@ -56,6 +56,9 @@ from cpulab.store.db import Store, StoreError
 @click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
               help="How variants meet their baseline (default turns: a point's processes alive together, "
                    "samples in turns).")
+@click.option("--instructions", is_flag=True, default=None,
+              help="Also count each result's instructions per unit under valgrind (exact, beside the time; "
+                   "IPC where no counters exist).")
 @click.option("--dry-run", is_flag=True, help="Validate the plan and print it with canonical parameter values; "
                                               "build and measure nothing.")
 @click.option("--cluster", default=None, metavar="ADDRESS",
@@ -67,7 +70,7 @@ from cpulab.store.db import Store, StoreError
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, budget, precision, samples,
-        min_sample_time, grid, timer, random_seed, cold, resume, against, method, dry_run, cluster, machines,
+        min_sample_time, grid, timer, random_seed, cold, resume, against, method, instructions, dry_run, cluster, machines,
         label, tls_ca, tls_cert, tls_key, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
@@ -91,7 +94,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
         from_flags = bool(workload_names or variant_names or param_flags)  # their --baseline is already in
         p = Overrides(processes, samples, min_sample_time, grid, timer, cold, budget, precision, method, against,
-                      None if from_flags else baseline).apply(p)
+                      None if from_flags else baseline, instructions).apply(p)
         plans.validate(p, plan_file or "plan")
         probes.check_names(p.probe_tables, plan_file or "plan")
     except plans.PlanError as e:
@@ -168,7 +171,7 @@ def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names:
 
 
 def print_machine_table(summary: dict) -> None:
-    for t in views.machine_tables(summary):
+    for t in machine_views.machine_tables(summary):
         out.print(to_rich(t))
 
 

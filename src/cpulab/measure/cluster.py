@@ -38,10 +38,10 @@ from distributed.client import FutureCancelledError
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from cpulab import machine, workloads
-from cpulab.build import artifacts
-from cpulab.build.artifacts import Built
-from cpulab.build.inputs import input_file
-from cpulab.build.programs import ProgramBuild, built_here, packed_source, source_hash, unpacked_source
+from cpulab.compile import artifacts
+from cpulab.compile.artifacts import Built
+from cpulab.compile.inputs import input_file
+from cpulab.compile.programs import ProgramBuild, built_here, packed_source, source_hash, unpacked_source
 from cpulab.measure import execute, probes
 from cpulab.measure import runner as run
 from cpulab.measure.execute import Outcome

@@ -7,7 +7,6 @@ anything runs.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import shlex
@@ -16,7 +15,7 @@ from cpulab.measure.execute import Executor, LocalExecutor
 from cpulab.measure.processes import UNIT, ProcessJob, ProcessTarget, Rounds, launcher, measure
 from cpulab.measure.rounds import Schedule
 from cpulab.measure.session import recorded_run
-from cpulab.model import Status
+from cpulab.model import Status, params_key
 from cpulab.plan.programs import Check, CommandError
 from cpulab.store.db import Store
 
@@ -96,7 +95,7 @@ def time_targets(store: Store, run_id: int, commands: list[str], labels: list[st
             prep = [command_argv(fill_scan(prepare, point), shell)] if prepare else []
             targets.append(ProcessTarget(rid, label + (" " + " ".join(f"{k}={v}" for k, v in point.items())
                                                        if point else ""),
-                                         ("time", json.dumps(point, sort_keys=True)),
+                                         ("time", params_key(point)),
                                          command_argv(fill_scan(text, point), shell), check, prep, env=env))
     return targets
 

@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.measure.execute import Executor, Finished, LocalExecutor, Outcome
 from cpulab.measure.rounds import QuietProgress, Schedule, measure_rounds
 from cpulab.model import Status
@@ -82,8 +82,8 @@ def _signal_name(n: int) -> str:
         return f"signal {n}"
 
 
-def invocation_record(data: dict) -> dict:
-    """A launcher report as the store's invocation: one sample, one unit of work."""
+def process_record(data: dict) -> dict:
+    """A launcher report as the store's process: one sample, one unit of work."""
     return {"ns": [data["wall_s"] * 1e9], "cycles": [data.get("cycles")], "instructions": [data.get("instructions")],
             "work": 1, "reps": 1, "user_s": [data["user_s"]], "sys_s": [data["sys_s"]], "timer": "wait4",
             "notes": {}}
@@ -205,7 +205,7 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: S
             if out.status != Status.OK:
                 _fail(store, t, out.status, out.error)
             else:
-                store.add_process(t.result_id, t.done, invocation_record(out.data), out.layout_pad)
+                store.add_process(t.result_id, t.done, process_record(out.data), out.layout_pad)
                 t.reports.append(out.data)
                 t.done += 1
             progress.advance(f"round {t.done}  {t.label}" + (f"  {out.status}: {out.error[:60]}"

@@ -5,16 +5,15 @@ each input point's files made (build.inputs), then checked and timed as whole pr
 from __future__ import annotations
 
 import itertools
-import json
 import random
 from pathlib import Path
 
-from cpulab.build import inputs
-from cpulab.build.programs import ProgramBuild, run_argv, template_values
+from cpulab.compile import inputs
+from cpulab.compile.programs import ProgramBuild, run_argv, template_values
 from cpulab.measure import processes
 from cpulab.measure.processes import ProcessTarget, Rounds
 from cpulab.measure.rounds import Schedule
-from cpulab.model import Status
+from cpulab.model import Status, params_key
 from cpulab.plan.programs import CommandError, Program, parse_size
 from cpulab.plan.toolchain import Variant
 
@@ -66,7 +65,7 @@ def _program_targets(plan, e, names: list[str], store, run_id: int, site, progre
                 store.set_status(rid, Status.SETUP_FAILED, str(err))
                 continue
             targets.append(ProcessTarget(rid, f"{pname} {vname} {' '.join(point.values())}",
-                                         (e.name, pname, json.dumps(point, sort_keys=True)), argv, p.check,
+                                         (e.name, pname, params_key(point)), argv, p.check,
                                          cold_files=list(files.values()), env=dict(v.env)))
         progress.advance(f"{pname} / {vname}" + (f": {status}" if status != Status.PENDING else ""))
     return targets

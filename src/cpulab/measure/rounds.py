@@ -35,14 +35,6 @@ class QuietProgress:
     def note(self, text): pass
 
 
-class RoundTarget(Protocol):
-    """What the loop needs of a target: its stored result, whether it still runs, and
-    how many processes it has measured (the next round it takes part in)."""
-    result_id: int
-    live: bool
-    done: int
-
-
 @dataclass(frozen=True)
 class Schedule:
     first: dict[str, int]  # experiment -> rounds at the first look

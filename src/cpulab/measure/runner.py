@@ -10,7 +10,6 @@ machine (LocalSite) or a dask worker (cluster.MachineSite).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import threading
@@ -21,18 +20,19 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from cpulab import stats, workloads
-from cpulab.build import artifacts, emulation
-from cpulab.build.artifacts import Built
-from cpulab.build.inputs import input_file
-from cpulab.build.programs import ProgramBuild, built_here
+from cpulab.compile import artifacts, emulation
+from cpulab.compile.artifacts import Built
+from cpulab.compile.inputs import input_file
+from cpulab.compile.programs import ProgramBuild, built_here
 from cpulab.estimates import against_name
-from cpulab.measure import probes, programs, time_split
+from cpulab.measure import instructions, probes, programs, time_split
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
 from cpulab.measure.processes import evict
+from cpulab.measure.explain.largest import explain_largest
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
 from cpulab.measure.time_split import TimeSplit
-from cpulab.model import Status
+from cpulab.model import Status, params_key
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
 from cpulab.plan.programs import Program
@@ -169,6 +169,30 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     progress.phase("tables", len(tables))
     for name in tables:
         _probe_table(store, run_id, name, site.probe_table, plan.timer, split, progress)
+    if isinstance(site.executor, LocalExecutor):  # the builds' files are here to be profiled and counted
+        progress.phase("explain", 0)
+        with split.timing(time_split.RUN, "explain"):
+            explain_largest(store, run_id, Schedule.of_plan(plan.as_dict()), site.executor)
+        with split.timing(time_split.RUN, "instructions"):
+            _count_instructions(plan, store, [t for t in targets if t.live and t.done and not t.emulator],
+                                site, store.run(run_id)["timing"].get("tsc_hz"), progress)
+
+
+def _count_instructions(plan: Plan, store: Store, targets: list[Target], site: Site, tsc_hz: float | None,
+                        progress: Progress) -> None:
+    """Each measured native result of an experiment that asks for it gets its
+    instructions per unit (measure/instructions.py) in its notes, or why it has none."""
+    asked = [t for t in targets if plan.counts_instructions(t.experiment)
+             and "instructions_per_unit" not in store.result(t.result_id)["notes"]]
+    if not asked:
+        return
+    progress.phase("instructions", len(asked))
+    jobs = [(t.artifact.path, site.prepare(workloads.get(t.workload), t.params),
+             store.result(t.result_id)["notes"], tsc_hz) for t in asked]
+    for t, c in zip(asked, instructions.count_all(jobs)):
+        store.set_notes(t.result_id, {"instructions_why": str(c)} if isinstance(c, instructions.CountError)
+                        else {"instructions_per_unit": c.per_unit, "instructions_source": "valgrind"})
+        progress.advance(f"instructions  {t.workload} {t.variant}")
 
 
 def _probe_table(store: Store, run_id: int, name: str, measure, timer: str, split: TimeSplit,
@@ -235,7 +259,7 @@ def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: 
         if not t.live:
             continue
         run_as = _execution_key(plan.variant(t.variant), t.artifact)
-        key = (t.experiment, t.workload, json.dumps(t.params, sort_keys=True), run_as)
+        key = (t.experiment, t.workload, params_key(t.params), run_as)
         if key in first_with and first_with[key] != t.variant and not plan.measure_identical:
             t.live = False
             store.mark_identical(t.result_id, first_with[key])
@@ -286,15 +310,15 @@ def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target
     variant, RUN's stored executable is measured beside the new build, in the same
     rounds, as that variant's baseline (`VARIANT@RUN`).  One whose executable is gone
     from the cache is recorded skipped, saying so."""
-    old = {(r["workload"], r["variant"], json.dumps(r["params"], sort_keys=True)): r
+    old = {(r["workload"], r["variant"], params_key(r["params"])): r
            for r in store.results(plan.against) if r["status"] in (Status.OK, Status.IDENTICAL)}
     out, named = [], set()
     for t in targets:
-        r = old.get((t.workload, t.variant, json.dumps(t.params, sort_keys=True)))
+        r = old.get((t.workload, t.variant, params_key(t.params)))
         if r is None:
             continue
         if r["status"] == "identical":  # measured as its twin: the twin's build is the one
-            r = old.get((t.workload, r["same_as"], json.dumps(t.params, sort_keys=True))) or r
+            r = old.get((t.workload, r["same_as"], params_key(t.params))) or r
         name = against_name(t.variant, plan.against)
         if name not in named:
             store.add_variant(run_id, {**plan.variant(t.variant).as_dict(), "name": name}, "")
@@ -470,7 +494,7 @@ def _points(live: list[Target]) -> dict[tuple, list[Target]]:
     """The live targets grouped by comparison point: (experiment, workload, params)."""
     points: dict[tuple, list[Target]] = defaultdict(list)
     for t in live:
-        points[(t.experiment, t.workload, json.dumps(t.params, sort_keys=True))].append(t)
+        points[(t.experiment, t.workload, params_key(t.params))].append(t)
     return points
 
 

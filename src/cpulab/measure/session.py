@@ -11,7 +11,7 @@ import threading
 from contextlib import contextmanager
 
 from cpulab import machine, workloads
-from cpulab.build import artifacts
+from cpulab.compile import artifacts
 from cpulab.measure.execute import Executor, LocalExecutor, calibrate_timing
 from cpulab.plan import toolchain
 from cpulab.store.db import Store

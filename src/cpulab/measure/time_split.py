@@ -1,6 +1,7 @@
 """Where a run's wall time goes: per experiment, building, each measured process's phases
 (start-up, set-up, calibration, samples, the work between samples) and waiting for the
-CPU; per run, the machine's timing calibration, probe tables, analysis and report.
+CPU; per run, the machine's timing calibration, probe tables, the profiles behind the
+explained differences, instruction counts, analysis and report.
 Experiments measured two at a time (lanes) overlap, so the phases then add up to more
 than the wall time.
 
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 
 # In the order a process meets them; the run-level ones last.
 PHASES = ("timing calibration", "build", "start-up", "set-up", "calibration", "samples", "between samples",
-          "waiting for the CPU", "programs", "tables", "analysis", "report")
+          "waiting for the CPU", "programs", "tables", "explain", "instructions", "analysis", "report")
 MEASURING = ("start-up", "set-up", "calibration", "samples", "between samples")  # a process's own time
 RUN = ""  # the key of what belongs to the run, not to one experiment
 

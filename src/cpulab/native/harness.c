@@ -170,6 +170,8 @@ void k_note(const char *key, double value)
     if (n_notes < MAX_NOTES) {
         note_key[n_notes] = key;
         note_val[n_notes++] = value;
+    } else { /* a kernel's author must hear of it: a silently lost note reads as zero */
+        fprintf(stderr, "k_note: more than %d notes, '%s' dropped\n", MAX_NOTES, key);
     }
 }
 
@@ -670,7 +672,8 @@ int main(int argc, char **argv)
             char *eq = strchr(v, '=');
             if (!eq || n_params == MAX_PARAMS)
                 return usage("--param wants key=value");
-            param_key[n_params] = strndup(v, (size_t)(eq - v));
+            if (!(param_key[n_params] = strndup(v, (size_t)(eq - v))))
+                return usage("out of memory reading --param");
             param_val[n_params++] = eq + 1;
         } else if (strcmp(a, "--samples") == 0) {
             int64_t n;

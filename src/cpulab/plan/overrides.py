@@ -24,6 +24,7 @@ class Overrides:
     method: str | None = None
     against: int | None = None
     baseline: str | None = None  # every experiment's baseline
+    instructions: bool | None = None  # count instructions per unit for every experiment
 
     def given(self) -> list[str]:
         """The settings given, by name."""
@@ -34,7 +35,8 @@ class Overrides:
         budget = 0.0 if self.processes is not None and self.budget is None else self.budget
         settings = {"processes": self.processes, "samples": self.samples, "min_sample_time": self.min_sample_time,
                     "grid": self.grid, "timer": self.timer, "cold": self.cold, "budget": budget,
-                    "precision": self.precision, "method": self.method, "against": self.against}
+                    "precision": self.precision, "method": self.method, "against": self.against,
+                    "instructions": self.instructions}
         for key, value in settings.items():
             if value is not None:
                 setattr(plan, key, value)

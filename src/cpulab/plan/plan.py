@@ -42,6 +42,9 @@ class Experiment:
     # it may be measured on one CPU while another such experiment runs on the other
     # (runner._measure).  Otherwise it has the machine to itself.
     share_machine: bool = False
+    # Count each result's instructions per unit under valgrind after its rounds
+    # (measure/instructions.py), as the plan's `instructions` does for every experiment.
+    instructions: bool = False
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Plan:
     budget: float = 60.0
     precision: float = 0.01
     warmup: float = 0.020
-    timeout: float = 300.0  # seconds per invocation
+    timeout: float = 300.0  # seconds per process
     grid: str = "quick"  # the parameter grids: quick or full (TOML `profile`: its old name)
     timer: str = "auto"
     # Measure variants even when their code is byte-identical (an A/A test of the method).
@@ -77,10 +80,16 @@ class Plan:
     # The id of a stored run whose artifacts are measured beside this plan's builds, as
     # each variant's baseline (`run --against`): a comparison within one run.
     against: int | None = None
+    # Every experiment's results get their instructions per unit counted (valgrind), the
+    # second witness beside the time (measure/instructions.py); per experiment: its own key.
+    instructions: bool = False
 
     def processes_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
         return e.processes or self.processes
+
+    def counts_instructions(self, experiment: str) -> bool:
+        return self.instructions or next(e for e in self.experiments if e.name == experiment).instructions
 
     def samples_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
@@ -196,6 +205,8 @@ def _check_settings(plan: Plan, where: str) -> None:
            f"expected one of {', '.join(policy.METHODS)}, got {plan.method!r}")
     _check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
            f"expected true or false, got {plan.measure_identical!r}")
+    _check(isinstance(plan.instructions, bool), f"{where}: instructions",
+           f"expected true or false, got {plan.instructions!r}")
     _check_unique(plan.probe_tables, f"{where}: probe_tables")
 
 
@@ -285,9 +296,10 @@ def _programs_from_toml(table, where: str) -> dict[str, Program]:
 
 
 _PLAN_KEYS = {"name", "processes", "samples", "min_sample_time", "warmup", "timeout", "grid", "timer", "budget", "precision",
-              "measure_identical", "probe_tables", "variants", "experiment", "program", "cold", "method"}
+              "measure_identical", "probe_tables", "variants", "experiment", "program", "cold", "method",
+              "instructions"}
 _EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "processes", "samples",
-             "share_machine"}
+             "share_machine", "instructions"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
 
 
@@ -342,17 +354,19 @@ def from_dict(d: dict, where: str) -> Plan:
         baselines = _str_list(ed.get("baseline", variants[:1]), f"{at}.baseline")
         for b in baselines:
             _check(b in variants, f"{at}.baseline", f"{b!r} is not one of its variants ({', '.join(variants)})")
-        _check(isinstance(ed.get("share_machine", False), bool), f"{at}.share_machine", "expected true or false")
+        for key in ("share_machine", "instructions"):
+            _check(isinstance(ed.get(key, False), bool), f"{at}.{key}", "expected true or false")
         exps.append(Experiment(name=_str(ed, "name", f"experiment-{i}", at), title=_str(ed, "title", "", at),
                                intro=_str(ed, "intro", "", at), tag=_str(ed, "tag", "", at),
                                workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
                                variants=variants, baseline=_pick_baseline(baselines, custom),
                                params=ed.get("params") or {}, processes=ed.get("processes"), samples=ed.get("samples"),
-                               share_machine=ed.get("share_machine", False)))
+                               share_machine=ed.get("share_machine", False),
+                               instructions=ed.get("instructions", False)))
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
                 **{k: d[k] for k in ("processes", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
-                                     "grid", "timer", "measure_identical", "method") if k in d},
+                                     "grid", "timer", "measure_identical", "method", "instructions") if k in d},
                 probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     return validate(plan, where)
 

@@ -14,13 +14,13 @@ import jinja2
 
 from cpulab import machine
 from cpulab.model import Result, Summary
-from cpulab.policy import DecisionPolicy
 from cpulab.report import plots
-from cpulab.report import studies
 from cpulab.report.tables import FOLD_ROWS
+from cpulab.report.analysis_views import analysis_tables
+from cpulab.report.machine_views import drift_sentence, machine_tables
 from cpulab.report.views import (
-    analysis_tables, carryover_line, comparison_list, drift_sentence, fmt_params, geomean_table, machine_tables,
-    pivot_table, time_split_table, workload_of, workload_tables
+    carryover_line, comparison_list, fmt_params, geomean_table, pivot_table, time_split_table, workload_of,
+    workload_tables
 )
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -81,7 +81,7 @@ def colour_plot(doc: dict, caches: list[dict]) -> str:
     return plots.curves(series, "working set", "ns per load", title, caches, logy=True)
 
 
-# Plots of stored analyses, by kind (their tables come from views.ANALYSIS_VIEWS).
+# Plots of stored analyses, by kind (their tables come from analysis_views.ANALYSIS_VIEWS).
 def history_plots(histories: list[dict], caches: list[dict]) -> list[str]:
     return [plots.history(s) for s in histories]
 
@@ -124,9 +124,10 @@ def sections(s: Summary) -> list[dict]:
                 if a.kind in ANALYSIS_PLOTS:
                     part["plots"] += _as_list(ANALYSIS_PLOTS[a.kind](a.data, caches))
                 part["tables"] += analysis_tables(a.kind, a.data)
+            found = analysis("findings", f"{e['name']}/{wname}")
             if ok and not (w and w.view == "analysis" and own):
                 part["plots"] += rate_plots(wname, ok, caches)
-                part["why"] += studies.knees(ok, caches, w.sweep_axis if w else None) + studies.spread(ok)
+                part["why"] += found.data if found else []
             if code := analysis("explain", f"{e['name']}/{wname}"):
                 part["tables"] += analysis_tables("explain", code.data)
             parts.append(part)
@@ -146,7 +147,7 @@ def render(s: Summary) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
     tpl = env.get_template("report.html.j2")
     return tpl.render(s=s, sections=sections(s), geomeans=geomean_table(s), comparisons=comparison_list(s),
-                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=DecisionPolicy.from_plan(s.plan).legend(),
+                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=s.policy.legend(),
                       carryover=carryover_line(s), time_split=time_split_table(s),
                       caches=", ".join(machine.cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))

@@ -8,10 +8,9 @@ from rich.markup import escape
 
 from cpulab import stats
 from cpulab.model import Summary
-from cpulab.policy import DecisionPolicy
 from cpulab.report.tables import fmt_num, to_rich
-from cpulab.report.views import (analysis_tables, carryover_line, explain_tables, geomean_table, process_table,
-                                 time_split_line, workload_tables)
+from cpulab.report.analysis_views import analysis_tables, explain_tables
+from cpulab.report.views import carryover_line, geomean_table, process_table, time_split_line, workload_tables
 
 
 def run_status_note(summary: Summary) -> str:
@@ -40,7 +39,7 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(f"[dim]{escape(line)}.[/]")
     if line := time_split_line(summary):
         console.print(f"[dim]{escape(line)}.[/]")
-    console.print(f"[dim]verdict: {escape(DecisionPolicy.from_plan(summary.plan).legend())}. Each observation "
+    console.print(f"[dim]verdict: {escape(summary.policy.legend())}. Each observation "
                   f"is one process: the fastest of its first {stats.KEEP} samples not left out (a sample is left "
                   "out when its thread was off the CPU for over 1% of it, or it migrated or saw steal time). A "
                   "median interval marked (NN%) covers only that much: too few processes for 95%.[/]")

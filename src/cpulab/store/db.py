@@ -67,7 +67,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE TABLE samples (
         result_id INTEGER NOT NULL REFERENCES results(id),
-        invocation INTEGER NOT NULL,    -- which process: layout is fixed within one
+        invocation INTEGER NOT NULL,    -- which process (migration 7: `process`): layout is fixed within one
         idx INTEGER NOT NULL,
         ns REAL NOT NULL,               -- wall time of one sample
         cycles REAL,                    -- core cycles (counters, or TSC x core_per_tsc)
@@ -133,6 +133,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE samples ADD COLUMN turn INTEGER;          -- its position in its cycle (turns), NULL otherwise
     ALTER TABLE samples ADD COLUMN follows TEXT;          -- the variant that ran just before it ('' the first)
     ALTER TABLE artifacts ADD COLUMN placements TEXT NOT NULL DEFAULT '[]';  -- pad bytes of each placement
+    """,
+    # 7: one word per idea: a measured process is a process (it was an invocation)
+    """
+    ALTER TABLE samples RENAME COLUMN invocation TO process;
     """,
 ]
 
@@ -376,7 +380,7 @@ class Store:
                          out["user_s"][i], out["sys_s"][i], out["timer"], out.get("tsc_hz"),
                          out.get("core_per_tsc"), layout_pad, *signals, excluded[i] if excluded else "",
                          placement, out.get("code_offset"), start, turn, follows))
-        cols = ("result_id, invocation, idx, ns, cycles, instructions, work, reps, user_s, sys_s, timer, tsc_hz,"
+        cols = ("result_id, process, idx, ns, cycles, instructions, work, reps, user_s, sys_s, timer, tsc_hz,"
                 " core_per_tsc, layout_pad, " + ", ".join(SIGNALS) + ", excluded, " + ", ".join(PLACED))
         with self.tx() as c:
             c.executemany(f"INSERT INTO samples ({cols}) VALUES ({', '.join('?' * len(rows[0]))})", rows)
@@ -436,7 +440,7 @@ class Store:
                         (run_id, x["experiment"], x["workload"], x["variant"], json.dumps(x["params"], sort_keys=True),
                          x["unit"], x["status"], x["error"], x["artifact_hash"], x["same_as"],
                          json.dumps(x["notes"]))).lastrowid
-                    cols = ["invocation", "idx", "ns", "cycles", "instructions", "work", "reps", "user_s", "sys_s",
+                    cols = ["process", "idx", "ns", "cycles", "instructions", "work", "reps", "user_s", "sys_s",
                             "timer", "tsc_hz", "core_per_tsc", "layout_pad", *SIGNALS, "excluded", *PLACED]
                     c.executemany(f"INSERT INTO samples (result_id, {', '.join(cols)})"
                                   f" VALUES ({', '.join('?' * (len(cols) + 1))})",
@@ -500,15 +504,15 @@ class Store:
         return _result_row(self.con.execute("SELECT * FROM results WHERE id = ?", (result_id,)).fetchone())
 
     def processes_measured(self, run_id: int) -> dict[int, int]:
-        """Result id -> the next invocation number (processes measured so far) of a run's
+        """Result id -> the next process number (processes measured so far) of a run's
         results that have samples."""
         return {r[0]: r[1] for r in self.con.execute(
-            "SELECT s.result_id, max(s.invocation) + 1 FROM samples s JOIN results x ON x.id = s.result_id"
+            "SELECT s.result_id, max(s.process) + 1 FROM samples s JOIN results x ON x.id = s.result_id"
             " WHERE x.run_id = ? GROUP BY s.result_id", (run_id,))}
 
     def samples(self, result_id: int) -> list[dict]:
         return [dict(r) for r in self.con.execute(
-            "SELECT * FROM samples WHERE result_id = ? ORDER BY invocation, idx", (result_id,))]
+            "SELECT * FROM samples WHERE result_id = ? ORDER BY process, idx", (result_id,))]
 
     def artifact(self, hash_: str) -> dict | None:
         r = self.con.execute("SELECT * FROM artifacts WHERE hash = ?", (hash_,)).fetchone()

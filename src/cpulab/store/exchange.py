@@ -21,7 +21,8 @@ from cpulab.model import Status
 from cpulab.store.db import Store
 
 FORMAT = "cpulab-run"
-VERSION = 1
+VERSION = 2  # 2: a sample's process is `process` (version 1 called it `invocation`; still read)
+READS = (1, 2)
 MAX_FILE_BYTES = 1 << 30  # a full seeds run is a few MB; more than this is not a run
 RUN_STATUSES = ("running", "done", "interrupted", "failed")
 
@@ -40,7 +41,7 @@ class _Strict(BaseModel):
 
 
 class SampleRecord(_Strict):
-    invocation: Annotated[int, Field(ge=0)]
+    process: Annotated[int, Field(ge=0)]
     idx: Annotated[int, Field(ge=0)]
     ns: Positive
     cycles: Finite | None
@@ -142,7 +143,7 @@ class RunRecord(_Strict):
                 raise ValueError(f"results.{i}.variant: {r.variant!r} is not among the run's variants")
             if r.artifact_hash is not None and r.artifact_hash not in hashes:
                 raise ValueError(f"results.{i}.artifact_hash: not among the run's artifacts")
-            if len({(s.invocation, s.idx) for s in r.samples}) != len(r.samples):
+            if len({(s.process, s.idx) for s in r.samples}) != len(r.samples):
                 raise ValueError(f"results.{i}.samples: a sample appears twice")
         return self
 
@@ -153,12 +154,24 @@ class DocumentRecord(_Strict):
     exported: Finite
     runs: Annotated[list[RunRecord], Field(min_length=1)]
 
+    @model_validator(mode="before")
+    @classmethod
+    def older_words(cls, raw):
+        """A version 1 file's samples name their process `invocation`."""
+        if isinstance(raw, dict) and raw.get("version") == 1 and isinstance(raw.get("runs"), list):
+            for run in raw["runs"]:
+                for r in run.get("results", []) if isinstance(run, dict) else ():
+                    for smp in r.get("samples", []) if isinstance(r, dict) else ():
+                        if isinstance(smp, dict) and "invocation" in smp:
+                            smp["process"] = smp.pop("invocation")
+        return raw
+
     @model_validator(mode="after")
     def parents_first(self):
         if self.format != FORMAT:
             raise ValueError(f"format: not a cpulab run file ({self.format!r})")
-        if self.version != VERSION:
-            raise ValueError(f"version: {self.version} (this cpulab reads {VERSION})")
+        if self.version not in READS:
+            raise ValueError(f"version: {self.version} (this cpulab reads {', '.join(map(str, READS))})")
         for i, r in enumerate(self.runs):
             if r.parent is not None and not 0 <= r.parent < i:
                 raise ValueError(f"runs.{i}.parent: must name an earlier run in the file")

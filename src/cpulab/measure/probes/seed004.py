@@ -1,6 +1,6 @@
 """Seed 004's tables on this machine: table 2 (cycles per iteration of seven tiny loops,
 beside the article's figures and llvm-mca) and table 3 (load latency by alignment).
-Both are stored as data (analysis kinds `probe` and `align`); report/views.py draws them."""
+Both are stored as data (analysis kinds `probe` and `align`); report/analysis_views.py draws them."""
 from __future__ import annotations
 
 import shutil

@@ -9,10 +9,10 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from cpulab.analysis.explain.code import (
+from cpulab.measure.explain.code import (
     Function, Loop, disassemble, hot_loop, kernel_functions, loop_listing, side_by_side, size_differences, stem
 )
-from cpulab.analysis.explain.profile import attribute, profile, profile_program
+from cpulab.measure.explain.profile import attribute, profile, profile_program
 from cpulab.measure.execute import Executor
 from cpulab.measure.probes.mca import mca_predict
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from cpulab.analysis.explain.code import Function
-from cpulab.build.artifacts import build_tool
+from cpulab.measure.explain.code import Function
+from cpulab.compile.artifacts import build_tool
 from cpulab.measure.execute import Executor, HarnessJob, default_executor
 from cpulab.measure.processes import ProcessJob, launcher
 from cpulab.model import Status

@@ -1,6 +1,7 @@
 """The words around the numbers: what the results say about why (the knee of a sweep
-against the cache sizes, the widest gap between variants), in sentences for the report.
-What each experiment asks is its plan's `intro`."""
+against the cache sizes, the widest gap between variants), as sentences the analysis
+stage stores (kind `findings`) and the report shows.  What each experiment asks is its
+plan's `intro`."""
 from __future__ import annotations
 
 from collections import defaultdict

@@ -1,0 +1,58 @@
+"""A run's last measuring step: the generated code behind the largest real difference of
+each experiment and workload, its hot regions found by sampling both builds (half a
+second each) and modelled by llvm-mca, stored as the run's `explain` analyses.  Taken
+here, beside the samples, so that analysing the run (here or on another machine) only
+reads the store.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from cpulab import workloads
+from cpulab.estimates import compare_results, result_summary
+from cpulab.measure.execute import Executor
+from cpulab.measure.explain import why
+from cpulab.measure.rounds import Schedule
+from cpulab.model import Comparison, Verdict
+from cpulab.store.db import Store
+
+PROFILE_SECONDS = 0.5  # per build: the hot region of the largest difference, sampled
+
+
+def explain_largest(store: Store, run_id: int, schedule: Schedule, executor: Executor) -> int:
+    """For each experiment and workload not yet explained, the largest faster/slower
+    comparison of the run as it stands, explained and stored; returns how many."""
+    done = {a["key"] for a in store.analyses(run_id) if a["kind"] == "explain"}
+    rows = store.results(run_id)
+    results = [result_summary(r, store.samples(r["id"])) for r in rows]
+    largest: dict[tuple, Comparison] = {}
+    for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against):
+        key = (c.experiment, c.workload)
+        if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio and f"{key[0]}/{key[1]}" not in done \
+                and (key not in largest or abs(math.log(c.ratio)) > abs(math.log(largest[key].ratio))):
+            largest[key] = c
+    paths: dict[tuple, str] = {}
+    for r in rows:
+        if r["artifact_hash"] and (art := store.artifact(r["artifact_hash"])):
+            paths[(r["experiment"], r["workload"], r["variant"])] = art["path"]
+    stored = 0
+    for (exp, wname), c in largest.items():
+        a, b = paths.get((exp, wname, c.baseline)), paths.get((exp, wname, c.variant))
+        if not (a and b and Path(a).exists() and Path(b).exists()):
+            continue
+        try:
+            doc = why.explain(a, b, c.params, PROFILE_SECONDS, (c.baseline, c.variant), executor)
+        except (RuntimeError, OSError):
+            continue
+        store.add_analysis(run_id, "explain", {**doc, **_title(c, wname)}, key=f"{exp}/{wname}")
+        stored += 1
+    return stored
+
+
+def _title(c: Comparison, wname: str) -> dict:
+    pct = (c.ratio - 1) * 100
+    shown = " ".join(f"{k}={v}" for k, v in c.params.items() if k not in workloads.get(wname).hidden_params)
+    return {"a_name": c.baseline, "b_name": c.variant,
+            "title": f"{c.variant} is {abs(pct):.1f}% {'faster' if pct > 0 else 'slower'} than {c.baseline} "
+                     f"({shown}); their generated code"}
