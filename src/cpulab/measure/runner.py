@@ -154,9 +154,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
 
     def table_in_lane(name: str):  # a probe measures one fact of the core: it may share the machine
-        return lambda executor, lane_store, stop: _probe_table(
-            lane_store, run_id, name, lambda n, timer: probes.get(n).measure(timer=timer, executor=executor),
-            plan.timer, split, progress, stop)
+        return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
+            lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
     shared = _measure(plan, store, targets, site, progress, rng, split, store.run(run_id)["timing"].get("tsc_hz"),
                       [table_in_lane(name) for name in tables])
