@@ -26,12 +26,11 @@ def point_argv(p: Program, v: Variant, b: ProgramBuild, point: dict[str, str],
     return files, run_argv(p, {**template_values(v, Path(b.tree)), **files})
 
 
-def run_in_plan(plan, store, run_id: int, site, progress, rng: random.Random) -> None:
+def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress, rng: random.Random) -> None:
     """Build every (program, variant) of the plan at the site (this machine, or a worker
     that gets the source and builds, makes its inputs and runs it there), then check and
     time their runs, one experiment at a time, in the one rounds loop with the plan's
-    looks and budget."""
-    schedule = Schedule.of_plan(plan.as_dict())
+    looks and budget (the run's schedule)."""
     for e in plan.experiments:
         names = [w for w in e.workloads if w in plan.programs]
         if not names:

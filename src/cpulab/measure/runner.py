@@ -152,26 +152,27 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         _unfinished(plan, store, run_id, progress)
     made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
+    schedule = Schedule.of_plan(plan.as_dict())  # the run's one schedule and policy, for every round and look
 
     def table_in_lane(name: str):  # a probe measures one fact of the core: it may share the machine
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
-    shared = _measure(plan, store, targets, site, progress, rng, split, store.run(run_id)["timing"].get("tsc_hz"),
-                      [table_in_lane(name) for name in tables])
+    shared = _measure(plan, schedule, store, targets, site, progress, rng, split,
+                      store.run(run_id)["timing"].get("tsc_hz"), [table_in_lane(name) for name in tables])
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
         tables = []  # measured in the lanes
     if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
         with split.timing(time_split.RUN, "programs"):
-            programs.run_in_plan(plan, store, run_id, site, progress, rng)
+            programs.run_in_plan(plan, schedule, store, run_id, site, progress, rng)
     progress.phase("tables", len(tables))
     for name in tables:
         _probe_table(store, run_id, name, site.probe_table, plan.timer, split, progress)
     if isinstance(site.executor, LocalExecutor):  # the builds' files are here to be profiled and counted
         progress.phase("explain", 0)
         with split.timing(time_split.RUN, "explain"):
-            explain_largest(store, run_id, Schedule.of_plan(plan.as_dict()), site.executor)
+            explain_largest(store, run_id, schedule, site.executor)
         with split.timing(time_split.RUN, "instructions"):
             _count_instructions(plan, store, [t for t in targets if t.live and t.done and not t.emulator],
                                 site, store.run(run_id)["timing"].get("tsc_hz"), progress)
@@ -367,7 +368,7 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
     return targets
 
 
-def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progress: Progress,
+def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random, split: TimeSplit, tsc_hz: float | None = None,
              beside: list[Callable[[Executor, Store, threading.Event], None]] = ()) -> list[str]:
     """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
@@ -385,7 +386,6 @@ def _measure(plan: Plan, store: Store, targets: list[Target], site: Site, progre
     for t in targets:  # each target's processes draw its placements without replacement
         if t.artifact and t.artifact.placements:
             t.placement_order = tuple(rng.sample(range(len(t.artifact.placements)), len(t.artifact.placements)))
-    schedule = Schedule.of_plan(plan.as_dict())
     points = _points([t for t in targets if t.live])
 
     def rounds(exps: set[str], executor: Executor, store: Store, rng: random.Random, progress: Progress,
