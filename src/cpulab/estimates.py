@@ -178,7 +178,7 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
             row.method, row.rounds = t.method, t.n
             if b.instructions_per_unit and m.instructions_per_unit:
                 row.instruction_ratio = m.instructions_per_unit / b.instructions_per_unit
-                row.witness = witness_words(row.verdict, row.ratio, row.instruction_ratio)
+                row.witness = witness_words(row.verdict, row.instruction_ratio)
     return rows
 
 
@@ -188,9 +188,9 @@ SAME_INSTRUCTIONS = 0.001
 FEWER_INSTRUCTIONS = 0.02
 
 
-def witness_words(verdict: str, time_ratio: float, instruction_ratio: float) -> str:
-    """Where the time (rate ratio, > 1 faster) and the instruction count (variant over
-    baseline) tell different stories, what that says; "" where they agree."""
+def witness_words(verdict: str, instruction_ratio: float) -> str:
+    """Where the time's verdict and the instruction count (variant over baseline) tell
+    different stories, what that says; "" where they agree."""
     change = instruction_ratio - 1
     pct = f"{abs(change) * 100:.1f}% {'fewer' if change < 0 else 'more'} instructions"
     if verdict in (Verdict.FASTER, Verdict.SLOWER) and abs(change) <= SAME_INSTRUCTIONS:

@@ -27,8 +27,8 @@ from cpulab.compile.programs import ProgramBuild, built_here
 from cpulab.estimates import against_name
 from cpulab.measure import instructions, probes, programs, time_split
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
-from cpulab.measure.processes import evict
 from cpulab.measure.explain.largest import explain_largest
+from cpulab.measure.processes import evict
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
 from cpulab.measure.time_split import TimeSplit
