@@ -65,9 +65,10 @@ def test_a_waiting_member_takes_no_cpu_from_the_one_measuring(sha256_o2):
 
 
 def test_only_a_sample_after_another_member_is_re_warmed(sha256_o2):
-    """A member re-warms (here 200 calls, a sample being one) only when another member
-    ran since its last sample: alone in its group it re-warms once, before its first
-    sample (which follows nothing of its own); alternating with another, before each."""
+    """A member re-warms a whole call at least (here 200, a sample being one) only when
+    another member ran since its last sample: alone in its group it does so once, before
+    its first sample (which follows nothing of its own); alternating with another,
+    before each."""
     def job():
         return HarnessJob(sha256_o2, {"size": "1024"}, samples=6, warmup=0.0, turns=True, timeout=20,
                           reps=1, verified=True, rewarm_calls=200)

@@ -790,12 +790,15 @@ int main(int argc, char **argv)
     uint64_t t_ready = now_ns();
     double around_ns = 0; /* time in the sample loop outside the timed regions */
     if (turns) {
-        /* The token says whether another member ran since our last sample ('o') or
-         * none did ('s'): after another, refill what it took (caches, TLB, predictors)
-         * untimed with an eighth of a sample, and at least --rewarm-calls whole calls
-         * (default 1: a 2^20-point FFT, one call per sample, ran 10% slower cold).  After
-         * itself nothing was taken, so nothing is re-warmed. */
-        uint64_t rewarm = reps / 8 > (uint64_t)rewarm_calls ? reps / 8 : (uint64_t)rewarm_calls;
+        /* Before each sample an eighth of one, untimed, refills what the time since the
+         * last one took (caches, TLB, predictors): the cpulab process handing the token
+         * over, and another member's sample when the token says one ran since ours
+         * ('o'; 's': none did).  After another member at least --rewarm-calls whole
+         * calls (default 1: a 2^20-point FFT of one call per sample ran 10-12% slower
+         * right after another build without it); after itself, under 8 repetitions,
+         * none (a whole call would cost up to 100% more, to refill what it left). */
+        const uint64_t rewarm = reps / 8;
+        const uint64_t rewarm_other = rewarm > (uint64_t)rewarm_calls ? rewarm : (uint64_t)rewarm_calls;
         int taken = 0;
         char token = 'r';
         /* Ready: set up, warmed and calibrated alone on the CPU; the group's next member
@@ -804,8 +807,9 @@ int main(int argc, char **argv)
             samples = 0;
         while (taken < samples && read(TURN_IN_FD, &token, 1) == 1) {
             uint64_t t0 = now_ns();
-            if (token == 'o' && rewarm)
-                checksum_sink ^= k_run(ctx, rewarm);
+            uint64_t calls = token == 'o' ? rewarm_other : rewarm;
+            if (calls)
+                checksum_sink ^= k_run(ctx, calls);
             take_sample(ctx, reps, timer, &s[taken]);
             around_ns += (double)(now_ns() - t0) - s[taken++].ns;
             if (write(TURN_OUT_FD, &token, 1) != 1)
