@@ -14,7 +14,7 @@ from cpulab.model import Comparison, Result, Status, Summary, Verdict
 from cpulab.policy import DecisionPolicy
 from cpulab.report import exports
 from cpulab.report import html
-from cpulab.report.tables import to_markdown, to_rich
+from cpulab.report.tables import Cell, to_markdown, to_rich
 from cpulab.report.analysis_views import ANALYSIS_VIEWS, analysis_tables, memlat_tables
 from cpulab.report.views import comparison_list, fmt_params, result_list, workload_tables
 
@@ -91,6 +91,19 @@ def test_workload_table_rows_and_verdicts(summary):
     assert all(v.tag for v in verdicts)
     share = [row[names.index("% of max")].value for row in t.rows if row[names.index("% of max")].value]
     assert max(share) == 1.0 and all(0 < x <= 1 for x in share)
+
+
+def test_counted_instructions_show_beside_the_time_and_why_one_has_none(summary):
+    import dataclasses
+    results = [dataclasses.replace(r, instructions_per_unit=40.0 + i, instructions_source="valgrind")
+               for i, r in enumerate(summary.results)]
+    results[0] = dataclasses.replace(results[0], instructions_per_unit=None, instructions_why="valgrind is missing")
+    t = workload_tables(dataclasses.replace(summary, results=results))[("cli", "sha256")]
+    names = [c.name for c in t.columns]
+    counts = [str(row[names.index("instructions/byte")]) for row in t.rows]
+    assert counts[0] == "-" and counts[1:] == [str(Cell(40.0 + i)) for i in range(1, len(results))]
+    assert any("no instruction count: valgrind is missing" in n for n in t.notes)
+    assert "instructions/byte" not in [c.name for c in workload_tables(summary)[("cli", "sha256")].columns]
 
 
 def test_hidden_parameters_are_the_workloads_to_declare():

@@ -154,7 +154,7 @@ def _witness_cells(r: Result, c: Comparison | None, notes: list[str]) -> list[Ce
     if c is not None and c.witness:
         notes.append(f"{fmt_params(c.params, c.workload)} {c.variant}: {c.witness}")
     ratio = c.instruction_ratio if c is not None else None
-    return [Cell(r.instructions_per_unit, "" if r.instructions_per_unit else "-"),
+    return [Cell(r.instructions_per_unit),
             Cell(r.ipc, f"{r.ipc:.2f}" if r.ipc else ""),
             Cell(ratio, f"{(ratio - 1) * 100:+.2f}%" if ratio else "")]
 
