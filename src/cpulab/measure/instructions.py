@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 0.4 s under valgrind)
@@ -37,39 +36,33 @@ class CountError(Exception):
     """Why a result's instructions cannot be counted (one line)."""
 
 
-@dataclass(frozen=True)
-class Count:
-    per_unit: float  # instructions per unit of work in the timed code
-    notes: dict  # what the kernel reported under valgrind
-
-
 def unavailable_reason() -> str | None:
     return None if shutil.which("valgrind") else "valgrind is not installed (Debian package valgrind)"
 
 
 def count(executable: str, params: dict[str, str], timed_notes: dict | None = None,
-          tsc_hz: float | None = None) -> Count:
+          tsc_hz: float | None = None) -> float:
     """The instructions per unit of one executable's timed work at `params`; raises
     CountError saying why when it cannot be had.  timed_notes: the notes of the timed
     run, whose path notes the counted run must repeat."""
     if why := unavailable_reason():
         raise CountError(why)
     i1, d1 = _run(executable, params, 1, tsc_hz)
+    for key in PATH_NOTES:
+        timed, counted = (timed_notes or {}).get(key), d1.get("notes", {}).get(key)
+        if timed is not None and counted != timed:
+            raise CountError(f"under valgrind the kernel took another path ({key} {counted} where timed "
+                             f"{timed}: valgrind hides AVX-512)")
     i2, d2 = _run(executable, params, 2, tsc_hz)
     if i2 - i1 < EXTRA_INSTRUCTIONS:  # a short repetition: enough of them to drown the run-to-run wobble
         i2, d2 = _run(executable, params, 1 + math.ceil(EXTRA_INSTRUCTIONS / max(i2 - i1, 1)), tsc_hz)
     extra = d2["work"] - d1["work"]
     if extra <= 0:
         raise CountError("the extra repetitions did no work")
-    for key in PATH_NOTES:
-        timed, counted = (timed_notes or {}).get(key), d1.get("notes", {}).get(key)
-        if timed is not None and counted != timed:
-            raise CountError(f"under valgrind the kernel took another path ({key} {counted:g} where timed "
-                             f"{timed:g}: valgrind hides AVX-512)")
-    return Count((i2 - i1) / extra, d1.get("notes", {}))
+    return (i2 - i1) / extra
 
 
-def count_all(jobs: list[tuple], workers: int = 2) -> list[Count | CountError]:
+def count_all(jobs: list[tuple], workers: int = 2) -> list[float | CountError]:
     """count(*job) of every job, `workers` at a time (counts do not depend on what else runs)."""
     def one(job):
         try:
@@ -103,6 +96,6 @@ def _run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | Non
     except (IndexError, json.JSONDecodeError):
         data = {}
     if p.returncode != 0 or data.get("status") != "ok" or not refs:
-        detail = (data.get("error") or p.stderr.strip().splitlines()[-1:] or ["no output"])
-        raise CountError(f"under valgrind: exit {p.returncode}: {detail if isinstance(detail, str) else detail[0]}")
+        detail = data.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CountError(f"under valgrind: exit {p.returncode}: {detail}")
     return int(refs.group(1).replace(",", "")), data

@@ -191,7 +191,7 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], site: S
              store.result(t.result_id)["notes"], tsc_hz) for t in asked]
     for t, c in zip(asked, instructions.count_all(jobs)):
         store.set_notes(t.result_id, {"instructions_why": str(c)} if isinstance(c, instructions.CountError)
-                        else {"instructions_per_unit": c.per_unit, "instructions_source": "valgrind"})
+                        else {"instructions_per_unit": c, "instructions_source": "valgrind"})
         progress.advance(f"instructions  {t.workload} {t.variant}")
 
 

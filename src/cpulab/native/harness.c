@@ -8,8 +8,8 @@
  * --turns: the samples are taken in turns with other processes on the same CPU (a
  * group, execute.py).  Once set up, warmed up and calibrated it writes one byte to fd 4
  * (ready); then before each sample it blocks reading one byte
- * (the token) from fd 3, re-warms the kernel untimed when another member ran since its
- * last sample (token 'o'; 's': none did), takes the sample, and writes one
+ * (the token) from fd 3, re-warms the kernel untimed (more when another member ran
+ * since its last sample: token 'o'; 's': none did), takes the sample, and writes one
  * byte to fd 4 to hand the token back; end of file on fd 3 ends the samples early.  A
  * process waiting for its turn sleeps in read(), so it takes no CPU from the one
  * measuring, and samples of A and B taken milliseconds apart share the host's state.
