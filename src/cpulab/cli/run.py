@@ -126,18 +126,30 @@ def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | No
                                 label, origin)
     summary = between_runs.cluster_summary(store, run_id)
     summary["wall_s"] = time.time() - started
-    report_error = ""
+    summary["report"], report_error = _write_report(summary, store, run_id)
+    _print_run(store, run_id, summary["wall_s"], summary["report"], summary if as_json else None,
+               lambda: print_machine_table(summary), report_error)
+
+
+def _write_report(doc, store: Store, run_id: int) -> tuple[str | None, str]:
+    """The HTML report written beside the store: (its path, "") or (None, why not)."""
     try:
-        summary["report"] = str(html.write(summary, default_report_path(store, run_id)))
+        return str(html.write(doc, default_report_path(store, run_id))), ""
     except html.ReportError as e:
-        summary["report"], report_error = None, str(e)
-    if as_json:
-        emit_json(summary)
+        return None, str(e)
+
+
+def _print_run(store: Store, run_id: int, wall_s: float, report: str | None, document: dict | None, tables,
+               report_error: str) -> None:
+    """The --json document (when given), or the tables with where the run and its report
+    went; a report that could not be drawn is one line and exit status 2, after the results."""
+    if document is not None:
+        emit_json(document)
     else:
-        print_machine_table(summary)
-        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({summary['wall_s']:.0f} s)[/]")
-        if summary["report"]:
-            out.print(f"report: {summary['report']}", markup=False)
+        tables()
+        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({wall_s:.0f} s)[/]")
+        if report:
+            out.print(f"report: {report}", markup=False)
     if report_error:
         fail(report_error)
 
@@ -203,24 +215,13 @@ def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, 
     with split.timing(time_split.RUN, "analysis"):
         summary = analysis.analyse(store, run_id)
     summary.time_split = split.to_dict()  # the report shows the split up to its own drawing
-    report_error = ""
     with split.timing(time_split.RUN, "report"):
-        try:
-            summary.report = str(html.write(summary, default_report_path(store, run_id)))
-        except html.ReportError as e:
-            summary.report, report_error = None, str(e)
+        summary.report, report_error = _write_report(summary, store, run_id)
     summary.time_split = split.to_dict()
     store.add_conditions(run_id, {"time_split": summary.time_split})
     summary.wall_s = time.time() - started
-    if as_json:
-        emit_json(summary.to_dict())
-    else:
-        print_summary(summary, out)
-        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({summary.wall_s:.0f} s)[/]")
-        if summary.report:
-            out.print(f"report: {summary.report}", markup=False)
-    if report_error:
-        fail(report_error)
+    _print_run(store, run_id, summary.wall_s, summary.report, summary.to_dict() if as_json else None,
+               lambda: print_summary(summary, out), report_error)
 
 
 def print_plan(p: plans.Plan, as_json: bool) -> None:
