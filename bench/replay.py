@@ -78,8 +78,8 @@ def replay(store: Store, run_id: int) -> dict:
                                                                  np.max)
                         summ[name] = res
                     tests = [(name, stats.compare_pair(
-                        (summ[base_name].cycles if method == "turns" else summ[base_name].observations),
-                        (summ[name].cycles if method == "turns" else summ[name].observations),
+                        (summ[base_name].turn_rates if method == "turns" else summ[base_name].observations),
+                        (summ[name].turn_rates if method == "turns" else summ[name].observations),
                         policy.confidence, method)) for name in summ if name != base_name]
                     for (name, t), (_, verdict) in zip(tests, policy.decide([t for _, t in tests])):
                         same_build = name == "twin" or exp.startswith("aa")

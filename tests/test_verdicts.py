@@ -54,7 +54,7 @@ def result(variant: str, point: int, rounds: dict[int, float], placements: int, 
     return Result(id=0, experiment=experiment, workload="w", variant=variant, params={"n": str(point)},
                   unit="bytes", rate_unit="MB/s", per_clock_unit="cycles/byte", status=Status.OK,
                   median=float(np.median(list(rounds.values()))), placements=placements,
-                  observations=dict(rounds), cycles={r: {0: v} for r, v in rounds.items()})
+                  observations=dict(rounds), turn_rates={r: {0: v} for r, v in rounds.items()})
 
 
 def sweep(effect: float, placements: int, points: int = 10, rounds: int = 24, seed: int = 1) -> list:

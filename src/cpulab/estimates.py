@@ -83,7 +83,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "placement_band": [float(q) / est.median for q in np.quantile(list(placed.values()), PLACEMENT_BAND)]
         if len(placed) > 1 and est.median else None,
         "observations": rates,
-        "cycles": stats.per_cycle(samples, rate),
+        "turn_rates": stats.per_cycle(samples, rate),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
     # imported tool's samples may carry no user/sys time (None: left out)
@@ -105,7 +105,7 @@ def placement_bands(results: list[Result]) -> None:
     process of a shared host."""
     by_point: dict[tuple, list[Result]] = defaultdict(list)
     for r in results:
-        if r.cycles and r.placements > 1:
+        if r.turn_rates and r.placements > 1:
             by_point[(r.experiment, r.workload, r.point)].append(r)
     for members in by_point.values():
         k = len(members)
@@ -113,8 +113,8 @@ def placement_bands(results: list[Result]) -> None:
             continue
         for r in members:
             rel = []
-            for rnd, cycles in r.cycles.items():
-                level = [m.cycles.get(rnd, {}) for m in members]
+            for rnd, cycles in r.turn_rates.items():
+                level = [m.turn_rates.get(rnd, {}) for m in members]
                 common = [c for c in cycles if all(c in x for x in level)]
                 if common:
                     rel.append(float(np.median([math.log(cycles[c]) - np.mean([math.log(x[c]) for x in level])
@@ -210,7 +210,7 @@ def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
     cycle; for processes of a round that ran back to back (programs: one sample each)
     it is the paired test by round."""
     if policy.method == "turns":
-        return stats.compare_pair(base.cycles, var.cycles, policy.confidence, "turns")
+        return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns")
     return stats.compare_pair(base.observations, var.observations, policy.confidence, policy.method)
 
 

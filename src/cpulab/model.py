@@ -101,7 +101,7 @@ class Result:
     # and each used sample's rate as round -> {cycle: rate} (for rounds in turns); not
     # part of the document.
     observations: dict[int, float] = field(default_factory=dict, repr=False)
-    cycles: dict[int, dict[int, float]] = field(default_factory=dict, repr=False)
+    turn_rates: dict[int, dict[int, float]] = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> tuple:
@@ -114,7 +114,7 @@ class Result:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        del d["observations"], d["cycles"]
+        del d["observations"], d["turn_rates"]
         return d
 
     @classmethod
