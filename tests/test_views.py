@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpulab.analysis.summary import compare_results, geomeans
-from cpulab.analysis.sweeps import memlat_curves
+from cpulab.analysis.memory import memlat_curves
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
 from cpulab.policy import DecisionPolicy
 from cpulab.report import exports

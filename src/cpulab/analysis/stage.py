@@ -17,7 +17,7 @@ from cpulab.analysis.findings import knees, spread
 from cpulab.analysis.history import run_history
 from cpulab.analysis.steps import explain_curves
 from cpulab.analysis.summary import summarise
-from cpulab.analysis.sweeps import bandwidth_rows, memlat_colour, memlat_curves
+from cpulab.analysis.memory import bandwidth_rows, memlat_colour, memlat_curves
 from cpulab.model import Analysis, Result, Summary
 from cpulab.store.db import Store
 

@@ -10,7 +10,7 @@
 * `unexplained`, said so with the nearest candidates.
 The last plateau beyond every cache is memory (analysis.cache_levels).
 
-Evidence, from the curves of one memlat run or several (analysis.sweeps.memlat_curves):
+Evidence, from the curves of one memlat run or several (analysis.memory.memlat_curves):
 * the line chase with 4 KiB pages (mode=random pages=4k): the steps to explain;
 * the same with huge pages (pages=thp or huge): a step that is gone there was the TLB's
   (a 2 MiB page covers 512 times the address range), one that stays is a cache's;

@@ -13,7 +13,7 @@ from cpulab.cli.common import (
     RichProgress, console, db_option, emit_json, fail, json_option, open_store, out, progress_bar
 )
 from cpulab.measure import processes
-from cpulab.measure.commands import list_values, scan_values, time_commands
+from cpulab.measure.timed_commands import list_values, scan_values, time_commands
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of
 from cpulab.plan.programs import Check, CommandError

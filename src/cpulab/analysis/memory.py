@@ -1,7 +1,7 @@
-"""Curves from a run's results: the memlat latency curve with its levels, arbitrary
+"""The memory workloads' analyses: the memlat latency curve with its levels, arbitrary
 against colour-balanced pages, and bandwidth by working set labelled with the cache
-level it fits in.  Pure functions of the results
-(and the OS's cache sizes); the analyse stage (stage.py) stores what they return."""
+level it fits in.  Pure functions of the results (and the measuring machine's cache
+sizes); the analyse stage (stage.py) stores what they return."""
 from __future__ import annotations
 
 import math
