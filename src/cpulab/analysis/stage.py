@@ -2,10 +2,10 @@
 
 After a run's samples are stored, analyse(store, run_id) computes each workload's own
 analysis (memlat levels, bandwidth by cache level: the `analysis` a Workload declares),
-the findings in words (knees at cache boundaries, the widest gap) and the run's history, stores them as analyses of the run (data, not text), and
-summarises.  It reads the store and measures nothing: the generated code behind the
-largest differences was profiled by the measure stage (measure/explain/largest.py) and
-is read back with the other analyses.  The views draw what is stored and compute nothing.
+the findings in words (knees at cache boundaries, the widest gap) and the run's history,
+stores them as analyses of the run (data, not text), and summarises.  It reads the store
+and measures nothing: the generated code behind the largest differences was profiled by
+the measure stage (measure/explain/largest.py) and is read back with the other analyses.  The views draw what is stored and compute nothing.
 """
 from __future__ import annotations
 

@@ -182,13 +182,13 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], site: S
                         progress: Progress) -> None:
     """Each measured native result of an experiment that asks for it gets its
     instructions per unit (measure/instructions.py) in its notes, or why it has none."""
-    asked = [t for t in targets if plan.counts_instructions(t.experiment)
-             and "instructions_per_unit" not in store.result(t.result_id)["notes"]]
+    notes = {t.result_id: store.result(t.result_id)["notes"] for t in targets if plan.counts_instructions(t.experiment)}
+    asked = [t for t in targets if t.result_id in notes and "instructions_per_unit" not in notes[t.result_id]]
     if not asked:
         return
     progress.phase("instructions", len(asked))
-    jobs = [(t.artifact.path, site.prepare(workloads.get(t.workload), t.params),
-             store.result(t.result_id)["notes"], tsc_hz) for t in asked]
+    jobs = [(t.artifact.path, site.prepare(workloads.get(t.workload), t.params), notes[t.result_id], tsc_hz)
+            for t in asked]
     for t, c in zip(asked, instructions.count_all(jobs)):
         store.set_notes(t.result_id, {"instructions_why": str(c)} if isinstance(c, instructions.CountError)
                         else {"instructions_per_unit": c, "instructions_source": "valgrind"})
