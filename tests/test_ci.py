@@ -2,6 +2,7 @@
 measured at both commits in one run, its work tree untouched."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -14,8 +15,8 @@ from cpulab.plan.ci import parse_range
 from cpulab.plan.plan import PlanError
 
 
-def comparison(verdict: str, ratio: float | None) -> Comparison:
-    return Comparison("e", "prog", {}, "base", "head", verdict, ratio)
+def comparison(verdict: str, ratio: float | None, instruction_ratio: float | None = None) -> Comparison:
+    return Comparison("e", "prog", {}, "base", "head", verdict, ratio, instruction_ratio=instruction_ratio)
 
 
 @pytest.mark.parametrize("verdict,ratio,threshold,fail_on_unclear,status", [
@@ -29,6 +30,19 @@ def comparison(verdict: str, ratio: float | None) -> Comparison:
 ])
 def test_the_gate_answers_with_its_documented_status(verdict, ratio, threshold, fail_on_unclear, status):
     assert gate([comparison(verdict, ratio)], threshold, fail_on_unclear).status == status
+
+
+@pytest.mark.parametrize("verdict,instruction_ratio,fail_on_unclear,status", [
+    ("same", 1.02, False, REGRESSION),  # more instructions: a regression whatever the noisy time says
+    ("faster", 1.006, False, REGRESSION),
+    ("slower", 1.004, False, NO_REGRESSION),  # the time's verdict does not decide here
+    ("unclear", 0.98, True, NO_REGRESSION),
+    ("same", None, False, NO_REGRESSION),  # no count: undecided
+    ("same", None, True, UNDECIDED),
+])
+def test_the_instruction_metric_decides_by_count(verdict, instruction_ratio, fail_on_unclear, status):
+    c = comparison(verdict, 0.9, instruction_ratio)
+    assert gate([c], 0.005, fail_on_unclear, metric="instructions").status == status
 
 
 def test_only_head_against_base_counts():
@@ -52,7 +66,9 @@ int main(void) {{
 """
 
 
-def test_a_known_regression_fails_the_gate_and_says_so(cli, tmp_path):
+def toy_repository(tmp_path, works: dict[str, int]):
+    """A git repository of one C program tagged at each amount of work, and a plan that
+    builds and runs it."""
     skip_unless_buildable()
     if not shutil.which("make") or not shutil.which("git"):
         pytest.skip("install make and git")
@@ -61,7 +77,7 @@ def test_a_known_regression_fails_the_gate_and_says_so(cli, tmp_path):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
     subprocess.run([*git, "init", "-q"], check=True)
     (repo / "Makefile").write_text("toy: toy.c\n\t$(CC) $(CFLAGS) -o toy toy.c\n")
-    for tag, work in (("fast", 4_000_000), ("slow", 8_000_000)):  # twice the work: clear on any host
+    for tag, work in works.items():
         (repo / "toy.c").write_text(TOY_C.format(work=work))
         subprocess.run([*git, "add", "."], check=True)
         subprocess.run([*git, "commit", "-qm", tag], check=True)
@@ -70,6 +86,11 @@ def test_a_known_regression_fails_the_gate_and_says_so(cli, tmp_path):
     plan.write_text(f'name = "toy"\nprocesses = 10\nbudget = 30\n[program.toy]\nsource = "{repo}"\n'
                     'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/toy"\n'
                     '[[experiment]]\nname = "toy"\nworkloads = ["toy"]\nvariants = ["O2"]\n')
+    return git, plan
+
+
+def test_a_known_regression_fails_the_gate_and_says_so(cli, tmp_path):
+    git, plan = toy_repository(tmp_path, {"fast": 4_000_000, "slow": 8_000_000})  # twice the work: clear anywhere
     summary = tmp_path / "summary.md"
     p = cli("ci", "fast..slow", "--plan", str(plan), "--markdown", str(summary), timeout=600)
     assert p.returncode == 1, p.stdout + p.stderr
@@ -79,3 +100,15 @@ def test_a_known_regression_fails_the_gate_and_says_so(cli, tmp_path):
     assert status == "" and head == "slow"  # exported with git archive: the work tree is untouched
     runs = cli("runs", "--label", "ci fast..slow", "--json")
     assert '"ci fast..slow"' in runs.stdout
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (Debian package valgrind)")
+def test_two_percent_more_instructions_fail_the_instruction_gate(cli, tmp_path):
+    """2% more work is a regression by count, exactly, whatever time could tell on this
+    machine; main's function is named among those counted."""
+    _, plan = toy_repository(tmp_path, {"base": 1_000_000, "more": 1_020_000})
+    p = cli("ci", "base..more", "--plan", str(plan), "--metric", "instructions", "--processes", "6", timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    # 2% more in main's loop; the loader's and libc's fixed instructions dilute it a little
+    assert "by instruction count" in p.stdout and re.search(r"REGRESSION: \+(1\.9|2\.0)\d%", p.stdout)
+    assert "where the instructions changed: main " in p.stdout

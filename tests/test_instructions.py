@@ -2,7 +2,9 @@
 alone, and the words where it and the time disagree."""
 from __future__ import annotations
 
+import platform
 import shutil
+import subprocess
 
 import pytest
 
@@ -28,9 +30,12 @@ def test_the_count_is_the_timed_work_alone(three_per_unit):
     C loop's few per 4096-trip rep, whatever the 100,000-step set-up and the harness
     execute around it; and it repeats to 0.01%."""
     exe = three_per_unit
-    first = instructions.count(exe, {}, {"lanes": 1}, tsc_hz=2e9)
+    first, functions = instructions.count(exe, {}, {"lanes": 1}, tsc_hz=2e9)
     assert 3.0 <= first <= 3.0 + 20 / 4096
-    assert instructions.count(exe, {}, tsc_hz=2e9) == pytest.approx(first, rel=1e-4)
+    assert instructions.count(exe, {}, tsc_hz=2e9)[0] == pytest.approx(first, rel=1e-4)
+    # per function: the loop's function holds the work; the harness's do not appear
+    assert functions[0][1] >= 3.0 and sum(n for _, n in functions) == pytest.approx(first, rel=1e-3)
+    assert not {"main", "add_chain", "k_setup"} & {fn for fn, _ in functions}
 
 
 @needs_valgrind
@@ -38,6 +43,37 @@ def test_another_path_under_valgrind_gives_no_count(three_per_unit):
     exe = three_per_unit
     with pytest.raises(instructions.CountError, match="another path.*lanes 1 where timed 2"):
         instructions.count(exe, {}, {"lanes": 2}, tsc_hz=2e9)
+
+
+FOUR_PER_TRIP = r"""
+#include <stdio.h>
+__attribute__((noinline)) long four_per_trip(long n)
+{
+    long a = 0;
+    __asm__ volatile("1:\n\tadd $1, %0\n\tadd $1, %0\n\tdec %1\n\tjnz 1b" : "+r"(a), "+r"(n) : : "cc");
+    return a;
+}
+int main(void) { printf("%ld\n", four_per_trip(250000)); return 0; }
+"""
+
+
+@needs_valgrind
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="an x86-64 asm loop")
+def test_a_whole_process_is_counted_with_its_functions(tmp_path):
+    """A program's count is its whole process, repeatable, with its own function named:
+    four_per_trip runs exactly 4 x 250,000 instructions in its loop, plus a few around it."""
+    (tmp_path / "p.c").write_text(FOUR_PER_TRIP)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "p"), str(tmp_path / "p.c")], check=True)
+    total, functions = instructions.count_process([str(tmp_path / "p")])
+    counted = dict(functions)
+    assert 1_000_000 <= counted["four_per_trip"] <= 1_000_010
+    assert total > counted["four_per_trip"] and functions[0][0] == "four_per_trip"
+
+
+def test_a_profile_sums_a_function_over_its_files():
+    profile = "events: Ir\nfl=a.c\nfn=f\n1 10\n2 5\nfl=b.h\nfn=f\n7 3\nfn=g\n3 1\nsummary: 40\n"
+    total, per = instructions.function_counts(profile)
+    assert total == 40 and per == {"f": 18, "g": 1}
 
 
 def test_without_valgrind_the_reason_names_the_package(monkeypatch):

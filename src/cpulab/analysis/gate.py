@@ -5,6 +5,13 @@ mean): 0 no regression; 1 a significant regression beyond the threshold; 2 usage
 error (the CLI's, before this); 3 undecided within the budget, only when asked to fail on
 that.  A regression is a `slower` verdict (significant after Holm, at least the policy's
 minimum effect) whose estimate is at least `threshold` below the base.
+
+By instruction count (metric "instructions", for runners too noisy for time) a regression
+is head executing at least `threshold` more instructions per unit than base, counted
+exactly under valgrind (measure/instructions.py); a comparison without both counts is
+undecided.  The count is a proxy: the same instructions can take more time (placement,
+alignment) and fewer can take the same (memory-bound), which the comparison's witness
+words say where the time's verdict disagrees.
 """
 from __future__ import annotations
 
@@ -13,6 +20,10 @@ from dataclasses import dataclass, field
 from cpulab.model import Comparison, Verdict
 
 NO_REGRESSION, REGRESSION, USAGE, UNDECIDED = 0, 1, 2, 3
+METRICS = ("time", "instructions")
+# The instruction metric's default threshold: counts repeat to 0.1% (REPEATABLE), and a
+# change this size in the work executed is worth a look even when time cannot see it.
+INSTRUCTION_THRESHOLD = 0.005
 
 
 @dataclass
@@ -23,10 +34,15 @@ class GateOutcome:
     compared: list[Comparison] = field(default_factory=list)
 
 
-def gate(comparisons: list[Comparison], threshold: float, fail_on_unclear: bool = False) -> GateOutcome:
+def gate(comparisons: list[Comparison], threshold: float, fail_on_unclear: bool = False,
+         metric: str = "time") -> GateOutcome:
     compared = [c for c in comparisons if c.baseline == "base" and c.variant == "head"]
-    regressions = [c for c in compared if c.verdict == Verdict.SLOWER and c.ratio is not None
-                   and c.ratio <= 1 - threshold]
-    undecided = [c for c in compared if c.verdict in (Verdict.UNCLEAR, Verdict.INCONCLUSIVE)]
+    if metric == "instructions":
+        regressions = [c for c in compared if c.instruction_ratio is not None and c.instruction_ratio >= 1 + threshold]
+        undecided = [c for c in compared if c.instruction_ratio is None]
+    else:
+        regressions = [c for c in compared if c.verdict == Verdict.SLOWER and c.ratio is not None
+                       and c.ratio <= 1 - threshold]
+        undecided = [c for c in compared if c.verdict in (Verdict.UNCLEAR, Verdict.INCONCLUSIVE)]
     status = REGRESSION if regressions else UNDECIDED if fail_on_unclear and undecided else NO_REGRESSION
     return GateOutcome(status, regressions, undecided, compared)

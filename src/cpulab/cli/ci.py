@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from cpulab.analysis import analyse
-from cpulab.analysis.gate import UNDECIDED, gate
+from cpulab.analysis.gate import INSTRUCTION_THRESHOLD, METRICS, UNDECIDED, gate
 from cpulab.cli.common import db_option, fail, open_store
 from cpulab.cli.run import execute
 from cpulab.plan import plan as plans
@@ -24,8 +24,12 @@ from cpulab.report.views import gate_table
 @click.argument("refs", metavar="BASE..HEAD")
 @click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables are built at both commits.")
 @click.option("--variant", default=None, help="Build both with this variant (default: each experiment's baseline).")
+@click.option("--metric", type=click.Choice(METRICS), default="time", show_default=True,
+              help="What decides: the time (a significant slowdown), or the instructions per unit counted "
+                   "under valgrind (exact, for noisy runners; a proxy for time, both are shown).")
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None,
-              help="A regression is a significant slowdown of at least this much (default: the plan's precision).")
+              help="A regression is a significant slowdown of at least this much (default: the plan's precision), "
+                   f"or with --metric instructions this much more instructions (default {INSTRUCTION_THRESHOLD:.1%}).")
 @click.option("--fail-on-unclear", is_flag=True, help="Exit 3 when a comparison is still undecided within the budget.")
 @click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
               help="Seconds per experiment for rounds beyond the first look (default: the plan's).")
@@ -35,22 +39,26 @@ from cpulab.report.views import gate_table
               help="Write the Markdown summary here too (default: also $GITHUB_STEP_SUMMARY when set).")
 @click.option("--random-seed", type=int, default=None)
 @db_option
-def ci(refs, plan_file, variant, threshold, fail_on_unclear, budget, processes, markdown_file, random_seed, db):
+def ci(refs, plan_file, variant, metric, threshold, fail_on_unclear, budget, processes, markdown_file, random_seed,
+       db):
     """Is HEAD slower than BASE?  Both commits of the plan's programs, measured in one run in
     turns.  Exit 0: no regression; 1: a significant regression beyond --threshold; 2: usage or
-    input error; 3: undecided within the budget (only with --fail-on-unclear)."""
+    input error; 3: undecided within the budget, or without an instruction count with --metric
+    instructions (only with --fail-on-unclear)."""
     try:
         r = parse_range(refs)
         p = plans.load(plan_file)
-        p = Overrides(processes=processes, budget=budget).apply(p)
+        p = Overrides(processes=processes, budget=budget, instructions=metric == "instructions" or None).apply(p)
         p, commits = ci_plan(p, r, variant)
     except plans.PlanError as e:
         fail(str(e))
     first = next(iter(p.programs.values()))
     run_id = execute(p, open_store(db), random_seed, label=f"ci {refs}", origin=git_origin(Path(first.source)))
     summary = analyse(open_store(db), run_id)
-    outcome = gate(summary.comparisons, p.precision if threshold is None else threshold, fail_on_unclear)
-    text = markdown(refs, commits, summary, outcome)
+    if threshold is None:
+        threshold = INSTRUCTION_THRESHOLD if metric == "instructions" else p.precision
+    outcome = gate(summary.comparisons, threshold, fail_on_unclear, metric)
+    text = markdown(refs, commits, summary, outcome, metric)
     click.echo(text)
     for path in filter(None, (markdown_file, os.environ.get("GITHUB_STEP_SUMMARY"))):
         with open(path, "a") as f:
@@ -58,13 +66,14 @@ def ci(refs, plan_file, variant, threshold, fail_on_unclear, budget, processes, 
     raise SystemExit(outcome.status)
 
 
-def markdown(refs: str, commits: dict, summary, outcome) -> str:
+def markdown(refs: str, commits: dict, summary, outcome, metric: str = "time") -> str:
     verdict = (f"**{len(outcome.regressions)} regression(s)**" if outcome.regressions else
                f"no regression; {len(outcome.undecided)} undecided" + (" (exit 3)" if outcome.status == UNDECIDED else "")
                if outcome.undecided else "no regression")
     shas = ", ".join(f"{name} {c['base'][:10]}..{c['head'][:10]}" for name, c in commits.items())
+    verdict += " by instruction count" if metric == "instructions" else ""
     return "\n".join([f"## cpulab ci {refs}", "", f"{verdict} (exit {outcome.status}); {shas}; cpulab run "
-                      f"{summary.run_id}", "", to_markdown(gate_table(summary, outcome.regressions)), ""])
+                      f"{summary.run_id}", "", to_markdown(gate_table(summary, outcome.regressions, metric)), ""])
 
 
 COMMANDS = [ci]

@@ -26,11 +26,13 @@ def point_argv(p: Program, v: Variant, b: ProgramBuild, point: dict[str, str],
     return files, run_argv(p, {**template_values(v, Path(b.tree)), **files})
 
 
-def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress, rng: random.Random) -> None:
+def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress,
+                rng: random.Random) -> list[ProcessTarget]:
     """Build every (program, variant) of the plan at the site (this machine, or a worker
     that gets the source and builds, makes its inputs and runs it there), then check and
     time their runs, one experiment at a time, in the one rounds loop with the plan's
-    looks and budget (the run's schedule)."""
+    looks and budget (the run's schedule).  Returns the timed commands."""
+    ran = []
     for e in plan.experiments:
         names = [w for w in e.workloads if w in plan.programs]
         if not names:
@@ -38,6 +40,8 @@ def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress, rn
         targets = _program_targets(plan, e, names, store, run_id, site, progress)
         how = Rounds(warmup=1, timeout=plan.timeout, cold=plan.cold)
         processes.measure(store, targets, how, schedule, site.executor, progress, rng, evict=site.evict)
+        ran += targets
+    return ran
 
 
 def _program_targets(plan, e, names: list[str], store, run_id: int, site, progress) -> list[ProcessTarget]:

@@ -9,6 +9,7 @@ machine (LocalSite) or a dask worker (cluster.MachineSite).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import random
@@ -163,9 +164,10 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
         tables = []  # measured in the lanes
-    if plan.programs:  # [program.NAME] workloads: built from their own source trees, timed whole
+    ran = []  # [program.NAME] workloads: built from their own source trees, timed whole
+    if plan.programs:
         with split.timing(time_split.RUN, "programs"):
-            programs.run_in_plan(plan, schedule, store, run_id, site, progress, rng)
+            ran = programs.run_in_plan(plan, schedule, store, run_id, site, progress, rng)
     progress.phase("tables", len(tables))
     for name in tables:
         _probe_table(store, run_id, name, site.probe_table, plan.timer, split, progress)
@@ -175,24 +177,34 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             explain_largest(store, run_id, schedule, site.executor)
         with split.timing(time_split.RUN, "instructions"):
             _count_instructions(plan, store, [t for t in targets if t.live and t.done and not t.emulator],
-                                site, store.run(run_id)["timing"].get("tsc_hz"), progress)
+                                [t for t in ran if t.live and t.done], site,
+                                store.run(run_id)["timing"].get("tsc_hz"), progress)
 
 
-def _count_instructions(plan: Plan, store: Store, targets: list[Target], site: Site, tsc_hz: float | None,
-                        progress: Progress) -> None:
+def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],
+                        site: Site, tsc_hz: float | None, progress: Progress) -> None:
     """Each measured native result of an experiment that asks for it gets its
-    instructions per unit (measure/instructions.py) in its notes, or why it has none."""
-    notes = {t.result_id: store.result(t.result_id)["notes"] for t in targets if plan.counts_instructions(t.experiment)}
-    asked = [t for t in targets if t.result_id in notes and "instructions_per_unit" not in notes[t.result_id]]
-    if not asked:
+    instructions per unit (measure/instructions.py) in its notes, or why it has none: a
+    kernel's per unit of its timed work, a program's per whole run with its functions
+    executing the most."""
+    jobs = {}
+    for t in targets:
+        if plan.counts_instructions(t.experiment):
+            notes = store.result(t.result_id)["notes"]
+            jobs[t.result_id] = (f"{t.workload} {t.variant}", functools.partial(
+                instructions.count, t.artifact.path, site.prepare(workloads.get(t.workload), t.params), notes, tsc_hz))
+    for t in ran:
+        if plan.counts_instructions(t.point[0]):
+            jobs[t.result_id] = (t.label, functools.partial(instructions.count_process, t.command, t.env))
+    jobs = {rid: job for rid, job in jobs.items() if "instructions_per_unit" not in store.result(rid)["notes"]}
+    if not jobs:
         return
-    progress.phase("instructions", len(asked))
-    jobs = [(t.artifact.path, site.prepare(workloads.get(t.workload), t.params), notes[t.result_id], tsc_hz)
-            for t in asked]
-    for t, c in zip(asked, instructions.count_all(jobs)):
-        store.set_notes(t.result_id, {"instructions_why": str(c)} if isinstance(c, instructions.CountError)
-                        else {"instructions_per_unit": c, "instructions_source": "valgrind"})
-        progress.advance(f"instructions  {t.workload} {t.variant}")
+    progress.phase("instructions", len(jobs))
+    for (rid, (label, _)), c in zip(jobs.items(), instructions.count_all([job for _, job in jobs.values()])):
+        store.set_notes(rid, {"instructions_why": str(c)} if isinstance(c, instructions.CountError) else
+                        {"instructions_per_unit": c[0], "instructions_source": "valgrind",
+                         "instructions_by_function": c[1]})
+        progress.advance(f"instructions  {label}")
 
 
 def _probe_table(store: Store, run_id: int, name: str, measure, timer: str, split: TimeSplit,

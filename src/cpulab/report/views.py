@@ -228,22 +228,44 @@ def comparison_list(s: Summary) -> Table:
     return t
 
 
-def gate_table(s: Summary, regressions: list[Comparison]) -> Table:
-    """cpulab ci: head against base at every point, the regressions marked."""
+def gate_table(s: Summary, regressions: list[Comparison], metric: str = "time") -> Table:
+    """cpulab ci: head against base at every point, the regressions marked in the column
+    of the metric that decided; with counts, the instructions beside the time."""
     rate = {(r.experiment, r.workload, r.point, r.variant): r for r in s.results}
+    counted = any(r.instructions_per_unit or r.instructions_why for r in s.results)
     t = Table("ci", "head against base (rates; > 0% is faster)",
-              columns("program", "point", "base", "head", "change [interval]", "verdict", left=2))
+              columns("program", "point", "base", "head", "change [interval]", "verdict",
+                      *(["instructions/run head", "instructions vs base"] if counted else []), left=2))
     for c in s.comparisons:
         if (c.baseline, c.variant) != ("base", "head"):
             continue
         b, h = rate.get((c.experiment, c.workload, c.point, "base")), rate.get((c.experiment, c.workload, c.point, "head"))
-        t.add(c.workload, fmt_params(c.params, c.workload),
-              Cell(b and b.median, f"{fmt_num(b.median)} {b.rate_unit}" if b and b.median else "-"),
-              Cell(h and h.median, f"{fmt_num(h.median)} {h.rate_unit}" if h and h.median else "-"),
-              Cell(c.ratio, fmt_delta(c.ratio, c.ci)),
-              Cell(c.verdict, ("REGRESSION: " if c in regressions else "") + str(c.verdict),
-                   tag=verdict_tag(c.verdict)))
+        mark = "REGRESSION: " if c in regressions else ""
+        cells = [c.workload, fmt_params(c.params, c.workload),
+                 Cell(b and b.median, f"{fmt_num(b.median)} {b.rate_unit}" if b and b.median else "-"),
+                 Cell(h and h.median, f"{fmt_num(h.median)} {h.rate_unit}" if h and h.median else "-"),
+                 Cell(c.ratio, fmt_delta(c.ratio, c.ci)),
+                 Cell(c.verdict, (mark if metric == "time" else "") + str(c.verdict), tag=verdict_tag(c.verdict))]
+        if counted:
+            for r in (b, h):  # why a count is missing, once per result
+                if r is not None:
+                    _witness_cells(r, None, t.notes)
+            count, _, ratio = _witness_cells(h, c, t.notes) if h else (Cell(None), None, Cell(None))
+            cells += [count, Cell(ratio.value, (mark if metric == "instructions" else "") + str(ratio))]
+            if c.instruction_ratio and c.instruction_ratio != 1:
+                t.notes.append(f"{c.workload} {fmt_params(c.params, c.workload)}: where the instructions changed: "
+                               + functions_moved(b, h))
+        t.add(*cells)
     return t
+
+
+def functions_moved(base: Result, head: Result, most: int = 3) -> str:
+    """The functions whose instruction counts (measure/instructions.py) moved the most
+    from base to head, in words."""
+    a, b = (dict(r.notes.get("instructions_by_function") or []) for r in (base, head))
+    moved = sorted(set(a) | set(b), key=lambda fn: -abs(b.get(fn, 0) - a.get(fn, 0)))[:most]
+    return "; ".join(f"{fn} {fmt_num(a.get(fn, 0))} to {fmt_num(b.get(fn, 0))}" for fn in moved
+                     if a.get(fn, 0) != b.get(fn, 0)) or "not in the counted functions"
 
 
 def pivot_table(results: list[Result]) -> Table | None:
