@@ -2,7 +2,8 @@
 
 After a run's samples are stored, analyse(store, run_id) computes each workload's own
 analysis (memlat levels, bandwidth by cache level: the `analysis` a Workload declares),
-the findings in words (knees at cache boundaries, the widest gap) and the run's history,
+the findings in words (knees at cache boundaries, the widest gap), the roofline (where
+the run measured its roofs) and the run's history,
 stores them as analyses of the run (data, not text), and summarises.  It reads the store
 and measures nothing: the generated code behind the largest differences was profiled by
 the measure stage (measure/explain/largest.py) and is read back with the other analyses.  The views draw what is stored and compute nothing.
@@ -18,6 +19,7 @@ from cpulab.analysis.history import run_history
 from cpulab.analysis.steps import explain_curves
 from cpulab.analysis.summary import summarise
 from cpulab.analysis.memory import bandwidth_rows, memlat_colour, memlat_curves
+from cpulab.analysis.roofline import roofline
 from cpulab.model import Analysis, Result, Summary
 from cpulab.store.db import Store
 
@@ -54,6 +56,9 @@ def analyse(store: Store, run_id: int) -> Summary:
         ok = [r for r in results if r.median is not None]
         if ok and (found := knees(ok, caches, w.sweep_axis if w else None) + spread(ok)):
             store.add_analysis(run_id, "findings", found, key=f"{exp}/{wname}")
+    for roofs in store.analyses(run_id, "roofline-roofs"):  # the probe measured the roofs: place the kernels
+        if "error" not in roofs["data"] and (placed := roofline(roofs["data"], s.results)):
+            store.add_analysis(run_id, "roofline", placed)
     if histories := run_history(store, run_id):
         store.add_analysis(run_id, "history", histories)
     s.analyses = [Analysis(**a) for a in store.analyses(run_id)]

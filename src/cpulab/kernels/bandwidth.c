@@ -50,24 +50,37 @@ struct ctx {
  * nobody reads: it must assume the asm reads and writes all memory. */
 static inline void barrier(void *p) { __asm__ __volatile__("" : : "r"(p) : "memory"); }
 
-/* Eight partial sums: without -ffast-math the compiler may not reorder one FP sum, so
- * this gives it 8 independent chains to put in vector lanes (and hides the 3-4 cycle
- * add latency even when it does not vectorise).  n is a multiple of 8. */
+/* Independent partial sums: without -ffast-math the compiler may not reorder one FP sum,
+ * so this gives it 32 chains to put in vector lanes (named variables, not an array: at
+ * -O2 gcc keeps an array of sums in memory).  A chain's add waits 3-4 cycles for the last
+ * one; to keep two loads a cycle going the sums must cover that latency times the loads
+ * in flight: 32 doubles are 4 AVX-512 or 8 AVX2 accumulators (8 sums held the AVX-512
+ * build to about 21 bytes a cycle in every cache level).  The last n % 32 elements (n
+ * is a multiple of 8) go to the first eight sums. */
+#define SUM8(k) s##k##0 += a[i + 8 * k + 0]; s##k##1 += a[i + 8 * k + 1]; s##k##2 += a[i + 8 * k + 2]; \
+    s##k##3 += a[i + 8 * k + 3]; s##k##4 += a[i + 8 * k + 4]; s##k##5 += a[i + 8 * k + 5];          \
+    s##k##6 += a[i + 8 * k + 6]; s##k##7 += a[i + 8 * k + 7]
+#define ZERO8(k) double s##k##0 = 0, s##k##1 = 0, s##k##2 = 0, s##k##3 = 0, s##k##4 = 0, s##k##5 = 0, \
+    s##k##6 = 0, s##k##7 = 0
+#define TOTAL8(k) (((s##k##0 + s##k##1) + (s##k##2 + s##k##3)) + ((s##k##4 + s##k##5) + (s##k##6 + s##k##7)))
 static double op_read(const double *restrict a, size_t n)
 {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    ZERO8(0);
+    ZERO8(1);
+    ZERO8(2);
+    ZERO8(3);
     n = PASS_LENGTH(n);
-    for (size_t i = 0; i < n; i += 8) { /* 8 loads, 8 independent adds */
-        s0 += a[i + 0];
-        s1 += a[i + 1];
-        s2 += a[i + 2];
-        s3 += a[i + 3];
-        s4 += a[i + 4];
-        s5 += a[i + 5];
-        s6 += a[i + 6];
-        s7 += a[i + 7];
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) { /* 32 loads, 32 independent adds */
+        SUM8(0);
+        SUM8(1);
+        SUM8(2);
+        SUM8(3);
     }
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+    for (; i < n; i += 8) {
+        SUM8(0);
+    }
+    return (TOTAL8(0) + TOTAL8(1)) + (TOTAL8(2) + TOTAL8(3));
 }
 
 static void op_write(double *restrict a, double v, size_t n)

@@ -155,15 +155,16 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
     schedule = Schedule.of_plan(plan.as_dict())  # the run's one schedule and policy, for every round and look
 
-    def table_in_lane(name: str):  # a probe measures one fact of the core: it may share the machine
+    def table_in_lane(name: str):  # most probes measure one fact of the core: they may share the machine
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
     shared = _measure(plan, schedule, store, targets, site, progress, rng, split,
-                      store.run(run_id)["timing"].get("tsc_hz"), [table_in_lane(name) for name in tables])
+                      store.run(run_id)["timing"].get("tsc_hz"),
+                      [table_in_lane(name) for name in tables if not probes.get(name).alone])
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
-        tables = []  # measured in the lanes
+        tables = [name for name in tables if probes.get(name).alone]  # the others were measured in the lanes
     ran = []  # [program.NAME] workloads: built from their own source trees, timed whole
     if plan.programs:
         with split.timing(time_split.RUN, "programs"):

@@ -212,6 +212,38 @@ def history_tables(histories: list[dict]) -> list[Table]:
     return out
 
 
+def roofs_tables(roofs: dict) -> list[Table]:
+    """The roofline's roofs as measured (measure/probes/roofline.py)."""
+    c = Table("roofs", "roofline: peak double flops per core cycle (independent chains of each instruction set)",
+              columns("instruction set", "flops/cycle", "cycles per body", "body"))
+    for r in roofs["compute"]:
+        c.add(r["isa"], Cell(r["flops_per_cycle"]), Cell(r["cycles_per_body"]),
+              f"{len(r['body'].split(';'))} x {r['body'].split(';')[0]}")
+    m = Table("roofs", "roofline: read bandwidth per level (the bandwidth workload's read, the faster build)",
+              columns("level", "working set", "bytes/cycle", "GB/s", "build"))
+    for r in roofs["memory"]:
+        m.add(r["level"], Cell(r["working_set_bytes"], human_bytes(r["working_set_bytes"])),
+              Cell(r["bytes_per_cycle"]), Cell(r["gb_per_s"]), r["variant"])
+    return [c, m]
+
+
+def roofline_tables(data: dict) -> list[Table]:
+    """Each floating-point or streaming result under the roofs: its intensity, its flops
+    per cycle, the roof that bounds it and its share of that roof."""
+    t = Table("roofline", "roofline: each kernel's flops per core cycle against the roof over it",
+              columns("workload", "variant", "params", "flop/byte", "working set", "flops/cycle", "bound by",
+                      "roof", "share", left=3),
+              notes=["flop/byte: the workload's flops per byte of operands it moves; the roof is the lower of the "
+                     "top compute peak (float: twice the double lanes) and flop/byte x the read bandwidth of the "
+                     "level the working set fits in"])
+    for p in data["points"]:
+        t.add(p["workload"], p["variant"], " ".join(f"{k}={v}" for k, v in p["params"].items()),
+              Cell(p["intensity"]), Cell(p["working_set_bytes"], human_bytes(p["working_set_bytes"])),
+              Cell(p["flops_per_cycle"]), p["bound"], Cell(p["roof_flops_per_cycle"]),
+              Cell(p["share"], f"{100 * p['share']:.0f}%"))
+    return [t]
+
+
 ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
     "table": legacy_table,
     "probe": probe_tables,
@@ -222,6 +254,8 @@ ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
     "bandwidth": bandwidth_tables,
     "explain": explain_tables,
     "history": history_tables,
+    "roofline-roofs": roofs_tables,
+    "roofline": roofline_tables,
 }
 
 

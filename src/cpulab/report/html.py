@@ -86,7 +86,8 @@ def history_plots(histories: list[dict], caches: list[dict]) -> list[str]:
     return [plots.history(s) for s in histories]
 
 
-ANALYSIS_PLOTS = {"memlat-levels": memlat_plot, "memlat-colour": colour_plot, "history": history_plots}
+ANALYSIS_PLOTS = {"memlat-levels": memlat_plot, "memlat-colour": colour_plot, "history": history_plots,
+                  "roofline": lambda data, caches: plots.roofline(data)}
 
 
 def _as_list(plot: str | list[str]) -> list[str]:

@@ -107,3 +107,40 @@ def history(s: dict, png: bool = False) -> str | bytes:
     fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
+
+
+def roofline(data: dict) -> str:
+    """Log-log: flops per core cycle against flops per byte; a line per memory level
+    (intensity x its bytes per cycle) up to the top compute peak, the peaks of the other
+    instruction sets as dashed ceilings, and a marker per kernel and variant."""
+    roofs, points = data["roofs"], data["points"]
+    compute = sorted((c for c in roofs["compute"] if c["flops_per_cycle"]), key=lambda c: c["flops_per_cycle"])
+    memory = [m for m in roofs["memory"] if m["bytes_per_cycle"]]
+    xs = [p["intensity"] for p in points]
+    lo, hi = min(xs + [1 / 64]) / 2, max(xs + [16]) * 2
+    top = compute[-1]["flops_per_cycle"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for m in memory:
+        knee = top / m["bytes_per_cycle"]
+        ax.plot([lo, knee, hi], [lo * m["bytes_per_cycle"], top, top], linewidth=1,
+                label=f"{m['level']} {m['bytes_per_cycle']:.1f} B/cycle")
+    for c in (c for c in compute[:-1] if c["flops_per_cycle"] < 0.95 * top):  # a ceiling below the peak
+        ax.axhline(c["flops_per_cycle"], color="grey", linestyle="--", linewidth=0.8)
+        ax.annotate(c["isa"], (hi, c["flops_per_cycle"]), ha="right", va="bottom", fontsize=7, color="grey")
+    ax.annotate(f"{compute[-1]['isa']} {top:.3g} flops/cycle", (hi, top), ha="right", va="bottom", fontsize=7)
+    groups: dict[str, list[dict]] = {}
+    for p in points:
+        groups.setdefault(f"{p['workload']} {p['variant']}", []).append(p)
+    for name, ps in groups.items():
+        ax.plot([p["intensity"] for p in ps], [p["flops_per_cycle"] for p in ps], linestyle="none", marker="o",
+                markersize=4, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    for axis in (ax.xaxis, ax.yaxis):  # plain numbers (mathtext is off: see curves)
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("flops per byte")
+    ax.set_ylabel("flops per core cycle")
+    ax.set_title("roofline: kernels under this core's measured roofs")
+    ax.legend(fontsize=6, ncol=2)
+    return _svg(fig)

@@ -35,6 +35,9 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(to_rich(g))
     if (pt := process_table(summary)) is not None:
         console.print(to_rich(pt))
+    for a in summary.analyses:  # kernels under the machine's roofs, when the run measured them
+        if a.kind == "roofline":
+            print_analysis(a.kind, a.data, console)
     if line := carryover_line(summary):
         console.print(f"[dim]{escape(line)}.[/]")
     if line := time_split_line(summary):

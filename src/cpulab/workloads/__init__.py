@@ -73,6 +73,10 @@ class Workload:
     # Files `prepare` would write for one point, path -> bytes (none if already made):
     # their total is checked against the free space where they go.
     files: Callable[[dict[str, str]], dict[Path, int]] | None = None
+    # Floating-point operations per byte of operands it reads and writes at one point,
+    # by its unit's convention (None: no flops there): where the roofline places it
+    # (analysis/roofline.py).
+    flops_per_byte: Callable[[dict[str, str]], float | None] | None = None
 
     def __post_init__(self):
         for key, p in self.params.items():

@@ -7,6 +7,11 @@ for the FFTW peer, whatever FFTW executes).  Each kernel notes n and
 working_set_bytes (dot/euclid: the two vectors; fft: the data, the per-stage twiddles
 and the bit-reversal swap list; fft-fftw: the data only, FFTW's tables are its own).
 
+Arithmetic intensity (flops per byte of operands, the roofline's x): dot 2 flops per two
+elements read, euclid 3; the FFT 5 flops per element per stage, each stage reading and
+writing every element's real and imaginary parts (4 values), so 5/4 per value moved
+when a stage streams through its level.
+
 The MFLOPS-vs-n curve shows the cache levels: dot and euclid touch 2 N elements, so
 double vectors leave a 32 KiB L1d past N = 2048 and a 1 MiB L2 past N = 65536.
 
@@ -31,7 +36,16 @@ FFT_HEADERS = ("fp_common.h", "fp_fft.h", "fp_fft_body.h")
 def two_arrays(point: dict[str, str]) -> int:
     """Workload.memory: two n-element arrays at least (the vectors; the FFT's real and
     imaginary parts)."""
-    return 2 * int(point["n"]) * (4 if point["precision"] == "float" else 8)
+    return 2 * int(point["n"]) * _value_bytes(point)
+
+
+def _value_bytes(point: dict[str, str]) -> int:
+    return 4 if point["precision"] == "float" else 8
+
+
+def per_value(flops: float):
+    """Workload.flops_per_byte of a kernel doing `flops` per value it moves."""
+    return lambda point: flops / _value_bytes(point)
 
 WORKLOADS = [
     Workload(
@@ -44,6 +58,7 @@ WORKLOADS = [
         params=dict(PARAMS),
         sweep_axis="n",
         memory=two_arrays,
+        flops_per_byte=per_value(2 / 2),
         **GRIDS,
     ),
     Workload(
@@ -56,6 +71,7 @@ WORKLOADS = [
         params=dict(PARAMS),
         sweep_axis="n",
         memory=two_arrays,
+        flops_per_byte=per_value(3 / 2),
         **GRIDS,
     ),
     Workload(
@@ -68,6 +84,7 @@ WORKLOADS = [
         params=dict(PARAMS),
         sweep_axis="n",
         memory=two_arrays,
+        flops_per_byte=per_value(5 / 4),
         **GRIDS,
     ),
     Workload(
@@ -82,6 +99,7 @@ WORKLOADS = [
         libs=("-lfftw3", "-lfftw3f"),
         requires={"fftw3.h": "libfftw3-dev"},
         sweep_axis="n",
+        flops_per_byte=per_value(5 / 4),
         **GRIDS,
     ),
 ]

@@ -88,5 +88,7 @@ WORKLOADS = [
         full={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 256 * MIB, 2))},
         sweep_axis="size",
         analyses=("bandwidth",),
+        # read: one add per double read; triad: a multiply and an add per 24 bytes
+        flops_per_byte=lambda point: {"read": 1 / 8, "triad": 2 / 24}.get(point["op"]),
     ),
 ]

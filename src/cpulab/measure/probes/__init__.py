@@ -5,6 +5,7 @@
 * mca.py      llvm-mca's prediction for the same body
 * align.py    dependent-load latency by alignment (`cpulab align`)
 * seed004.py  seed 004's tables 2 and 3, as probes a plan can ask for
+* roofline.py the roofline's roofs: flops per cycle per instruction set, bytes per cycle per level
 * sampling.py running a probe artifact through the executor, one figure per run
 
 Every process goes through the executor (execute.py), like a plan's jobs.  A probe that
@@ -30,6 +31,9 @@ class Probe:
     kind: str
     # measure(timer=..., executor=...) -> the data stored with the run
     measure: Callable[..., dict]
+    # Measures more than its own core (the last cache, the memory bus): never beside an
+    # experiment on the other CPU.
+    alone: bool = False
 
 
 @cache

@@ -1,0 +1,52 @@
+"""The roofline: each floating-point or streaming result placed under this machine's roofs.
+
+The roofs are measured by the `roofline` probe (measure/probes/roofline.py): double flops
+per core cycle for each instruction set, and bytes per core cycle read from each cache
+level and from memory.  A result sits at x = its arithmetic intensity (the workload's
+flops per byte at that point) and y = its flops per core cycle (1 / cycles per flop; a
+streaming kernel's bytes per cycle times its intensity).  What bounds it is the lower of
+the top compute roof (float: twice the double lanes) and the intensity times the
+bandwidth of the level its working set fits in; its share is y over that bound.
+Everything is per core cycle, so a run's kernels read against roofs measured on the same
+kind of core at any clock.
+"""
+from __future__ import annotations
+
+from cpulab import workloads
+from cpulab.model import Result
+
+
+def level_of(working_set: int, memory: list[dict]) -> dict:
+    """The roof of the smallest level holding the working set (memory beyond them all)."""
+    return next((m for m in memory if m["holds_bytes"] and working_set <= m["holds_bytes"]), memory[-1])
+
+
+def place(r: Result, roofs: dict) -> dict | None:
+    """One result under the roofs, or None where it has no flops or no cycles."""
+    w = workloads.registry().get(r.workload)
+    if w is None or w.flops_per_byte is None or not r.cycles_per_unit or r.emulated:
+        return None
+    point = {**w.defaults(), **r.params}
+    intensity = w.flops_per_byte(point)
+    memory = [m for m in roofs["memory"] if m["bytes_per_cycle"]]
+    compute = [c for c in roofs["compute"] if c["flops_per_cycle"]]
+    if not intensity or not memory or not compute:
+        return None
+    flops_per_cycle = (1 if r.unit == "flop" else intensity) / r.cycles_per_unit
+    working_set = int((r.notes or {}).get("working_set_bytes") or (w.memory(point) if w.memory else 0))
+    level = level_of(working_set, memory)
+    top = max(compute, key=lambda c: c["flops_per_cycle"])
+    lanes = 2 if point.get("precision") == "float" else 1
+    compute_roof, memory_roof = top["flops_per_cycle"] * lanes, intensity * level["bytes_per_cycle"]
+    roof = min(compute_roof, memory_roof)
+    return {"experiment": r.experiment, "workload": r.workload, "variant": r.variant, "params": r.params,
+            "intensity": intensity, "flops_per_cycle": flops_per_cycle, "working_set_bytes": working_set,
+            "level": level["level"], "roof_flops_per_cycle": roof,
+            "bound": f"{level['level']} bandwidth" if memory_roof <= compute_roof else f"{top['isa']} peak",
+            "share": flops_per_cycle / roof}
+
+
+def roofline(roofs: dict, results: list[Result]) -> dict | None:
+    """The roofs and every placeable result under them (None: nothing to place)."""
+    points = [p for r in results if r.median is not None and (p := place(r, roofs)) is not None]
+    return {"roofs": roofs, "points": points} if points else None
