@@ -12,6 +12,8 @@ from conftest import TEST_KERNELS
 from cpulab.compile import artifacts
 from cpulab.estimates import witness_words
 from cpulab.measure import instructions
+from cpulab.measure.explain.largest import executed_by_function
+from cpulab.report.analysis_views import explain_tables
 from cpulab.model import Verdict
 from cpulab.plan.toolchain import Variant
 
@@ -94,3 +96,19 @@ def test_without_valgrind_the_reason_names_the_package(monkeypatch):
 def test_two_witnesses_in_words(verdict, instruction_ratio, words):
     said = witness_words(verdict, instruction_ratio)
     assert said.startswith(words) if words else said == ""
+
+
+def test_explain_sets_two_builds_counts_by_function_side_by_side():
+    rows = executed_by_function([["f", 10.0], ["g", 5.0]], [["f", 10.0], ["g", 8.0], ["h", 1.0]])
+    assert [r["function"] for r in rows] == ["g", "h", "f"]  # the one that moved most first
+    assert rows[1] == {"function": "h", "a_per_unit": None, "b_per_unit": 1.0}
+    doc = {"a_name": "O2", "b_name": "O3", "identical": False, "rows": [], "executed": rows,
+           "a": {"kernel_instructions": 1, "kernel_bytes": 1, "hot_loop": None},
+           "b": {"kernel_instructions": 1, "kernel_bytes": 1, "hot_loop": None}}
+    table = next(t for t in explain_tables(doc) if t.name == "executed")
+    assert [str(c) for c in table.rows[0]] == ["g", "5.000", "8.000", "+60.0%"]
+
+
+def test_a_compilers_clone_lines_up_with_the_plain_function():
+    rows = executed_by_function([["check.isra.0", 724.0]], [["check", 630.0]])
+    assert rows == [{"function": "check", "a_per_unit": 724.0, "b_per_unit": 630.0}]

@@ -173,13 +173,13 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     for name in tables:
         _probe_table(store, run_id, name, site.probe_table, plan.timer, split, progress)
     if isinstance(site.executor, LocalExecutor):  # the builds' files are here to be profiled and counted
-        progress.phase("explain", 0)
-        with split.timing(time_split.RUN, "explain"):
-            explain_largest(store, run_id, schedule, site.executor)
-        with split.timing(time_split.RUN, "instructions"):
+        with split.timing(time_split.RUN, "instructions"):  # before explain, which shows them by function
             _count_instructions(plan, store, [t for t in targets if t.live and t.done and not t.emulator],
                                 [t for t in ran if t.live and t.done], site,
                                 store.run(run_id)["timing"].get("tsc_hz"), progress)
+        progress.phase("explain", 0)
+        with split.timing(time_split.RUN, "explain"):
+            explain_largest(store, run_id, schedule, site.executor)
 
 
 def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],

@@ -143,6 +143,14 @@ def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
             d.add(r["function"], Cell(r["a_bytes"]), Cell(r["b_bytes"]), Cell(r["a_instructions"]),
                   Cell(r["b_instructions"]))
         tables.append(d)
+    if doc.get("executed"):
+        e = Table("executed", "instructions executed per unit of work, by function (counted under valgrind)",
+                  columns("function", a, b, "change"))
+        for r in doc["executed"]:
+            ra, rb = r["a_per_unit"], r["b_per_unit"]
+            e.add(r["function"], Cell(ra), Cell(rb), Cell(rb / ra if ra and rb else None,
+                                                          f"{(rb / ra - 1) * 100:+.1f}%" if ra and rb else ""))
+        tables.append(e)
     if doc["rows"]:
         shown = doc["rows"][:max_rows] if max_rows else doc["rows"]
         share = profiled and ha and hb and "samples" in ha

@@ -1,6 +1,8 @@
 """A run's last measuring step: the generated code behind the largest real difference of
 each experiment and workload, its hot regions found by sampling both builds (half a
-second each) and modelled by llvm-mca, stored as the run's `explain` analyses.  Taken
+second each) and modelled by llvm-mca, with each build's instructions executed per unit
+by function where the run counted them (measure/instructions.py), stored as the run's
+`explain` analyses.  Taken
 here, beside the samples, so that analysing the run (here or on another machine) only
 reads the store.
 """
@@ -14,7 +16,7 @@ from cpulab.estimates import compare_results, result_summary
 from cpulab.measure.execute import Executor
 from cpulab.measure.explain import why
 from cpulab.measure.rounds import Schedule
-from cpulab.model import Comparison, Verdict
+from cpulab.model import Comparison, Verdict, params_key
 from cpulab.store.db import Store
 
 PROFILE_SECONDS = 0.5  # per build: the hot region of the largest difference, sampled
@@ -36,6 +38,8 @@ def explain_largest(store: Store, run_id: int, schedule: Schedule, executor: Exe
     for r in rows:
         if r["artifact_hash"] and (art := store.artifact(r["artifact_hash"])):
             paths[(r["experiment"], r["workload"], r["variant"])] = art["path"]
+    counted = {(r.experiment, r.workload, r.variant, params_key(r.params)): r.notes.get("instructions_by_function")
+               for r in results}
     stored = 0
     for (exp, wname), c in largest.items():
         a, b = paths.get((exp, wname, c.baseline)), paths.get((exp, wname, c.variant))
@@ -45,9 +49,26 @@ def explain_largest(store: Store, run_id: int, schedule: Schedule, executor: Exe
             doc = why.explain(a, b, c.params, PROFILE_SECONDS, (c.baseline, c.variant), executor)
         except (RuntimeError, OSError):
             continue
+        executed = [counted.get((exp, wname, v, params_key(c.params))) for v in (c.baseline, c.variant)]
+        if all(executed):
+            doc["executed"] = executed_by_function(*executed)
         store.add_analysis(run_id, "explain", {**doc, **_title(c, wname)}, key=f"{exp}/{wname}")
         stored += 1
     return stored
+
+
+def executed_by_function(a: list, b: list) -> list[dict]:
+    """Two builds' instructions per unit by function ([name, count] pairs), side by side,
+    the function whose count moved most first.  A function is lined up by its name
+    without the suffix of a compiler's clone (gcc's check.isra.0 is clang's check)."""
+    def by_name(pairs):
+        out: dict[str, float] = {}
+        for fn, n in pairs:
+            out[fn.split(".")[0]] = out.get(fn.split(".")[0], 0) + n
+        return out
+    ia, ib = by_name(a), by_name(b)
+    names = sorted(set(ia) | set(ib), key=lambda fn: -abs(ib.get(fn, 0) - ia.get(fn, 0)))
+    return [{"function": fn, "a_per_unit": ia.get(fn), "b_per_unit": ib.get(fn)} for fn in names]
 
 
 def _title(c: Comparison, wname: str) -> dict:
