@@ -3,19 +3,26 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from cpulab.measure import cpulock
 
 # Two cpulab processes at once, each measuring 4 harness processes on the same CPU; each
 # prints the [start, end] of every sample it took (CLOCK_MONOTONIC, shared by processes).
+# They start measuring together (a go file), so that one cannot finish before the other
+# has begun.
 CHILD = """
-import json, sys
+import json, os, sys, time
+from pathlib import Path
 from cpulab import workloads
 from cpulab.compile import artifacts
 from cpulab.measure.execute import HarnessJob, LocalExecutor
 from cpulab.plan import toolchain
 art = artifacts.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
 ex = LocalExecutor(cpu=int(sys.argv[1]))
+Path(sys.argv[2], f"ready-{os.getpid()}").touch()
+while not Path(sys.argv[2], "go").exists():
+    time.sleep(0.001)
 spans = []
 for _ in range(4):
     d = ex.execute(HarnessJob(art.path, {"size": "4096"}, samples=5, min_sample_time=0.002, warmup=0.0)).data
@@ -27,8 +34,12 @@ print(json.dumps({"spans": spans, "waited": ex.waited_s}))
 def test_two_concurrent_processes_never_measure_on_one_cpu_at_once(tmp_path):
     env = {**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)}
     cpu = str(max(os.sched_getaffinity(0)))
-    kids = [subprocess.Popen([sys.executable, "-c", CHILD, cpu], stdout=subprocess.PIPE, text=True, env=env)
-            for _ in range(2)]
+    kids = [subprocess.Popen([sys.executable, "-c", CHILD, cpu, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                             env=env) for _ in range(2)]
+    deadline = time.monotonic() + 300
+    while len(list(tmp_path.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
     docs = [json.loads(k.communicate(timeout=300)[0]) for k in kids]
     a, b = (d["spans"] for d in docs)
     for s0, e0 in a:
