@@ -28,7 +28,7 @@ from cpulab.compile.programs import ProgramBuild, built_here
 from cpulab.estimates import against_name
 from cpulab.measure import instructions, probes, programs, time_split
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
-from cpulab.measure.explain.largest import explain_largest
+from cpulab.measure.explain.largest import Difference, explain_difference, largest_differences
 from cpulab.measure.processes import evict
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
@@ -177,9 +177,26 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             _count_instructions(plan, store, [t for t in targets if t.live and t.done and not t.emulator],
                                 [t for t in ran if t.live and t.done], site,
                                 store.run(run_id)["timing"].get("tsc_hz"), progress)
-        progress.phase("explain", 0)
         with split.timing(time_split.RUN, "explain"):
-            explain_largest(store, run_id, schedule, site.executor)
+            _explain(store, run_id, schedule, site, rng, progress)
+
+
+def _explain(store: Store, run_id: int, schedule: Schedule, site: Site, rng: random.Random,
+             progress: Progress) -> None:
+    """The largest difference of each experiment's workload explained and stored, two at
+    a time where a second CPU is free: a profile gives the shares of a kernel's time by
+    instruction, which work on the other CPU hardly moves."""
+    todo = largest_differences(store, run_id, schedule)
+    progress.phase("explain", len(todo))
+
+    def explain(d: Difference):
+        def item(executor, lane_store, lane_rng, stop):
+            if (doc := explain_difference(d, executor)) is not None:
+                lane_store.add_analysis(run_id, "explain", doc, key=d.key)
+            progress.advance(f"explain  {d.key}")
+        return item
+    spare = site.spare_executor() if len(todo) > 1 else None
+    _in_lanes([explain(d) for d in todo], [site.executor] + ([spare] if spare else []), store.path, rng)
 
 
 def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],

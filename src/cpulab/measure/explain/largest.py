@@ -9,6 +9,7 @@ reads the store.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from cpulab import workloads
@@ -22,9 +23,19 @@ from cpulab.store.db import Store
 PROFILE_SECONDS = 0.5  # per build: the hot region of the largest difference, sampled
 
 
-def explain_largest(store: Store, run_id: int, schedule: Schedule, executor: Executor) -> int:
+@dataclass(frozen=True)
+class Difference:
+    """The largest faster/slower comparison of one experiment's workload: both builds'
+    executables and, where the run counted them, their instructions by function."""
+    key: str  # "experiment/workload", the explain analysis' key
+    comparison: Comparison
+    artifacts: tuple[str, str]
+    executed: tuple[list, list] | None
+
+
+def largest_differences(store: Store, run_id: int, schedule: Schedule) -> list[Difference]:
     """For each experiment and workload not yet explained, the largest faster/slower
-    comparison of the run as it stands, explained and stored; returns how many."""
+    comparison of the run as it stands, whose builds are still on disk."""
     done = {a["key"] for a in store.analyses(run_id) if a["kind"] == "explain"}
     rows = store.results(run_id)
     results = [result_summary(r, store.samples(r["id"])) for r in rows]
@@ -40,21 +51,26 @@ def explain_largest(store: Store, run_id: int, schedule: Schedule, executor: Exe
             paths[(r["experiment"], r["workload"], r["variant"])] = art["path"]
     counted = {(r.experiment, r.workload, r.variant, params_key(r.params)): r.notes.get("instructions_by_function")
                for r in results}
-    stored = 0
+    out = []
     for (exp, wname), c in largest.items():
         a, b = paths.get((exp, wname, c.baseline)), paths.get((exp, wname, c.variant))
-        if not (a and b and Path(a).exists() and Path(b).exists()):
-            continue
-        try:
-            doc = why.explain(a, b, c.params, PROFILE_SECONDS, (c.baseline, c.variant), executor)
-        except (RuntimeError, OSError):
-            continue
-        executed = [counted.get((exp, wname, v, params_key(c.params))) for v in (c.baseline, c.variant)]
-        if all(executed):
-            doc["executed"] = executed_by_function(*executed)
-        store.add_analysis(run_id, "explain", {**doc, **_title(c, wname)}, key=f"{exp}/{wname}")
-        stored += 1
-    return stored
+        if a and b and Path(a).exists() and Path(b).exists():
+            executed = tuple(counted.get((exp, wname, v, params_key(c.params))) for v in (c.baseline, c.variant))
+            out.append(Difference(f"{exp}/{wname}", c, (a, b), executed if all(executed) else None))
+    return out
+
+
+def explain_difference(d: Difference, executor: Executor) -> dict | None:
+    """The explain analysis of one difference: both builds profiled (PROFILE_SECONDS
+    each) and their code side by side; None when the code cannot be read."""
+    c = d.comparison
+    try:
+        doc = why.explain(*d.artifacts, c.params, PROFILE_SECONDS, (c.baseline, c.variant), executor)
+    except (RuntimeError, OSError):
+        return None
+    if d.executed:
+        doc["executed"] = executed_by_function(*d.executed)
+    return {**doc, **_title(c, c.workload)}
 
 
 def executed_by_function(a: list, b: list) -> list[dict]:
