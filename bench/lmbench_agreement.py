@@ -69,9 +69,10 @@ def lmbench_ns(exe: Path, sizes: list[int], reps: int) -> dict[int, float]:
     return dict(zip(sizes, values))
 
 
-def cpulab_ns(sizes: list[int], db: Path) -> dict[int, float]:
+def cpulab_ns(sizes: list[int], db: Path, mode: str) -> dict[int, float]:
     p = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--db", str(db), "-w", "memlat", "-v", "O2",
-                        "-p", "size=" + ",".join(map(str, sizes)), "-p", "pages=4k", "--processes", "1",
+                        "-p", "size=" + ",".join(map(str, sizes)), "-p", "pages=4k", "-p", f"mode={mode}",
+                        "--processes", "1",
                         "--samples", "20", "--budget", "0", "--json"], check=True, capture_output=True, text=True)
     # a process whose every sample was left out as disturbed has no estimate: that round has no pair
     return {int(r["params"]["size"]): r["ns_per_unit"] or float("nan") for r in json.loads(p.stdout)["results"]}
@@ -83,6 +84,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=3, help="lmbench's repetitions per size (it keeps the fastest)")
     ap.add_argument("--sizes", default="16K,128K,1M,64M", help="working sets: one per plateau")
+    ap.add_argument("--mode", default="random", help="cpulab memlat's order (default: its default)")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,7 +93,7 @@ def main() -> None:
         cl: dict[int, list[float]] = {s: [] for s in sizes}
         for r in range(args.rounds):
             tools = [(lambda: lmbench_ns(exe, sizes, args.reps), lm),
-                     (lambda: cpulab_ns(sizes, Path(tmp) / "db.sqlite"), cl)]
+                     (lambda: cpulab_ns(sizes, Path(tmp) / "db.sqlite", args.mode), cl)]
             for measure, into in tools if r % 2 == 0 else reversed(tools):
                 for s, v in measure().items():
                     into[s].append(v)

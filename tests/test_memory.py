@@ -46,8 +46,11 @@ def test_memlat_verifies(memlat, size, mode, pages):
     assert r["notes"]["lines"] == lines
     assert r["notes"]["working_set_bytes"] == lines * 64
     assert r["unit"] == "loads" and r["work"] > 0
-    # random: each line's 128-byte buddy half a cycle later (k_verify walks and checks it)
-    assert r["notes"].get("buddy_gap") == (lines // 2 if mode == "random" and lines >= 4 else None)
+    # random, whole pages: each line's 128-byte buddy half a cycle later, and each page exactly
+    # one lap after its last visit, never sooner (k_verify walks and checks both)
+    whole = mode == "random" and lines % 64 == 0
+    assert r["notes"].get("buddy_gap") == (lines // 2 if whole else None)
+    assert r["notes"].get("page_gap") == (lines // 64 if whole else None)
 
 
 @pytest.mark.parametrize("mode", ["random", "sequential"])

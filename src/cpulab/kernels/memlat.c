@@ -3,12 +3,15 @@
  * Parameters:
  *   size   working set in bytes (default 65536); rounded down to whole lines
  *   line   bytes per node of the chain (default 64, one cache line)
- *   mode   random (default): one random cycle through every line, built with
- *            Sattolo's algorithm, so consecutive loads land on unrelated lines of
- *            unrelated pages: neither the stride nor the next-page prefetchers can
- *            guess the next address, and with 4 KiB pages every load past the TLB
- *            reach also misses the TLB.  Each line's 128-byte buddy comes half a
- *            cycle later, so the adjacent-line prefetcher's fetch is gone by then.
+ *   mode   random (default): the pages in one random order, then laps through them in
+ *            that order, one line of each page per lap (lmbench's lat_mem_rd -t order):
+ *            consecutive loads land on unrelated pages, so neither the stride nor the
+ *            next-page prefetchers can guess the next address; every page comes back
+ *            exactly one lap later, never sooner, so past a TLB's reach every load
+ *            misses it (a random order over lines brings some pages back early: on a
+ *            Zen 4 guest it read 26% below lmbench at 512 KiB, 128 pages against a
+ *            72-entry L1 TLB); and a line's 128-byte buddy comes half a cycle later, so
+ *            the adjacent-line prefetcher's fetch is gone by then.
  *          sequential: line i points to line i+1 (and the last to the first); the
  *            prefetchers do help, for contrast.
  *          pagestride: one node per 4 KiB page (a random single cycle over the pages),
@@ -75,7 +78,7 @@ struct ctx {
     uint32_t lines;  /* nodes in the chain */
     int sequential;
     int pagestride;
-    int buddies;     /* random mode's pair cycle: line 2k+1 comes lines/2 loads after 2k */
+    int buddies;     /* random mode: line 2k+1 comes lines/2 loads after 2k (whole pages) */
     void *p;         /* where the chase stands between calls */
 };
 
@@ -112,32 +115,53 @@ static void random_cycle(uint32_t *next, uint32_t n, uint64_t *seed)
     }
 }
 
-/* The random mode's cycle through n >= 4 lines, with each line's buddy (the other line of
- * its 128-byte pair, which adjacent-line prefetchers fetch with it) half a cycle away: a
- * random cycle over the pairs visits their even lines, then the same cycle their odd
- * lines (then an odd n's last line).  With the buddy at a random distance instead, some
- * loads found their line already fetched with its buddy: on a Zen 3 guest, working sets
- * of 2 and 4x the L2 read 12% and 10% below lmbench's lat_mem_rd -t (whose line order
- * also keeps buddies half a cycle apart); with it, within 2.2% (bench/lmbench_agreement.py).
- * Returns 0 when out of memory. */
-static int buddies_apart(uint32_t *next, uint32_t n, uint64_t *seed)
+static uint32_t bitrev(uint32_t x, uint32_t bits)
 {
-    uint32_t m = n / 2, last = 0;
-    uint32_t *pair = malloc((size_t)m * sizeof *pair);
-    if (!pair)
+    uint32_t r = 0;
+    for (uint32_t b = 0; b < bits; b++)
+        r |= ((x >> b) & 1u) << (bits - 1 - b);
+    return r;
+}
+
+/* The random mode's cycle through n lines of lpp (a power of two) lines a page, the last
+ * page possibly partial: a random order of the pages (Fisher-Yates), then lpp laps
+ * through the pages in that order, taking in the i-th page of the order on lap j its
+ * line bitrev((i + j) mod lpp), skipped where a partial page has no such line.  Each
+ * line comes once (page i's offsets over the laps are all of them), each page once a
+ * lap, and line 2k+1 (bit reversal: offset + lpp/2) exactly lpp/2 laps after line 2k
+ * of its page.  On a Zen 4 guest this order read within 1% of lmbench at 512 KiB to
+ * 2 MiB, where a random cycle over lines read 26% below at 512 KiB and 2% at 2 MiB
+ * (bench/lmbench_agreement.py).  Returns 0 when out of memory. */
+static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed)
+{
+    uint32_t pages = (n + lpp - 1) / lpp, bits = 0, k = 0;
+    while ((1u << bits) < lpp)
+        bits++;
+    uint32_t *order = malloc((size_t)pages * sizeof *order), *seq = malloc((size_t)n * sizeof *seq);
+    if (!order || !seq) {
+        free(order);
+        free(seq);
         return 0;
-    random_cycle(pair, m, seed);
-    for (uint32_t k = 0; k < m; k++) {
-        next[2 * k] = 2 * pair[k];
-        next[2 * k + 1] = 2 * pair[k] + 1;
-        if (pair[k] == 0)
-            last = k; /* the pair before pair 0: where the even lap turns into the odd one */
     }
-    free(pair);
-    next[2 * last] = 1;
-    next[2 * last + 1] = n % 2 ? n - 1 : 0;
-    if (n % 2)
-        next[n - 1] = 0;
+    for (uint32_t i = 0; i < pages; i++)
+        order[i] = i;
+    for (uint32_t i = pages - 1; i > 0; i--) {
+        uint32_t j = below(seed, i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (uint32_t j = 0; j < lpp; j++)
+        for (uint32_t i = 0; i < pages; i++) {
+            uint32_t line = order[i] * lpp + bitrev((i + j) % lpp, bits);
+            if (line < n)
+                seq[k++] = line;
+        }
+    /* -DCPULAB_BREAK_KAT (cpulab.h): the last line points at itself instead of the
+     * first, so the walk from line 0 comes back to a line twice, which k_verify refuses. */
+    for (uint32_t i = 0; i < n; i++)
+        next[seq[i]] = seq[i + 1 < n ? i + 1 : K_BROKEN ? n - 1 : 0];
+    free(order);
+    free(seq);
     return 1;
 }
 
@@ -541,11 +565,12 @@ void *k_setup(void)
             next[i] = (i + 1) % c->lines;
     else if (c->pagestride || c->lines < 4)
         random_cycle(next, c->lines, &seed);
-    else if (!(c->buddies = buddies_apart(next, c->lines, &seed))) {
+    else if (!page_cycle(next, c->lines, PAGE_STRIDE % c->line ? 1 : PAGE_STRIDE / c->line, &seed)) {
         free(next);
-        k_fail("cannot allocate the pair cycle (%u lines)", c->lines);
+        k_fail("cannot allocate the page order (%u lines)", c->lines);
         return NULL;
-    }
+    } else /* a partial page or odd lines shift some buddies' laps: checked on whole pages of pairs */
+        c->buddies = c->line * 2 <= PAGE_STRIDE && c->lines % (PAGE_STRIDE / c->line) == 0;
     /* A fingerprint of the chain (52 bits, exact in the JSON double): equal in every
      * variant for the same size, line, mode and seed. */
     uint64_t id = 0;
@@ -580,15 +605,20 @@ void *k_setup(void)
 
 /* Walk the chain once from line 0: every pointer must land on a line of the region,
  * no line may be visited twice, and after exactly `lines` loads we must be back; in
- * the random mode each odd line must come exactly lines/2 loads after its even buddy. */
+ * the random mode (whole pages) each line's buddy must come exactly lines/2 loads after
+ * it, and each page exactly one lap (pages loads) after its last visit. */
 int k_verify(void *ctx)
 {
     struct ctx *c = ctx;
     uint32_t half = c->lines / 2;
     uint8_t *seen = calloc((size_t)c->lines / 8 + 1, 1);
-    uint32_t *even_at = c->buddies ? malloc((size_t)half * sizeof *even_at) : NULL; /* step of line 2k */
-    if (!seen || (c->buddies && !even_at)) {
+    uint32_t *pair_at = c->buddies ? malloc((size_t)half * sizeof *pair_at) : NULL; /* step of the pair's first */
+    uint32_t lpp = PAGE_STRIDE / c->line, pages = c->lines / (lpp ? lpp : 1);
+    uint32_t *page_at = c->buddies ? malloc((size_t)pages * sizeof *page_at) : NULL; /* step of its last visit */
+    if (!seen || (c->buddies && (!pair_at || !page_at))) {
         free(seen);
+        free(pair_at);
+        free(page_at);
         k_fail("cannot allocate the visit bitmap");
         return 1;
     }
@@ -609,13 +639,21 @@ int k_verify(void *ctx)
         }
         seen[i / 8] |= (uint8_t)(1u << (i % 8));
         if (c->buddies && i < 2 * half) {
-            if (i % 2 == 0) {
-                even_at[i / 2] = n;
-            } else if (!(seen[(i - 1) / 8] & (1u << ((i - 1) % 8))) || even_at[i / 2] + half != n) {
-                k_fail("line %u is not %u loads after its buddy %u", i, half, i - 1);
+            uint32_t buddy = i ^ 1u;
+            if (!(seen[buddy / 8] & (1u << (buddy % 8)))) {
+                pair_at[i / 2] = n;
+            } else if (pair_at[i / 2] + half != n) {
+                k_fail("line %u is not %u loads after its buddy %u", i, half, buddy);
                 bad = 1;
                 break;
             }
+            if (n >= pages && page_at[i / lpp] + pages != n) { /* every page visited once per lap */
+                k_fail("page %u came back %u loads after its last visit, not one lap (%u)", i / lpp,
+                       n - page_at[i / lpp], pages);
+                bad = 1;
+                break;
+            }
+            page_at[i / lpp] = n;
         }
         char *q = *(char **)p;
         if (c->sequential && q != node_addr(c, (i + 1) % c->lines)) {
@@ -630,9 +668,12 @@ int k_verify(void *ctx)
         bad = 1;
     }
     free(seen);
-    free(even_at);
-    if (!bad && c->buddies)
+    free(pair_at);
+    free(page_at);
+    if (!bad && c->buddies) {
         k_note("buddy_gap", half);
+        k_note("page_gap", pages);
+    }
     return bad;
 }
 
