@@ -32,9 +32,10 @@ def test_the_count_is_the_timed_work_alone(three_per_unit):
     C loop's few per 4096-trip rep, whatever the 100,000-step set-up and the harness
     execute around it; and it repeats to 0.01%."""
     exe = three_per_unit
-    first, functions = instructions.count(exe, {}, {"lanes": 1}, tsc_hz=2e9)
+    c = instructions.count(exe, {}, {"lanes": 1}, tsc_hz=2e9)
+    first, functions = c.per_unit, c.functions
     assert 3.0 <= first <= 3.0 + 20 / 4096
-    assert instructions.count(exe, {}, tsc_hz=2e9)[0] == pytest.approx(first, rel=1e-4)
+    assert instructions.count(exe, {}, tsc_hz=2e9).per_unit == pytest.approx(first, rel=1e-4)
     # per function: the loop's function holds the work; the harness's do not appear
     assert functions[0][1] >= 3.0 and sum(n for _, n in functions) == pytest.approx(first, rel=1e-3)
     assert not {"main", "add_chain", "k_setup"} & {fn for fn, _ in functions}
@@ -66,16 +67,18 @@ def test_a_whole_process_is_counted_with_its_functions(tmp_path):
     four_per_trip runs exactly 4 x 250,000 instructions in its loop, plus a few around it."""
     (tmp_path / "p.c").write_text(FOUR_PER_TRIP)
     subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "p"), str(tmp_path / "p.c")], check=True)
-    total, functions = instructions.count_process([str(tmp_path / "p")])
+    c = instructions.count_process([str(tmp_path / "p")])
+    total, functions = c.per_unit, c.functions
     counted = dict(functions)
     assert 1_000_000 <= counted["four_per_trip"] <= 1_000_010
     assert total > counted["four_per_trip"] and functions[0][0] == "four_per_trip"
 
 
-def test_a_profile_sums_a_function_over_its_files():
-    profile = "events: Ir\nfl=a.c\nfn=f\n1 10\n2 5\nfl=b.h\nfn=f\n7 3\nfn=g\n3 1\nsummary: 40\n"
-    total, per = instructions.function_counts(profile)
-    assert total == 40 and per == {"f": 18, "g": 1}
+def test_a_profile_sums_a_function_over_its_files_and_names_its_events():
+    profile = ("events: Ir D1mr\nfl=a.c\nfn=f\n1 10 1\n2 5\nfl=b.h\nfn=f\n7 3\nfn=g\n3 1 0\n"
+               "summary: 40 2\n")
+    p = instructions.parse_profile(profile)
+    assert p.events == {"Ir": 40, "D1mr": 2} and p.functions == {"f": 18, "g": 1}
 
 
 def test_without_valgrind_the_reason_names_the_package(monkeypatch):
@@ -112,3 +115,28 @@ def test_explain_sets_two_builds_counts_by_function_side_by_side():
 def test_a_compilers_clone_lines_up_with_the_plain_function():
     rows = executed_by_function([["check.isra.0", 724.0]], [["check", 630.0]])
     assert rows == [{"function": "check", "a_per_unit": 724.0, "b_per_unit": 630.0}]
+
+
+@needs_valgrind
+def test_the_cache_model_sees_a_chase_miss_the_d1_only_past_it(build_kernel):
+    """memlat under valgrind's cache model: a 4 KiB chase stays in any D1 (no misses a
+    load), a 4 MiB one outgrows every D1 (nearly one a load); the count is about one
+    instruction a load either way."""
+    exe = build_kernel("memlat.c")
+    small = instructions.count(exe, {"size": "4096"}, tsc_hz=2e9, caches=True)
+    large = instructions.count(exe, {"size": str(4 << 20)}, tsc_hz=2e9, caches=True)
+    assert small.d1_misses < 0.01 and large.d1_misses > 0.9
+    assert 0.9 <= small.per_unit <= 1.5 and 0.9 <= large.per_unit <= 1.5
+    assert small.notes()["d1_misses_per_unit"] == small.d1_misses
+    assert "d1_misses_per_unit" not in instructions.count(exe, {"size": "4096"}, tsc_hz=2e9).notes()
+
+
+def test_the_cache_model_is_the_os_caches_where_cachegrind_takes_them():
+    caches = [{"level": 1, "type": "Data", "size_bytes": 48 << 10, "ways": 12, "line_bytes": 64},
+              {"level": 1, "type": "Instruction", "size_bytes": 32 << 10, "ways": 8, "line_bytes": 64},
+              {"level": 2, "type": "Unified", "size_bytes": 2 << 20, "ways": 16, "line_bytes": 64},
+              {"level": 3, "type": "Unified", "size_bytes": 32 << 20, "ways": 16, "line_bytes": 64}]
+    assert instructions.cache_model(caches) == [f"--D1={48 << 10},12,64", f"--LL={32 << 20},16,64"]
+    caches[3]["size_bytes"] = 480 << 20  # 491520 sets: not a power of two, valgrind's own guess stays
+    assert instructions.cache_model(caches) == [f"--D1={48 << 10},12,64"]
+    assert instructions.cache_model([]) == []

@@ -74,6 +74,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "ipc": float(np.median(ipc)) if ipc else (ipu / float(np.median(cpu)) if ipu and cpu else None),
         "instructions_per_unit": ipu, "instructions_source": source,
         "instructions_why": notes.get("instructions_why"),
+        "d1_misses_per_unit": notes.get("d1_misses_per_unit"), "ll_misses_per_unit": notes.get("ll_misses_per_unit"),
         "timer": samples[0]["timer"] if samples else None,
         "core_per_tsc": float(np.median([s["core_per_tsc"] for s in samples if s["core_per_tsc"]]))
         if any(s["core_per_tsc"] for s in samples) else None,

@@ -81,6 +81,9 @@ class Result:
     instructions_per_unit: float | None = None
     instructions_source: str | None = None
     instructions_why: str | None = None
+    # A memory kernel's count with valgrind's cache model: simulated misses per unit.
+    d1_misses_per_unit: float | None = None
+    ll_misses_per_unit: float | None = None
     timer: str | None = None
     core_per_tsc: float | None = None
     samples: list[float] = field(default_factory=list)

@@ -14,6 +14,14 @@ A `[program]`'s unit is one whole run, so its count is the whole process's, coun
 twice (a program that is not deterministic to REPEATABLE gets no count, saying by how
 much it moved), with the functions that executed most of it named.
 
+A memory kernel (Workload.simulate_caches) is counted with cachegrind's cache model on:
+its D1 and last-level misses per unit come with the count, by the same difference.  The
+model is a simulation with this machine's cache sizes, not the hardware's replacement,
+prefetchers or TLBs: it says which level the work should miss, a witness beside the
+measured latency.  Its D1 and last level are the ones the OS reports (sysfs), where
+cachegrind accepts them (sets a power of two): valgrind's own reading of CPUID took a
+KVM guest's 32 MiB L3 for the host's 256 MiB and saw no 64 MiB chase miss it.
+
 Valgrind 3.19 cannot execute AVX-512 and hides it from CPUID, so a build that uses it
 fails to count (said so), and a kernel that picks its path at run time may take another
 one under valgrind: the notes by which a kernel says which path it took (PATH_NOTES)
@@ -29,9 +37,12 @@ import subprocess
 import tempfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Callable
 
-VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no")
+from cpulab.machine import os_cache_sizes
+
+VALGRIND = ("valgrind", "--tool=cachegrind")
 EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 0.4 s under valgrind)
 # The notes by which a kernel reports the code path it chose at run time (rc5-72, DES).
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
@@ -43,6 +54,22 @@ FUNCTIONS = 8  # a count names its functions executing the most instructions
 SHOWN = 0.001
 
 
+@dataclass
+class Count:
+    """Instructions per unit of work (a program's: per run), the functions executing the
+    most of them (name, per unit), and with the cache model its misses per unit."""
+    per_unit: float
+    functions: list[tuple[str, float]]
+    d1_misses: float | None = None
+    ll_misses: float | None = None
+
+    def notes(self) -> dict:
+        return {"instructions_per_unit": self.per_unit, "instructions_source": "valgrind",
+                "instructions_by_function": self.functions,
+                **({"d1_misses_per_unit": self.d1_misses, "ll_misses_per_unit": self.ll_misses}
+                   if self.d1_misses is not None else {})}
+
+
 class CountError(Exception):
     """Why a result's instructions cannot be counted (one line)."""
 
@@ -52,41 +79,51 @@ def unavailable_reason() -> str | None:
 
 
 def count(executable: str, params: dict[str, str], timed_notes: dict | None = None,
-          tsc_hz: float | None = None) -> tuple[float, list[tuple[str, float]]]:
-    """The instructions per unit of one executable's timed work at `params`, and per unit
-    of each of the FUNCTIONS functions executing most of it; raises CountError saying why
-    when it cannot be had.  timed_notes: the notes of the timed run, whose path notes the
-    counted run must repeat."""
+          tsc_hz: float | None = None, caches: bool = False) -> Count:
+    """The instructions per unit of one executable's timed work at `params` and of each
+    of the FUNCTIONS functions executing most of it (with `caches`, the simulated D1 and
+    last-level misses per unit too); raises CountError saying why when it cannot be had.
+    timed_notes: the notes of the timed run, whose path notes the counted run must repeat."""
     if why := unavailable_reason():
         raise CountError(why)
-    i1, f1, d1 = _run(executable, params, 1, tsc_hz)
+    r1 = _run(executable, params, 1, tsc_hz, caches)
     for key in PATH_NOTES:
-        timed, counted = (timed_notes or {}).get(key), d1.get("notes", {}).get(key)
+        timed, counted = (timed_notes or {}).get(key), r1.data.get("notes", {}).get(key)
         if timed is not None and counted != timed:
             raise CountError(f"under valgrind the kernel took another path ({key} {counted} where timed "
                              f"{timed}: valgrind hides AVX-512)")
-    i2, f2, d2 = _run(executable, params, 2, tsc_hz)
-    if i2 - i1 < EXTRA_INSTRUCTIONS:  # a short repetition: enough of them to drown the run-to-run wobble
-        i2, f2, d2 = _run(executable, params, 1 + math.ceil(EXTRA_INSTRUCTIONS / max(i2 - i1, 1)), tsc_hz)
-    extra = d2["work"] - d1["work"]
+    r2 = _run(executable, params, 2, tsc_hz, caches)
+    one = r2.events["Ir"] - r1.events["Ir"]
+    if one <= 0:  # without tsc_hz the harness's calibration spin varies more than a repetition
+        raise CountError(f"one more repetition added {one} instructions: the process's own work varies more")
+    if one < EXTRA_INSTRUCTIONS:  # short repetitions: enough of them to drown the run-to-run wobble
+        more = 1 + math.ceil(EXTRA_INSTRUCTIONS / one)
+        r2 = _run(executable, params, more, tsc_hz, caches)
+    extra = r2.data["work"] - r1.data["work"]
     if extra <= 0:
         raise CountError("the extra repetitions did no work")
-    f2.subtract(f1)
-    per_unit = (i2 - i1) / extra
-    return per_unit, [(fn, n / extra) for fn, n in f2.most_common(FUNCTIONS) if n / extra >= SHOWN * per_unit]
+
+    def added(*events: str) -> float:
+        return sum(r2.events[e] - r1.events[e] for e in events) / extra
+    per_unit = added("Ir")
+    r2.functions.subtract(r1.functions)
+    return Count(per_unit, [(fn, n / extra) for fn, n in r2.functions.most_common(FUNCTIONS)
+                            if n / extra >= SHOWN * per_unit],
+                 *((added("D1mr", "D1mw"), added("DLmr", "DLmw")) if caches else ()))
 
 
-def count_process(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, list[tuple[str, float]]]:
+def count_process(argv: list[str], env: dict[str, str] | None = None) -> Count:
     """The instructions of one whole run of a command (its mean over two runs) and its
     FUNCTIONS most executed functions with their counts; raises CountError saying why
     when it cannot be had or is not deterministic."""
     if why := unavailable_reason():
         raise CountError(why)
-    (a, functions), (b, _) = _run_process(argv, env), _run_process(argv, env)
+    first, second = _run_process(argv, env), _run_process(argv, env)
+    a, b = first.events["Ir"], second.events["Ir"]
     if abs(a - b) > REPEATABLE * max(a, b):
         raise CountError(f"the count moved by {abs(a - b) / max(a, b):.2%} between two runs "
                          "(the program is not deterministic)")
-    return (a + b) / 2, [(fn, float(n)) for fn, n in functions.most_common(FUNCTIONS)]
+    return Count((a + b) / 2, [(fn, float(n)) for fn, n in first.functions.most_common(FUNCTIONS)])
 
 
 def count_all(jobs: list[Callable[[], object]], workers: int = 2) -> list:
@@ -101,65 +138,86 @@ def count_all(jobs: list[Callable[[], object]], workers: int = 2) -> list:
         return list(pool.map(one, jobs))
 
 
-def _valgrind(argv: list[str], **kw) -> tuple[subprocess.CompletedProcess, str]:
-    """argv under valgrind: the finished process and the text of cachegrind's out file
-    (events per source line, grouped by file and function)."""
+@dataclass
+class _Profile:
+    """One run under valgrind: the summary's event totals (Ir, and with the cache model
+    D1mr, DLmr, D1mw, DLmw ...), each function's Ir, and the harness's JSON (kernels)."""
+    events: dict[str, int]
+    functions: Counter
+    data: dict = field(default_factory=dict)
+
+
+def cache_model(caches: list[dict]) -> list[str]:
+    """cachegrind's --D1 and --LL options for the OS's L1 data and last-level caches
+    (os_cache_sizes), each where its geometry is whole and its sets a power of two."""
+    args = []
+    data = [c for c in caches if c["type"] in ("Data", "Unified")]
+    for flag, c in (("--D1", data[0] if data and data[0]["level"] == 1 else None),
+                    ("--LL", data[-1] if len(data) > 1 else None)):
+        if c and c.get("ways") and c.get("line_bytes"):
+            sets = c["size_bytes"] // (c["ways"] * c["line_bytes"])
+            if sets * c["ways"] * c["line_bytes"] == c["size_bytes"] and sets & (sets - 1) == 0:
+                args.append(f"{flag}={c['size_bytes']},{c['ways']},{c['line_bytes']}")
+    return args
+
+
+def _valgrind(argv: list[str], caches: bool = False, **kw) -> tuple[subprocess.CompletedProcess, _Profile]:
+    """argv under valgrind: the finished process and what its cachegrind out file says."""
     with tempfile.NamedTemporaryFile(prefix="cpulab-", suffix=".cg") as out:
         try:
-            p = subprocess.run([*VALGRIND, f"--cachegrind-out-file={out.name}", *argv], text=True,
-                               timeout=TIMEOUT_S, **kw)
+            model = ["--cache-sim=yes", *cache_model(os_cache_sizes())] if caches else ["--cache-sim=no"]
+            p = subprocess.run([*VALGRIND, *model,
+                                f"--cachegrind-out-file={out.name}", *argv], text=True, timeout=TIMEOUT_S, **kw)
         except subprocess.TimeoutExpired:
             raise CountError(f"valgrind took over {TIMEOUT_S:.0f} s") from None
         except OSError as e:
             raise CountError(f"cannot run valgrind: {e}") from None
         if "unhandled instruction" in (p.stderr or ""):
             raise CountError("valgrind 3.19 cannot execute this build's instructions (AVX-512?)")
-        return p, out.read().decode(errors="replace")
+        return p, parse_profile(out.read().decode(errors="replace"))
 
 
-def _run_process(argv: list[str], env: dict[str, str] | None) -> tuple[int, Counter]:
-    p, profile = _valgrind(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           env={**os.environ, **env} if env else None)
-    total, functions = function_counts(profile)
-    if p.returncode != 0 or total is None:
-        raise CountError(f"under valgrind: exit {p.returncode}: {(p.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return total, functions
-
-
-def function_counts(profile: str) -> tuple[int | None, Counter]:
-    """A cachegrind out file's total instructions and each function's, its lines summed
-    over the files they came from."""
-    per, fn, total = Counter(), "???", None
-    for line in profile.splitlines():
-        if line.startswith("fn="):
+def parse_profile(text: str) -> _Profile:
+    """A cachegrind out file: the summary line's total of each event (named by the
+    `events:` line) and each function's instructions, its lines summed over files."""
+    names, per, fn, totals = ["Ir"], Counter(), "???", {}
+    for line in text.splitlines():
+        if line.startswith("events:"):
+            names = line.split()[1:]
+        elif line.startswith("fn="):
             fn = line[3:]
         elif line[:1].isdigit():
             fields = line.split()
             per[fn] += int(fields[1]) if len(fields) > 1 else 0
         elif line.startswith("summary:"):
-            total = int(line.split()[1])
-    return total, per
+            totals = dict(zip(names, map(int, line.split()[1:])))
+    return _Profile(totals, per)
 
 
-def _run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None) -> tuple[int, Counter, dict]:
-    """One run under valgrind: the instructions of the whole process and of each
-    function, and the harness's JSON.
-    No warm-up, no calibration, no known-answer test (it passed when timed): one sample
-    of exactly `reps` repetitions."""
+def _run_process(argv: list[str], env: dict[str, str] | None) -> _Profile:
+    p, profile = _valgrind(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           env={**os.environ, **env} if env else None)
+    if p.returncode != 0 or "Ir" not in profile.events:
+        raise CountError(f"under valgrind: exit {p.returncode}: {(p.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return profile
+
+
+def _run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None, caches: bool) -> _Profile:
+    """One run of a kernel under valgrind: one sample of exactly `reps` repetitions; no
+    warm-up, no calibration, no known-answer test (it passed when timed)."""
     argv = [executable, "--samples", "1", "--warmup", "0", "--min-sample-time", "0",
             "--reps", str(reps), "--verified", "--timer", "clock"]
     if tsc_hz:  # without it the harness spins 30 ms, a count that depends on valgrind's speed
         argv += ["--tsc-hz", repr(float(tsc_hz))]
     for k, v in params.items():
         argv += ["--param", f"{k}={v}"]
-    p, profile = _valgrind(argv, capture_output=True)
+    p, profile = _valgrind(argv, caches, capture_output=True)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    refs, functions = function_counts(profile)
     try:
-        data = json.loads(lines[-1])
+        profile.data = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        data = {}
-    if p.returncode != 0 or data.get("status") != "ok" or not refs:
-        detail = data.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1]
+        pass
+    if p.returncode != 0 or profile.data.get("status") != "ok" or "Ir" not in profile.events:
+        detail = profile.data.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1]
         raise CountError(f"under valgrind: exit {p.returncode}: {detail}")
-    return refs, functions, data
+    return profile

@@ -203,14 +203,15 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
                         site: Site, tsc_hz: float | None, progress: Progress) -> None:
     """Each measured native result of an experiment that asks for it gets its
     instructions per unit (measure/instructions.py) in its notes, or why it has none: a
-    kernel's per unit of its timed work, a program's per whole run with its functions
-    executing the most."""
+    kernel's per unit of its timed work (a memory kernel's with its simulated cache
+    misses), a program's per whole run, with the functions executing the most."""
     jobs = {}
     for t in targets:
         if plan.counts_instructions(t.experiment):
             notes = store.result(t.result_id)["notes"]
+            w = workloads.get(t.workload)
             jobs[t.result_id] = (f"{t.workload} {t.variant}", functools.partial(
-                instructions.count, t.artifact.path, site.prepare(workloads.get(t.workload), t.params), notes, tsc_hz))
+                instructions.count, t.artifact.path, site.prepare(w, t.params), notes, tsc_hz, w.simulate_caches))
     for t in ran:
         if plan.counts_instructions(t.point[0]):
             jobs[t.result_id] = (t.label, functools.partial(instructions.count_process, t.command, t.env))
@@ -219,9 +220,7 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
         return
     progress.phase("instructions", len(jobs))
     for (rid, (label, _)), c in zip(jobs.items(), instructions.count_all([job for _, job in jobs.values()])):
-        store.set_notes(rid, {"instructions_why": str(c)} if isinstance(c, instructions.CountError) else
-                        {"instructions_per_unit": c[0], "instructions_source": "valgrind",
-                         "instructions_by_function": c[1]})
+        store.set_notes(rid, {"instructions_why": str(c)} if isinstance(c, instructions.CountError) else c.notes())
         progress.advance(f"instructions  {label}")
 
 

@@ -112,9 +112,11 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
         base = next((c.baseline for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)), "")
         conf = f"{100 * s.policy.confidence:.3g}%"
         counted = any(r.instructions_per_unit or r.instructions_why for r in rows)
+        simulated = any(r.d1_misses_per_unit is not None for r in rows)
         names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", "placements", rows[0].per_clock_unit,
                  "% of max", "left out", f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else []) \
-            + ([f"instructions/{rows[0].unit.rstrip('s')}", "IPC", f"instructions vs {base}"] if counted else [])
+            + ([f"instructions/{rows[0].unit.rstrip('s')}", "IPC", f"instructions vs {base}"] if counted else []) \
+            + (["D1 misses (model)", "LL misses (model)"] if simulated else [])
         t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [{conf} CI]", columns(*names, left=2))
         t.columns[names.index("verdict")].left = True
         last = None
@@ -141,6 +143,8 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
                 cells += [Cell(r.real_s), Cell(r.user_s), Cell(r.sys_s)]
             if counted:
                 cells += _witness_cells(r, c if compared else None, t.notes)
+            if simulated:  # per unit, from valgrind's cache model with this machine's sizes
+                cells += [Cell(r.d1_misses_per_unit), Cell(r.ll_misses_per_unit)]
             t.add(*cells)
         tables[(exp, wname)] = t
     return tables
@@ -194,7 +198,8 @@ def geomean_table(s: Summary) -> Table | None:
 RESULT_FIELDS = ["experiment", "workload", "variant", "params", "status", "unit", "rate_unit", "median", "ci_low",
                  "ci_high", "cv", "cycles_per_unit", "ns_per_unit", "real_s", "user_s", "sys_s", "processes",
                  "excluded_samples", "ci_coverage", "placements", "placement_low", "placement_high",
-                 "instructions_per_unit", "ipc", "timer", "emulated", "error"]
+                 "instructions_per_unit", "ipc", "d1_misses_per_unit", "ll_misses_per_unit", "timer", "emulated",
+                 "error"]
 COMPARISON_FIELDS = ["experiment", "workload", "params", "baseline", "variant", "ratio", "ci_low", "ci_high", "p",
                      "verdict", "method", "rounds", "instruction_ratio"]
 

@@ -77,6 +77,9 @@ class Workload:
     # by its unit's convention (None: no flops there): where the roofline places it
     # (analysis/roofline.py).
     flops_per_byte: Callable[[dict[str, str]], float | None] | None = None
+    # Its instruction count (where a plan asks for one) runs valgrind's cache model too:
+    # simulated D1 and last-level misses per unit, for kernels whose work is the memory.
+    simulate_caches: bool = False
 
     def __post_init__(self):
         for key, p in self.params.items():

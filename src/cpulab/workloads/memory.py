@@ -59,7 +59,7 @@ WORKLOADS = [
         kernel="memlat.c",
         unit="loads",
         description="load-to-use latency vs working-set size: dependent pointer chase "
-                    "through a random single-cycle permutation of cache lines (lat_mem_rd)",
+                    "through every line, the pages in one random cycle (lat_mem_rd -t's order)",
         params={"size": Param(str(64 * KIB), "size", min=8), "pages": Param("4k", "choice", choices=("4k", "thp", "huge")),
                 "mode": Param("random", "choice", choices=("random", "sequential", "pagestride")),
                 "line": Param("64", "size", min=8, max=MIB), "seed": Param("1"),
@@ -74,6 +74,7 @@ WORKLOADS = [
         sweep_axis="size",
         analyses=("memlat-levels", "memlat-steps", "memlat-colour"),
         view="analysis",
+        simulate_caches=True,
     ),
     Workload(
         name="bandwidth",
@@ -88,6 +89,7 @@ WORKLOADS = [
         full={"op": ["read", "write", "copy", "triad"], "size": _strs(memlat_sizes(4 * KIB, 256 * MIB, 2))},
         sweep_axis="size",
         analyses=("bandwidth",),
+        simulate_caches=True,
         # read: one add per double read; triad: a multiply and an add per 24 bytes
         flops_per_byte=lambda point: {"read": 1 / 8, "triad": 2 / 24}.get(point["op"]),
     ),
