@@ -8,10 +8,10 @@
  *            consecutive loads land on unrelated pages, so neither the stride nor the
  *            next-page prefetchers can guess the next address; every page comes back
  *            exactly one lap later, never sooner, so past a TLB's reach every load
- *            misses it (a random order over lines brings some pages back early: on a
- *            Zen 4 guest it read 26% below lmbench at 512 KiB, 128 pages against a
- *            72-entry L1 TLB); and a line's 128-byte buddy comes half a cycle later, so
- *            the adjacent-line prefetcher's fetch is gone by then.
+ *            misses it (a random order over lines brings some pages back early); and
+ *            a line's 128-byte buddy comes half a cycle later, so the adjacent-line
+ *            prefetcher's fetch is gone by then.  The same order as the reference
+ *            removes one difference from it (docs/seeds.md, seed 003).
  *          sequential: line i points to line i+1 (and the last to the first); the
  *            prefetchers do help, for contrast.
  *          pagestride: one node per 4 KiB page (a random single cycle over the pages),
@@ -130,8 +130,9 @@ static uint32_t bitrev(uint32_t x, uint32_t bits)
  * line comes once (page i's offsets over the laps are all of them), each page once a
  * lap, and line 2k+1 (bit reversal: offset + lpp/2) exactly lpp/2 laps after line 2k
  * of its page.  On a Zen 4 guest this order read within 1% of lmbench at 512 KiB to
- * 2 MiB, where a random cycle over lines read 26% below at 512 KiB and 2% at 2 MiB
- * (bench/lmbench_agreement.py).  Returns 0 when out of memory. */
+ * 2 MiB, where in the same half hour a random cycle over lines read 26% below at 512
+ * KiB (bench/lmbench_agreement.py; later both agreed there).  Returns 0 when out of
+ * memory. */
 static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed)
 {
     uint32_t pages = (n + lpp - 1) / lpp, bits = 0, k = 0;
