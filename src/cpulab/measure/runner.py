@@ -205,17 +205,20 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
     instructions per unit (measure/instructions.py) in its notes, or why it has none: a
     kernel's per unit of its timed work (a memory kernel's with its simulated cache
     misses), a program's per whole run, with the functions executing the most."""
+    def uncounted(rid: int, experiment: str) -> dict | None:  # the result's notes, if it is to be counted
+        if not plan.counts_instructions(experiment):
+            return None
+        notes = store.result(rid)["notes"] or {}
+        return None if "instructions_per_unit" in notes else notes
     jobs = {}
     for t in targets:
-        if plan.counts_instructions(t.experiment):
-            notes = store.result(t.result_id)["notes"]
+        if (notes := uncounted(t.result_id, t.experiment)) is not None:
             w = workloads.get(t.workload)
             jobs[t.result_id] = (f"{t.workload} {t.variant}", functools.partial(
                 instructions.count, t.artifact.path, site.prepare(w, t.params), notes, tsc_hz, w.simulate_caches))
     for t in ran:
-        if plan.counts_instructions(t.point[0]):
+        if uncounted(t.result_id, t.point[0]) is not None:
             jobs[t.result_id] = (t.label, functools.partial(instructions.count_process, t.command, t.env))
-    jobs = {rid: job for rid, job in jobs.items() if "instructions_per_unit" not in store.result(rid)["notes"]}
     if not jobs:
         return
     progress.phase("instructions", len(jobs))
