@@ -291,6 +291,36 @@ def best_circuit(box: list[int], ternary: bool):
     return best
 
 
+def dead_first(lines: list[str], outs: list[str]) -> list[str]:
+    """vpternlog writes its first operand: where that operand is used again and another
+    one is not, the compiler must copy it first (a register move per operation, as many as
+    the logic in a round).  So each TERN takes an operand at its last use first, its
+    immediate permuted to match."""
+    last: dict[str, int] = {o: len(lines) for o in outs}  # outputs are read after the body
+    for i, line in enumerate(lines):
+        for name in re.findall(r"\b(?:a[1-6]|t\d+)\b", line.split("=", 1)[1]):
+            last[name] = max(last.get(name, i), i)
+    out = []
+    for i, line in enumerate(lines):
+        m = re.fullmatch(r"DES_V (t\d+) = DES_TERN\((\w+), (\w+), (\w+), 0x([0-9a-f]+)\);", line)
+        if m and last[m.group(2)] > i:
+            args, imm = list(m.group(2, 3, 4)), int(m.group(5), 16)
+            dead = next((k for k in (1, 2) if last[args[k]] == i), None)
+            if dead is not None:
+                perm = [dead] + [k for k in range(3) if k != dead]  # new position j holds old operand perm[j]
+                new = 0
+                for x in range(8):  # x: the new operands' bits, (new0 << 2 | new1 << 1 | new2)
+                    bits = [(x >> (2 - j)) & 1 for j in range(3)]
+                    old = [0, 0, 0]
+                    for j in range(3):
+                        old[perm[j]] = bits[j]
+                    if (imm >> (old[0] << 2 | old[1] << 1 | old[2])) & 1:
+                        new |= 1 << x
+                line = f"DES_V {m.group(1)} = DES_TERN({', '.join(args[k] for k in perm)}, 0x{new:02x});"
+        out.append(line)
+    return out
+
+
 def evaluate(lines: list[str], outs: list[str]) -> list[int]:
     """Run the emitted statements on the 64 inputs at once (64-bit truth tables)."""
     env = {f"a{i + 1}": VAR[i] for i in range(6)}
@@ -353,6 +383,8 @@ def generate() -> str:
         funcs = []
         for s, box in enumerate(boxes):
             c, outs, order = best_circuit(box, ternary)
+            if ternary:
+                c.lines = dead_first(c.lines, outs)
             got = evaluate(c.lines, outs)
             want = [output_tt(box, o) for o in range(4)]
             if got != want:
