@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cpulab import machine
 from cpulab.analysis.roofline import level_of, place, roofline
 from cpulab.measure.probes import roofline as roofline_probe
 from cpulab.measure.probes.roofline import MEMORY_SPAN, read_points
@@ -66,10 +67,10 @@ def test_no_flops_no_cycles_or_an_emulator_is_not_placed():
 
 
 def test_the_probe_reads_half_of_each_data_cache_and_memory_beyond_the_last():
-    caches = [{"name": "L1d 48 KiB", "type": "Data", "size_bytes": 48 * KIB},
-              {"name": "L1i 32 KiB", "type": "Instruction", "size_bytes": 32 * KIB},
-              {"name": "L2 2 MiB", "type": "Unified", "size_bytes": 2 * MIB},
-              {"name": "L3 480 MiB", "type": "Unified", "size_bytes": 480 * MIB}]
+    caches = [{"level": 1, "name": "L1d 48 KiB", "type": "Data", "size_bytes": 48 * KIB},
+              {"level": 1, "name": "L1i 32 KiB", "type": "Instruction", "size_bytes": 32 * KIB},
+              {"level": 2, "name": "L2 2 MiB", "type": "Unified", "size_bytes": 2 * MIB},
+              {"level": 3, "name": "L3 480 MiB", "type": "Unified", "size_bytes": 480 * MIB}]
     points = read_points(caches)
     assert points[:3] == [("L1d", 24 * KIB, 48 * KIB), ("L2", MIB, 2 * MIB), ("L3", 240 * MIB, 480 * MIB)]
     assert points[3] == ("memory", MEMORY_SPAN[2], None)  # 4 x 480 MiB is capped
@@ -90,7 +91,7 @@ def test_twelve_independent_scalar_chains_retire_at_least_one_flop_a_cycle(monke
     """Every x86-64 core of the last 15 years has an add and a multiply pipe: a scalar
     add/mul mix of 12 independent chains retires 1 to 4 flops a cycle."""
     monkeypatch.setattr(roofline_probe, "PEAK_LOOPS", {"scalar SSE2": roofline_probe.PEAK_LOOPS["scalar SSE2"]})
-    if "sse2" not in roofline_probe.cpu_flags():
+    if "sse2" not in machine.cpu_flags():
         pytest.skip("not an x86-64 CPU")
     row, = roofline_probe.peak_flops()
     assert row["flops_per_body"] == 12 and 0.9 <= row["flops_per_cycle"] <= 4.5, row

@@ -26,10 +26,11 @@ a factor ``AGREE_FACTOR`` from every one of them is flagged as disagreeing.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from cpulab.machine import data_caches
 from cpulab.params import human_bytes
 
 FLAT_SLOPE = math.log(1.35)      # per octave: a plateau rises less than 35 % per doubling
@@ -45,12 +46,6 @@ def near_step(edge: float, upper: float | None, size: float) -> bool:
     `upper` when it lies in that ramp, give or take AGREE_FACTOR (the one rule for the
     levels of a curve and the steps explained from them)."""
     return edge / AGREE_FACTOR <= size <= (upper or edge) * AGREE_FACTOR
-
-
-def data_caches(os_caches: Iterable[dict]) -> list[dict]:
-    """The caches loads go through (Data and Unified), smallest first."""
-    return sorted((c for c in os_caches if c.get("type") in ("Data", "Unified")),
-                  key=lambda c: (c["level"], c["size_bytes"]))
 
 
 def label_by_level(size_bytes: float, os_caches: Sequence[dict]) -> str:

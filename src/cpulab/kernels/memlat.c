@@ -124,7 +124,7 @@ static uint32_t bitrev(uint32_t x, uint32_t bits)
 }
 
 /* The random mode's cycle through n lines of lpp (a power of two) lines a page, the last
- * page possibly partial: a random order of the pages (Fisher-Yates), then lpp laps
+ * page possibly partial: a random order of the pages, then lpp laps
  * through the pages in that order, taking in the i-th page of the order on lap j its
  * line bitrev((i + j) mod lpp), skipped where a partial page has no such line.  Each
  * line comes once (page i's offsets over the laps are all of them), each page once a
@@ -144,13 +144,7 @@ static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed)
         free(seq);
         return 0;
     }
-    for (uint32_t i = 0; i < pages; i++)
-        order[i] = i;
-    for (uint32_t i = pages - 1; i > 0; i--) {
-        uint32_t j = below(seed, i + 1), t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
+    random_cycle(order, pages, seed); /* a permutation of the pages, read as their order */
     for (uint32_t j = 0; j < lpp; j++)
         for (uint32_t i = 0; i < pages; i++) {
             uint32_t line = order[i] * lpp + bitrev((i + j) % lpp, bits);

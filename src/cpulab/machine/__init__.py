@@ -63,6 +63,12 @@ def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
     return sorted(caches, key=lambda c: (c["level"], c["type"]))
 
 
+def data_caches(os_caches) -> list[dict]:
+    """The caches loads go through (Data and Unified), smallest first."""
+    return sorted((c for c in os_caches if c.get("type") in ("Data", "Unified")),
+                  key=lambda c: (c["level"], c["size_bytes"]))
+
+
 def cache_name(c: dict) -> str:
     suffix = {"Data": "d", "Instruction": "i"}.get(c.get("type", ""), "")
     return f"L{c['level']}{suffix} {human_bytes(c['size_bytes'])}"

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from cpulab.machine import os_cache_sizes
+from cpulab.machine import data_caches, os_cache_sizes
 
 VALGRIND = ("valgrind", "--tool=cachegrind")
 EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 0.4 s under valgrind)
@@ -151,7 +151,7 @@ def cache_model(caches: list[dict]) -> list[str]:
     """cachegrind's --D1 and --LL options for the OS's L1 data and last-level caches
     (os_cache_sizes), each where its geometry is whole and its sets a power of two."""
     args = []
-    data = [c for c in caches if c["type"] in ("Data", "Unified")]
+    data = data_caches(caches)
     for flag, c in (("--D1", data[0] if data and data[0]["level"] == 1 else None),
                     ("--LL", data[-1] if len(data) > 1 else None)):
         if c and c.get("ways") and c.get("line_bytes"):
@@ -194,11 +194,15 @@ def parse_profile(text: str) -> _Profile:
     return _Profile(totals, per)
 
 
+def _last_line(stderr: str | None) -> str:
+    return ((stderr or "").strip().splitlines() or ["no output"])[-1]
+
+
 def _run_process(argv: list[str], env: dict[str, str] | None) -> _Profile:
     p, profile = _valgrind(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            env={**os.environ, **env} if env else None)
     if p.returncode != 0 or "Ir" not in profile.events:
-        raise CountError(f"under valgrind: exit {p.returncode}: {(p.stderr.strip().splitlines() or ['no output'])[-1]}")
+        raise CountError(f"under valgrind: exit {p.returncode}: {_last_line(p.stderr)}")
     return profile
 
 
@@ -218,6 +222,6 @@ def _run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | Non
     except (IndexError, json.JSONDecodeError):
         pass
     if p.returncode != 0 or profile.data.get("status") != "ok" or "Ir" not in profile.events:
-        detail = profile.data.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1]
+        detail = profile.data.get("error") or _last_line(p.stderr)
         raise CountError(f"under valgrind: exit {p.returncode}: {detail}")
     return profile

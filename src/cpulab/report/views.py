@@ -153,14 +153,19 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
 def _witness_cells(r: Result, c: Comparison | None, notes: list[str]) -> list[Cell]:
     """The instruction count beside the time: per unit, IPC, and against the baseline;
     why a result has no count, and where the two witnesses disagree, go to the notes."""
-    if r.instructions_why and (why := f"{r.label}: no instruction count: {r.instructions_why}") not in notes:
-        notes.append(why)
+    _note_uncounted(r, notes)
     if c is not None and c.witness:
         notes.append(f"{fmt_params(c.params, c.workload)} {c.variant}: {c.witness}")
     ratio = c.instruction_ratio if c is not None else None
     return [Cell(r.instructions_per_unit),
             Cell(r.ipc, f"{r.ipc:.2f}" if r.ipc else ""),
             Cell(ratio, f"{(ratio - 1) * 100:+.2f}%" if ratio else "")]
+
+
+def _note_uncounted(r: Result, notes: list[str]) -> None:
+    """Why a result has no instruction count, once in a table's notes."""
+    if r.instructions_why and (why := f"{r.label}: no instruction count: {r.instructions_why}") not in notes:
+        notes.append(why)
 
 
 def process_table(s: Summary) -> Table | None:
@@ -252,9 +257,8 @@ def gate_table(s: Summary, regressions: list[Comparison], metric: str = "time") 
                  Cell(c.ratio, fmt_delta(c.ratio, c.ci)),
                  Cell(c.verdict, (mark if metric == "time" else "") + str(c.verdict), tag=verdict_tag(c.verdict))]
         if counted:
-            for r in (b, h):  # why a count is missing, once per result
-                if r is not None:
-                    _witness_cells(r, None, t.notes)
+            if b is not None:
+                _note_uncounted(b, t.notes)
             count, _, ratio = _witness_cells(h, c, t.notes) if h else (Cell(None), None, Cell(None))
             cells += [count, Cell(ratio.value, (mark if metric == "instructions" else "") + str(ratio))]
             if c.instruction_ratio and c.instruction_ratio != 1:

@@ -80,7 +80,8 @@ def executed_by_function(a: list, b: list) -> list[dict]:
     def by_name(pairs):
         out: dict[str, float] = {}
         for fn, n in pairs:
-            out[fn.split(".")[0]] = out.get(fn.split(".")[0], 0) + n
+            plain = fn.split(".")[0]
+            out[plain] = out.get(plain, 0) + n
         return out
     ia, ib = by_name(a), by_name(b)
     names = sorted(set(ia) | set(ib), key=lambda fn: -abs(ib.get(fn, 0) - ia.get(fn, 0)))

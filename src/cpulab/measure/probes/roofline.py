@@ -9,7 +9,8 @@ core of the same kind reads against them directly (analysis/roofline.py places i
 Compute: twelve independent accumulators per loop body, enough to cover an add, multiply
 or FMA latency of 4-6 cycles on two pipes.  The registers hold zeros (loop_probe.c zeroes
 xmm0-15; their upper halves are zero from the process's start, and glibc's vector code
-ends in vzeroupper), so no operand is ever a denormal.  Double precision; float has twice the lanes of the same instructions.
+ends in vzeroupper), so no operand is ever a denormal.  Double precision; float has twice
+the lanes of the same instructions.
 Memory: the read op at half of each data cache the OS reports, and at MEMORY_SPAN beyond
 the last one, built at O2 and at O3-native (the faster is the roof: the loop is the
 same, the compiler's vector width differs).  The memory points share the last cache
@@ -17,11 +18,9 @@ and the memory bus with anything on the other CPU, so this probe runs alone.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from cpulab import workloads
 from cpulab.compile.artifacts import BuildError, build_artifact
-from cpulab.machine import os_cache_sizes
+from cpulab.machine import cpu_flags, data_caches, os_cache_sizes
 from cpulab.measure.execute import Executor
 from cpulab.measure.probes import Probe
 from cpulab.measure.probes.asm import ProbeError
@@ -42,16 +41,6 @@ MEMORY_SPAN = (4, 64 << 20, 1 << 30)  # 4x the last cache, at least 64 MiB, at m
 SAMPLES = 10
 
 
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
-    try:
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 def peak_flops(timer: str = "auto", executor: Executor | None = None) -> list[dict]:
     """Double flops per core cycle of each instruction set this CPU has."""
     flags, rows = cpu_flags(), []
@@ -68,7 +57,7 @@ def peak_flops(timer: str = "auto", executor: Executor | None = None) -> list[di
 
 def read_points(caches: list[dict]) -> list[tuple[str, int, int | None]]:
     """(level, working set, bytes the level holds) for each data cache and memory."""
-    data = [c for c in caches if c["type"] in ("Data", "Unified")]
+    data = data_caches(caches)
     points = [(c["name"].split()[0], c["size_bytes"] // 2, c["size_bytes"]) for c in data]
     times, least, most = MEMORY_SPAN
     last = data[-1]["size_bytes"] if data else 0
