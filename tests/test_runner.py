@@ -123,18 +123,30 @@ class CountingProgress(QuietProgress):
 
 
 def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
-    """O0 against O2 is decided at the first look (far apart); a twin of O2 at a
-    precision no run can reach stays undecided, so its point gets rounds up to 2x and
-    4x the first look, and the progress says which comparison is undecided."""
+    """On scripted timings (a fake site: no process, whatever the machine's load): O0
+    takes twice O2's time and is decided at the first look; a twin of O2, jittering by
+    30% at a precision of 0.001%, cannot be called `same` and has no difference to find,
+    so its point gets rounds up to 2x and 4x the first look, and the progress says which
+    comparison is undecided."""
+    import random
+    from conftest import FakeExecutor, FakeSite
     from cpulab.plan.toolchain import Variant
+    rng = random.Random(5)
+    slow = {"O0": 2.0, "O2": 1.0, "twin": 1.0}
+    jitter = {"O0": 0.002, "O2": 0.3, "twin": 0.3}
+
+    def wall(job):
+        v = job.artifact_path.rsplit("-", 1)[1].split(".")[0]  # /fake/sha256-O2.p1: placement 1 of O2
+        return 0.001 * slow[v] * (1 + jitter[v] * rng.uniform(-1, 1))
+
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("far", ["sha256"], ["O2", "O0"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, processes=8, samples=3, min_sample_time=0.0005, warmup=0.0, budget=60.0,
-                                  precision=0.00001, measure_identical=True, custom_variants=custom))
+    p = plans.validate(plans.Plan("b", exps, processes=8, samples=3, budget=60.0, precision=0.00001,
+                                  measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
-    run_id = runner.run_plan(p, store, progress=progress, seed=5)
+    run_id = runner.run_plan(p, store, site=FakeSite(FakeExecutor(wall)), progress=progress, seed=5)
     rounds = {(r["experiment"], r["variant"]): len({s["process"] for s in store.samples(r["id"])})
               for r in store.results(run_id)}
     assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
