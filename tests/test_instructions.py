@@ -10,12 +10,13 @@ import pytest
 
 from conftest import TEST_KERNELS
 from cpulab.compile import artifacts
-from cpulab.estimates import witness_words
+from cpulab.estimates import count_verdicts, witness_words
 from cpulab.measure import instructions
 from cpulab.measure.explain.largest import executed_by_function
 from cpulab.report.analysis_views import explain_tables
-from cpulab.model import Verdict
+from cpulab.model import Comparison, Verdict
 from cpulab.plan.toolchain import Variant
+from cpulab.policy import DecisionPolicy
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
                                     reason="valgrind is not installed (Debian package valgrind)")
@@ -99,6 +100,19 @@ def test_without_valgrind_the_reason_names_the_package(monkeypatch):
 def test_two_witnesses_in_words(verdict, instruction_ratio, words):
     said = witness_words(verdict, instruction_ratio)
     assert said.startswith(words) if words else said == ""
+
+
+def test_the_instruction_metric_reads_each_verdict_from_the_counts():
+    """With metric instructions a tested comparison's verdict is its count's, at the
+    policy's precision (fewer: faster), whatever the time said; without both counts it is
+    unclear; what was never tested (identical code) keeps its verdict."""
+    def row(time_verdict, instruction_ratio, method="turns"):
+        return Comparison("e", "w", {}, "O2", "O3", time_verdict, 1.0, method=method, instruction_ratio=instruction_ratio)
+    rows = [row(Verdict.SAME, 0.98), row(Verdict.FASTER, 1.02), row(Verdict.SLOWER, 1.004), row(Verdict.SAME, None),
+            row(Verdict.IDENTICAL_CODE, None, method=None)]
+    count_verdicts(rows, DecisionPolicy(precision=0.01, metric="instructions"))
+    assert [r.verdict for r in rows] == [Verdict.FASTER, Verdict.SLOWER, Verdict.SAME, Verdict.UNCLEAR,
+                                         Verdict.IDENTICAL_CODE]
 
 
 def test_explain_sets_two_builds_counts_by_function_side_by_side():

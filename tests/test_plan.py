@@ -2,6 +2,7 @@
 import pytest
 
 from cpulab.plan import plan as plans
+from cpulab.policy import DecisionPolicy
 
 
 def write(tmp_path, text):
@@ -171,3 +172,12 @@ def test_origin_is_the_commit_of_the_first_directory_git_knows(tmp_path):
     (repo / "f").write_text("2")
     assert origin_of([repo])["dirty"] is True
     assert origin_of([plain]) == {}
+
+
+def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_path):
+    p = plans.load(write(tmp_path, 'metric = "instructions"\n' + GOOD))
+    assert p.metric == "instructions" and p.counts_instructions("x")
+    assert DecisionPolicy.from_plan(p.as_dict()).metric == "instructions"
+    assert not plans.load(write(tmp_path, GOOD)).counts_instructions("x")
+    with pytest.raises(plans.PlanError, match="metric: expected one of time, instructions, got 'cycles'"):
+        plans.load(write(tmp_path, 'metric = "cycles"\n' + GOOD))

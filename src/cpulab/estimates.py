@@ -183,6 +183,19 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
     return rows
 
 
+def count_verdicts(rows: list[Comparison], policy: DecisionPolicy) -> None:
+    """With the instruction metric, each tested comparison's verdict is its count's: exact,
+    so no test, a change of at least policy.precision (fewer instructions: faster); unclear
+    without both counts.  The time's ratio and interval stay, and its verdict is the other
+    witness, in words where the two disagree (set from it before this)."""
+    for row in rows:
+        if row.method is None:  # nothing tested: identical code, no baseline, a failure
+            continue
+        ir = row.instruction_ratio
+        row.verdict = (Verdict.UNCLEAR if ir is None else Verdict.FASTER if ir <= 1 - policy.precision
+                       else Verdict.SLOWER if ir >= 1 + policy.precision else Verdict.SAME)
+
+
 # Counts of the same code repeat to about 0.01% (a key counter's carries, a loop's last
 # trip); beyond these two witnesses are said to differ.
 SAME_INSTRUCTIONS = 0.001

@@ -35,6 +35,11 @@ MIN_EFFECT = 0.01
 # (Mann-Whitney over processes).  README "How it measures" has the figures.
 METHODS = ("turns", "paired", "unpaired")
 DEFAULT_METHOD = "turns"
+# What a run's verdicts are read from: the time (the test above), or the instructions per
+# unit counted under valgrind (exact, so no test: a change of at least `precision` is
+# faster/slower).  Counts are a proxy for time, for runners too noisy to time on; the
+# time is measured and shown beside them either way (estimates.count_verdicts).
+METRICS = ("time", "instructions")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class DecisionPolicy:
     precision: float = PRECISION
     min_effect: float = MIN_EFFECT
     method: str = DEFAULT_METHOD
+    metric: str = "time"
 
     @classmethod
     def from_plan(cls, plan: dict, method: str | None = None) -> "DecisionPolicy":
@@ -51,7 +57,7 @@ class DecisionPolicy:
         looks.  A plan stored before methods were recorded compared unpaired."""
         return cls(looks=LOOKS if plan.get("budget") else 1,
                    precision=float(plan.get("precision") or PRECISION),
-                   method=method or plan.get("method") or "unpaired")
+                   method=method or plan.get("method") or "unpaired", metric=plan.get("metric") or "time")
 
     @property
     def look_alpha(self) -> float:
@@ -93,7 +99,10 @@ class DecisionPolicy:
                "paired": "signed-rank over per-round ratios",
                "unpaired": "Mann-Whitney over processes"}[self.method]
         spent = f" ({self.alpha:g} spent over {self.looks} looks)" if self.looks > 1 else ""
-        return (f"{100 * self.confidence:.3g}% intervals; {how}; each process runs one of its build's placements "
+        by_count = (f"verdicts by instructions per unit counted under valgrind (a proxy for time, shown beside "
+                    f"it): faster/slower when the count changes by at least {100 * self.precision:g}%, same within, "
+                    f"unclear without a count of both; the time: " if self.metric == "instructions" else "")
+        return (by_count + f"{100 * self.confidence:.3g}% intervals; {how}; each process runs one of its build's placements "
                 f"(the same code at another address), so the test includes where the code sits; faster/slower when "
                 f"p < {self.look_alpha:.3g}{spent} after Holm over every comparison of the experiment (no false "
                 f"verdict per experiment) and the interval excludes 1; a build run in one placement only (a "

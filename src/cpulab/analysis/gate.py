@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from cpulab.model import Comparison, Verdict
 
 NO_REGRESSION, REGRESSION, USAGE, UNDECIDED = 0, 1, 2, 3
-METRICS = ("time", "instructions")
 # The instruction metric's default threshold: counts repeat to 0.1% (REPEATABLE), and a
 # change this size in the work executed is worth a look even when time cannot see it.
 INSTRUCTION_THRESHOLD = 0.005

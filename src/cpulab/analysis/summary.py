@@ -8,7 +8,9 @@ point, and the analyses stored with the run.
 """
 from __future__ import annotations
 
-from cpulab.estimates import carryover, carryover_ratios, compare_results, geomeans, placement_bands, result_summary
+from cpulab.estimates import (
+    carryover, carryover_ratios, compare_results, count_verdicts, geomeans, placement_bands, result_summary
+)
 from cpulab.model import Analysis, Summary
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
@@ -26,6 +28,8 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
     baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
     policy = DecisionPolicy.from_plan(run["plan"], method)
     comparisons = compare_results(results, baselines, policy, run["plan"].get("against"))
+    if policy.metric == "instructions":
+        count_verdicts(comparisons, policy)
     return Summary(run_id=run_id, status=run["status"], started=run["started"], finished=run["finished"],
                    plan=run["plan"], machine=run["fingerprint"],
                    conditions={k: v for k, v in run["conditions"].items() if k != "time_split"},

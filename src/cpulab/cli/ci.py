@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from cpulab.analysis import analyse
-from cpulab.analysis.gate import INSTRUCTION_THRESHOLD, METRICS, UNDECIDED, gate
+from cpulab.analysis.gate import INSTRUCTION_THRESHOLD, UNDECIDED, gate
 from cpulab.cli.common import db_option, fail, open_store
 from cpulab.cli.run import execute
 from cpulab.plan import plan as plans
+from cpulab.policy import METRICS
 from cpulab.plan.ci import ci_plan, parse_range
 from cpulab.plan.origin import git_origin
 from cpulab.plan.overrides import Overrides

@@ -59,6 +59,10 @@ from cpulab.store.db import Store, StoreError
 @click.option("--instructions", is_flag=True, default=None,
               help="Also count each result's instructions per unit under valgrind (exact, beside the time; "
                    "IPC where no counters exist).")
+@click.option("--metric", type=click.Choice(list(policy.METRICS)), default=None,
+              help="What the verdicts are read from (default time): instructions counts every result under valgrind "
+                   "and calls a change of at least --precision faster/slower (exact, for noisy machines; a proxy "
+                   "for time, which is measured and shown beside it).")
 @click.option("--dry-run", is_flag=True, help="Validate the plan and print it with canonical parameter values; "
                                               "build and measure nothing.")
 @click.option("--cluster", default=None, metavar="ADDRESS",
@@ -70,15 +74,15 @@ from cpulab.store.db import Store, StoreError
 @db_option
 @json_option
 def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, budget, precision, samples,
-        min_sample_time, grid, timer, random_seed, cold, resume, against, method, instructions, dry_run, cluster, machines,
-        label, tls_ca, tls_cert, tls_key, db, as_json):
+        min_sample_time, grid, timer, random_seed, cold, resume, against, method, instructions, metric, dry_run, cluster,
+        machines, label, tls_ca, tls_cert, tls_key, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
         given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
                                           ("--variant", variant_names), ("--param", param_flags),
                                           ("--baseline", baseline), ("--processes/--runs", processes), ("--samples", samples),
                                           ("--min-sample-time", min_sample_time), ("--grid", grid),
-                                          ("--timer", timer), ("--label", label)) if value]
+                                          ("--timer", timer), ("--metric", metric), ("--label", label)) if value]
         if given:
             fail(f"--resume {resume} measures the plan the run stored; drop {', '.join(given)}")
         store = open_store(db)
@@ -94,7 +98,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
         from_flags = bool(workload_names or variant_names or param_flags)  # their --baseline is already in
         p = Overrides(processes, samples, min_sample_time, grid, timer, cold, budget, precision, method, against,
-                      None if from_flags else baseline, instructions).apply(p)
+                      None if from_flags else baseline, instructions, metric).apply(p)
         plans.validate(p, plan_file or "plan")
         probes.check_names(p.probe_tables, plan_file or "plan")
     except plans.PlanError as e:

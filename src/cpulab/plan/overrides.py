@@ -25,6 +25,7 @@ class Overrides:
     against: int | None = None
     baseline: str | None = None  # every experiment's baseline
     instructions: bool | None = None  # count instructions per unit for every experiment
+    metric: str | None = None  # what the verdicts are read from (policy.METRICS)
 
     def given(self) -> list[str]:
         """The settings given, by name."""
@@ -36,7 +37,7 @@ class Overrides:
         settings = {"processes": self.processes, "samples": self.samples, "min_sample_time": self.min_sample_time,
                     "grid": self.grid, "timer": self.timer, "cold": self.cold, "budget": budget,
                     "precision": self.precision, "method": self.method, "against": self.against,
-                    "instructions": self.instructions}
+                    "instructions": self.instructions, "metric": self.metric}
         for key, value in settings.items():
             if value is not None:
                 setattr(plan, key, value)

@@ -83,13 +83,17 @@ class Plan:
     # Every experiment's results get their instructions per unit counted (valgrind), the
     # second witness beside the time (measure/instructions.py); per experiment: its own key.
     instructions: bool = False
+    # What the verdicts are read from (policy.METRICS): "instructions" counts every
+    # experiment and decides by the counts, with the time beside them.
+    metric: str = "time"
 
     def processes_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
         return e.processes or self.processes
 
     def counts_instructions(self, experiment: str) -> bool:
-        return self.instructions or next(e for e in self.experiments if e.name == experiment).instructions
+        return (self.instructions or self.metric == "instructions"
+                or next(e for e in self.experiments if e.name == experiment).instructions)
 
     def samples_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
@@ -203,6 +207,8 @@ def _check_settings(plan: Plan, where: str) -> None:
            f"must be auto, perf, tsc or clock, got {plan.timer!r}")
     _check(plan.method in policy.METHODS, f"{where}: method",
            f"expected one of {', '.join(policy.METHODS)}, got {plan.method!r}")
+    _check(plan.metric in policy.METRICS, f"{where}: metric",
+           f"expected one of {', '.join(policy.METRICS)}, got {plan.metric!r}")
     _check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
            f"expected true or false, got {plan.measure_identical!r}")
     _check(isinstance(plan.instructions, bool), f"{where}: instructions",
@@ -297,7 +303,7 @@ def _programs_from_toml(table, where: str) -> dict[str, Program]:
 
 _PLAN_KEYS = {"name", "processes", "samples", "min_sample_time", "warmup", "timeout", "grid", "timer", "budget", "precision",
               "measure_identical", "probe_tables", "variants", "experiment", "program", "cold", "method",
-              "instructions"}
+              "instructions", "metric"}
 _EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "processes", "samples",
              "share_machine", "instructions"}
 _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package", "description"}
@@ -366,7 +372,7 @@ def from_dict(d: dict, where: str) -> Plan:
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
                 **{k: d[k] for k in ("processes", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
-                                     "grid", "timer", "measure_identical", "method", "instructions") if k in d},
+                                     "grid", "timer", "measure_identical", "method", "instructions", "metric") if k in d},
                 probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     return validate(plan, where)
 
