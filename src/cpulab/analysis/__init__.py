@@ -1,6 +1,6 @@
 """The analyse stage: from a stored run to findings every view shows.
 
-stage.py         analyse(store, run_id): compute and store a run's analyses, return its Summary
+run_analyses.py  analyse(store, run_id): compute and store a run's analyses, return its Summary
 summary.py       stored samples -> the typed Summary (model.py), with estimates.py's numbers
 cache_levels.py  cache levels from a latency-vs-working-set curve (memlat), labels for
                  bandwidth points, the operating system's view of the caches
@@ -10,5 +10,5 @@ findings.py      the findings in words: knees at cache boundaries, the widest ga
 between_runs.py  a cluster run's machines side by side, one run against another
 history.py       one result over runs, with its change points; gate.py: `cpulab ci`'s verdict
 """
-from cpulab.analysis.stage import analyse  # noqa: F401
+from cpulab.analysis.run_analyses import analyse  # noqa: F401
 from cpulab.analysis.summary import summarise  # noqa: F401

@@ -1,7 +1,7 @@
 """The memory workloads' analyses: the memlat latency curve with its levels, arbitrary
 against colour-balanced pages, and bandwidth by working set labelled with the cache
 level it fits in.  Pure functions of the results (and the measuring machine's cache
-sizes); the analyse stage (stage.py) stores what they return."""
+sizes); the analyse stage (run_analyses.py) stores what they return."""
 from __future__ import annotations
 
 import math

@@ -63,7 +63,7 @@ class Workload:
     sweep_axis: str | None = None  # the numeric parameter its curves run along
     times: bool = False  # show real/user/sys per repetition (the work is a whole file)
     io_bound: bool = False  # waits for a device count as its time (stats.contamination)
-    # The analyses (analysis/stage.py ANALYSES) made of its results after a run; with
+    # The analyses (analysis/run_analyses.py ANALYSES) made of its results after a run; with
     # view="analysis" the report draws them instead of rate curves and knees.
     analyses: tuple[str, ...] = ()
     view: str = "rate"
