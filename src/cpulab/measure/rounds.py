@@ -20,6 +20,7 @@ from typing import Callable, Protocol
 from cpulab.estimates import compare_results, result_summary
 from cpulab.model import params_key
 from cpulab.policy import DecisionPolicy
+from cpulab.plan.plan import Plan
 from cpulab.store.db import Store
 
 
@@ -44,12 +45,11 @@ class Schedule:
     against: int | None = None  # run --against: each variant against VARIANT@RUN
 
     @classmethod
-    def of_plan(cls, plan: dict) -> "Schedule":
-        """The schedule of a plan (as stored: Plan.as_dict() or `cpulab time`'s record)."""
-        return cls({e["name"]: e.get("processes") or plan["processes"] for e in plan["experiments"]},
-                   plan.get("budget") or 0.0,
-                   DecisionPolicy.from_plan(plan), {e["name"]: e["baseline"] for e in plan["experiments"]},
-                   plan.get("against"))
+    def of_plan(cls, plan: Plan) -> "Schedule":
+        """The run's one schedule and policy, for every round and look."""
+        return cls({e.name: plan.processes_of(e.name) for e in plan.experiments}, plan.budget,
+                   DecisionPolicy.of_settings(plan.budget, plan.precision, plan.method, plan.metric),
+                   {e.name: e.baseline for e in plan.experiments}, plan.against)
 
 
 # One round of one point: run these targets (in this order), record what they gave,

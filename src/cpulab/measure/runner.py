@@ -153,7 +153,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         _unfinished(plan, store, run_id, progress)
     made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
-    schedule = Schedule.of_plan(plan.as_dict())  # the run's one schedule and policy, for every round and look
+    schedule = Schedule.of_plan(plan)
 
     def table_in_lane(name: str):  # most probes measure one fact of the core: they may share the machine
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU

@@ -17,6 +17,7 @@ from cpulab.measure.rounds import Schedule
 from cpulab.measure.session import recorded_run
 from cpulab.model import Status, params_key
 from cpulab.plan.programs import Check, CommandError
+from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
 
 
@@ -130,7 +131,9 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
         try:
-            measure(store, targets, how, Schedule.of_plan(plan), executor, progress, random.Random(seed))
+            # the policy as summarise will read it back from the stored record
+            schedule = Schedule({"time": runs}, budget, DecisionPolicy.from_plan(plan), {"time": labels[0]})
+            measure(store, targets, how, schedule, executor, progress, random.Random(seed))
         finally:
             if cleanup:
                 run_once(executor, command_argv(cleanup, shell), how.timeout, "--cleanup")
