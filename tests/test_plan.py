@@ -133,7 +133,7 @@ def test_built_in_plans_can_reach_a_verdict():
     for plan in [plans.load(f.stem) for f in plans.PLAN_DIR.glob("*.toml")] + [plans.from_flags([], [], {}, None)]:
         policy = DecisionPolicy.from_plan(plan.as_dict())
         for e in plan.experiments:
-            comparisons = len(e.variants) - 1
+            comparisons = plan.comparisons_of(e)
             if comparisons:
                 n = plan.processes_of(e.name)
                 # unpaired: Mann-Whitney's floor; by round (turns, paired): the signed-rank floor 2 / 2^n
@@ -181,3 +181,21 @@ def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_
     assert not plans.load(write(tmp_path, GOOD)).counts_instructions("x")
     with pytest.raises(plans.PlanError, match="metric: expected one of time, instructions, got 'cycles'"):
         plans.load(write(tmp_path, 'metric = "cycles"\n' + GOOD))
+
+
+@pytest.mark.parametrize("budget, method, family, rounds", [
+    (60.0, "turns", 1, 8),     # 4/2^8 < 0.05/3: one round against is still significant; 4/2^7 is not
+    (60.0, "turns", 54, 14),   # float-abi's 27 points x 2 comparisons
+    (0.0, "paired", 1, 7),     # one look at 0.05: 4/2^7 < 0.05
+    (0.0, "unpaired", 1, 5),   # twice Mann-Whitney's floor, 4/C(10,5) < 0.05; 4/C(8,4) is not
+])
+def test_the_first_look_is_the_fewest_rounds_that_can_decide(budget, method, family, rounds):
+    assert DecisionPolicy.of_settings(budget, 0.01, method).first_look(family) == rounds
+
+
+def test_a_plan_without_processes_sizes_each_experiment_by_its_family(tmp_path):
+    p = plans.load(write(tmp_path, GOOD.replace("runs = 3", "")))
+    e = p.experiments[0]
+    assert p.processes is None and p.comparisons_of(e) == 3  # 1 variant x 3 sizes
+    assert p.processes_of("x") == p.policy().first_look(3) == 10
+    assert plans.load(write(tmp_path, GOOD)).processes_of("x") == 3  # given: as given

@@ -92,6 +92,18 @@ class DecisionPolicy:
         floors = floors or [self.min_effect] * len(tests)
         return [(pa, self.verdict(t, pa, len(tests), f)) for t, pa, f in zip(tests, adjusted, floors)]
 
+    def first_look(self, family: int) -> int:
+        """The fewest rounds at which one comparison of a Holm family of `family` can be
+        significant with one round against it (its Holm level at worst: look_alpha /
+        family).  By round (turns, paired) that p is 4 / 2^n, twice the signed-rank floor;
+        unpaired it is twice Mann-Whitney's floor (stats.p_floor)."""
+        def one_against(n: int) -> float:
+            return 2 * (stats.p_floor(n, n) if self.method == "unpaired" else 2 * 0.5 ** n)
+        n = 3
+        while one_against(n) >= self.look_alpha / max(family, 1):
+            n += 1
+        return n
+
     @staticmethod
     def decided(verdict: str) -> bool:
         """Whether a look may stop adding rounds for a comparison with this verdict."""

@@ -233,12 +233,12 @@ def print_plan(p: plans.Plan, as_json: bool) -> None:
     if as_json:
         emit_json(p.as_dict())
         return
-    out.print(f"plan {p.name}: processes {p.processes}, samples {p.samples}, "
-              f"min_sample_time {p.min_sample_time:g} s, grid {p.grid}")
+    out.print(f"plan {p.name}: samples {p.samples}, min_sample_time {p.min_sample_time:g} s, grid {p.grid}")
     for e in p.experiments:
         n = len(e.variants) * sum(len(workloads.get(w).grid(p.grid, e.params.get(w))) for w in e.workloads)
         out.print(f"  {e.name}: {', '.join(e.workloads)} x {', '.join(e.variants)} (baseline {e.baseline}): "
-                  f"{n} result{'s' if n != 1 else ''}")
+                  f"{n} result{'s' if n != 1 else ''}, {p.processes_of(e.name)} rounds"
+                  f"{' at the first look' if p.budget else ''}")
         for w, given in e.params.items():
             out.print(f"    {w}: " + " ".join(f"{k}={','.join(v)}" for k, v in given.items()))
     if p.probe_tables:

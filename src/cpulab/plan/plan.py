@@ -51,9 +51,10 @@ class Experiment:
 class Plan:
     name: str
     experiments: list[Experiment]
-    # Processes per result, in rounds (the first look in budget mode): 12 rounds let the
-    # signed-rank test over rounds reach p < 0.05/3 after Holm over 16 comparisons.
-    processes: int = 12  # per result, one per round (TOML `runs`: its old name)
+    # Processes per result, one per round (the first look in budget mode; TOML `runs`:
+    # its old name).  None: the fewest rounds at which each experiment's comparisons can
+    # be significant after Holm over all of them (policy.first_look): 8 for one, 12 for 16.
+    processes: int | None = None
     # Samples per process: short ones, so preempted ones can be left out; many, since in
     # turns a round's ratio is a median over its cycles (per-sample noise here is ~13%).
     samples: int = 50
@@ -89,7 +90,17 @@ class Plan:
 
     def processes_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
-        return e.processes or self.processes
+        return e.processes or self.processes or self.policy().first_look(self.comparisons_of(e))
+
+    def comparisons_of(self, e: Experiment) -> int:
+        """How many comparisons the experiment's one Holm family holds: every variant but
+        the baseline at every point of every workload."""
+        points = sum(len(self.programs[w].grid(e.params.get(w)) if w in self.programs
+                         else workloads.get(w).grid(self.grid, e.params.get(w))) for w in e.workloads)
+        return (len(e.variants) - 1) * points
+
+    def policy(self) -> policy.DecisionPolicy:
+        return policy.DecisionPolicy.of_settings(self.budget, self.precision, self.method, self.metric)
 
     def counts_instructions(self, experiment: str) -> bool:
         return (self.instructions or self.metric == "instructions"
@@ -201,7 +212,8 @@ def validate(plan: Plan, where: str = "plan") -> Plan:
 
 def _check_settings(plan: Plan, where: str) -> None:
     for key in LIMITS:
-        _check_setting(getattr(plan, key), key, where)
+        if not (key == "processes" and plan.processes is None):  # None: policy.first_look
+            _check_setting(getattr(plan, key), key, where)
     _check(plan.grid in ("quick", "full"), f"{where}: grid", f"must be quick or full, got {plan.grid!r}")
     _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
            f"must be auto, perf, tsc or clock, got {plan.timer!r}")
