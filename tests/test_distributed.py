@@ -211,8 +211,8 @@ def test_export_import_round_trip(cluster_run, tmp_path):
     assert len(store.runs()) == 3
     moved = machines.cluster_summary(store, again[0][0])
     key = lambda r: (r["machine"], r["variant"])  # noqa: E731
-    assert sorted(map(key, moved["results"])) == sorted(map(key, doc["results"]))
-    for a, b in zip(sorted(doc["results"], key=key), sorted(moved["results"], key=key)):
+    assert sorted(map(key, moved.results)) == sorted(map(key, doc["results"]))
+    for a, b in zip(sorted(doc["results"], key=key), sorted(moved.results, key=key)):
         assert a["samples"] == b["samples"] and a["machine_id"] == b["machine_id"]
     exported = json.loads(f.read_text())
     assert all(a["commands"] for r in exported["runs"] for a in r["artifacts"])

@@ -38,14 +38,14 @@ def doc(store):
 
 
 def test_machines_are_ranked_by_rate_with_their_standing_per_clock(doc):
-    rank = {r["machine"]: r for r in doc["ranking"]}
-    assert [r["machine"] for r in doc["ranking"]] == ["b", "c", "a"]
-    assert rank["b"]["pct_of_best_rate"] == pytest.approx(100, rel=1e-3)
-    assert rank["a"]["pct_of_best_rate"] == pytest.approx(50, rel=1e-3)
+    rank = {r.machine: r for r in doc.ranking}
+    assert [r.machine for r in doc.ranking] == ["b", "c", "a"] and [r.rank for r in doc.ranking] == [1, 2, 3]
+    assert rank["b"].pct_of_best_rate == pytest.approx(100, rel=1e-3)
+    assert rank["a"].pct_of_best_rate == pytest.approx(50, rel=1e-3)
     # per clock: cycles per unit = GHz / rate; c (75 units per GHz) is the best, a and b 50
-    assert rank["c"]["pct_of_best_per_clock"] == pytest.approx(100, rel=1e-3)
-    assert rank["a"]["pct_of_best_per_clock"] == pytest.approx(100 * 50 / 75, rel=1e-3)
-    assert all(r["points"] == 2 for r in doc["ranking"])
+    assert rank["c"].pct_of_best_per_clock == pytest.approx(100, rel=1e-3)
+    assert rank["a"].pct_of_best_per_clock == pytest.approx(100 * 50 / 75, rel=1e-3)
+    assert all(r.points == 2 for r in doc.ranking)
 
 
 def test_processors_are_rows_of_seed_004s_table(doc):
@@ -57,9 +57,9 @@ def test_processors_are_rows_of_seed_004s_table(doc):
 
 def test_no_verdict_across_machines_until_their_drift_is_known(doc):
     # 1.5x apart, but no machine has pairs of runs of the same code: nothing can be called
-    rows = [r for r in doc["machine_table"] if r["machine"] != r["reference"]]
-    assert rows and all(r["verdict"] == "unclear" for r in rows)
-    assert doc["drift"] == {"fraction": None, "pairs": 0, "needed": between_runs.DRIFT_MIN_PAIRS}
+    rows = [r for r in doc.machine_table if r.machine != r.reference]
+    assert rows and all(r.verdict == "unclear" for r in rows)
+    assert doc.drift == {"fraction": None, "pairs": 0, "needed": between_runs.DRIFT_MIN_PAIRS}
 
 
 def test_cross_run_a_a_with_a_busy_loop_in_half_the_runs_gives_few_false_verdicts():

@@ -1,6 +1,6 @@
 """The values every stage shares: the status of a result, the verdict of a comparison,
-and the typed summary of a run (Result, Comparison, Geomean, Analysis, Summary) that the
-analyse stage produces and every view draws.
+the typed summary of a run (Result, Comparison, Geomean, Analysis, Summary) that the
+analyse stage produces and every view draws, and machines side by side (Machines).
 
 Status and Verdict are string enums, so they compare equal to (and are stored and
 exported as) their plain values: `Status.OK == "ok"`.
@@ -235,6 +235,78 @@ class Summary:
                       "geomeans": [Geomean(**g) for g in d["geomeans"]],
                       "analyses": [Analysis(**a) for a in d.get("analyses", [])],
                       "policy": DecisionPolicy(**d["policy"]) if "policy" in d else DecisionPolicy.from_plan(d["plan"])})
+
+
+@dataclass
+class MachineRun:
+    """One machine of machines side by side: the run that measured it, and its fingerprint."""
+    machine: str  # the name the tables give it (between_runs.machine_name)
+    machine_id: str
+    run_id: int
+    status: str
+    fingerprint: dict
+    conditions: dict
+    timing: dict
+    variants: list[dict]
+    label: str = ""
+
+
+@dataclass
+class MachineRow:
+    """One point on one machine: its rate and cycles per unit, its share of the best
+    machine's rate there, and its verdict against the reference machine."""
+    experiment: str
+    workload: str
+    variant: str
+    params: dict[str, str]
+    machine: str
+    status: str
+    rate_unit: str
+    median: float | None = None
+    ci: list[float] | None = None
+    cycles_per_unit: float | None = None
+    pct_of_best: float | None = None
+    reference: str | None = None  # the machine compared with: the best one, or `--against`
+    ratio: float | None = None
+    ci_ratio: list[float] | None = None
+    p: float | None = None
+    verdict: str | None = None  # a Verdict, or the row's Status when it has no estimate
+
+
+@dataclass
+class RankedMachine:
+    """A machine's standing over the points every machine measured (geometric means)."""
+    machine: str
+    points: int
+    pct_of_best_rate: float | None
+    pct_of_best_per_clock: float | None  # the best cycles per unit as a % of its own
+    rank: int = 0
+
+
+@dataclass
+class Machines:
+    """Machines side by side (analysis.between_runs): a cluster run's, or any runs'."""
+    run_ids: list[int]
+    machines: list[MachineRun]
+    results: list[dict]  # each machine's results (Result.to_dict) tagged machine, machine_id
+    comparisons: list[dict]  # each machine's own comparisons, tagged likewise
+    machine_table: list[MachineRow]
+    ranking: list[RankedMachine]
+    memlat: dict[str, list[list[float]]]  # per machine and page mode: [working set, ns per load]
+    drift: dict  # between_runs.drift_note: what verdicts across the machines had to clear
+    machines_lost: list[dict] = field(default_factory=list)
+    # A cluster run's own (None for runs put side by side):
+    run_id: int | None = None
+    status: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    plan: dict | None = None
+    client: dict | None = None  # the fingerprint of the machine that ran the client
+    wall_s: float | None = None  # set by `cpulab run --cluster`
+    report: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def _known(cls, d: dict) -> dict:

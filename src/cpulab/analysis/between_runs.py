@@ -19,7 +19,7 @@ from scipy.stats import chi2
 from cpulab import stats
 from cpulab.analysis.summary import summarise
 from cpulab.estimates import _measured_as, result_summary
-from cpulab.model import Result, Status, Verdict
+from cpulab.model import MachineRow, MachineRun, Machines, RankedMachine, Result, Status, Verdict
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store, StoreError
 
@@ -124,14 +124,15 @@ def run_results(store: Store, run_id: int) -> list[Result]:
     return [result_summary(r, store.samples(r["id"])) for r in store.results(run_id)]
 
 
-def cluster_summary(store: Store, run_id: int, against: str | None = None) -> dict:
-    """The `--json` document of a cluster run: its machines' runs side by side
-    (machines_summary), with the cluster run's own status and the machines it lost."""
+def cluster_summary(store: Store, run_id: int, against: str | None = None) -> Machines:
+    """A cluster run: its machines' runs side by side (machines_summary), with the cluster
+    run's own status and the machines it lost."""
     parent = store.run(run_id)
     doc = machines_summary(store, store.machine_runs(run_id), against)
-    return {**doc, "run_id": run_id, "status": parent["status"], "started": parent["started"],
-            "finished": parent["finished"], "plan": parent["plan"], "client": parent["fingerprint"],
-            "machines_lost": [a["data"] for a in store.analyses(run_id, "machine-lost")]}
+    doc.run_id, doc.status, doc.started, doc.finished = run_id, parent["status"], parent["started"], parent["finished"]
+    doc.plan, doc.client = parent["plan"], parent["fingerprint"]
+    doc.machines_lost = [a["data"] for a in store.analyses(run_id, "machine-lost")]
+    return doc
 
 
 def machine_name(run: dict, taken: set[str]) -> str:
@@ -141,7 +142,7 @@ def machine_name(run: dict, taken: set[str]) -> str:
     return f"{name} (run {run['id']})" if name in taken else name
 
 
-def machines_summary(store: Store, run_ids: list[int], against: str | None = None) -> dict:
+def machines_summary(store: Store, run_ids: list[int], against: str | None = None) -> Machines:
     """Runs side by side as machines (a cluster run's, or runs measured anywhere and
     imported): each machine's fingerprint, every result and comparison tagged with
     `machine`, the machine table with verdicts that clear the machines' drift, the
@@ -152,40 +153,37 @@ def machines_summary(store: Store, run_ids: list[int], against: str | None = Non
         run = store.run(rid)
         name = machine_name({**run, "id": rid}, set(per_machine))
         tag = {"machine": name, "machine_id": run["machine_id"]}
-        machines.append({**tag, "run_id": rid, "status": run["status"], "fingerprint": run["fingerprint"],
-                         "conditions": run["conditions"], "timing": run["timing"], "variants": s.variants,
-                         "label": run["label"]})
+        machines.append(MachineRun(name, run["machine_id"], rid, run["status"], run["fingerprint"],
+                                   run["conditions"], run["timing"], s.variants, run["label"]))
         results += [{**r.to_dict(), **tag} for r in s.results]
         comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
         per_machine[name] = run_results(store, rid)
-    drift, pairs = worst_drift([machine_drift(store, machine_id) for machine_id in {m["machine_id"] for m in machines}])
+    drift, pairs = worst_drift([machine_drift(store, machine_id) for machine_id in {m.machine_id for m in machines}])
     table = machine_table(per_machine, against, drift)
-    return {"run_ids": list(run_ids), "machines": machines, "machines_lost": [], "results": results,
-            "comparisons": comparisons, "machine_table": table, "ranking": ranking(table),
-            "memlat": memlat_curves(per_machine), "drift": drift_note(drift, pairs)}
+    return Machines(list(run_ids), machines, results, comparisons, table, ranking(table), memlat_curves(per_machine),
+                    drift_note(drift, pairs))
 
 
-def ranking(table: list[dict]) -> list[dict]:
+def ranking(table: list[MachineRow]) -> list[RankedMachine]:
     """Machines best first: the geometric mean, over the points every machine measured, of
     its rate as a % of the best machine's there, and of the best machine's cycles per unit
     as a % of its own (per clock: what the core does with a cycle, whatever its clock)."""
-    by_point: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    by_point: dict[tuple, dict[str, MachineRow]] = defaultdict(dict)
     for row in table:
-        if row["median"]:
-            by_point[(row["experiment"], row["workload"], row["variant"], str(row["params"]))][row["machine"]] = row
-    names = {row["machine"] for row in table}
+        if row.median:
+            by_point[(row.experiment, row.workload, row.variant, str(row.params))][row.machine] = row
+    names = {row.machine for row in table}
     common = [rows for rows in by_point.values() if set(rows) == names]
     out = []
     for m in sorted(names):
-        rate = [rows[m]["median"] / max(r["median"] for r in rows.values()) for rows in common]
-        clocked = [rows for rows in common if all(r["cycles_per_unit"] for r in rows.values())]
-        clock = [min(r["cycles_per_unit"] for r in rows.values()) / rows[m]["cycles_per_unit"] for rows in clocked]
-        out.append({"machine": m, "points": len(common),
-                    "pct_of_best_rate": 100 * _geomean(rate) if rate else None,
-                    "pct_of_best_per_clock": 100 * _geomean(clock) if clock else None})
-    out.sort(key=lambda r: -(r["pct_of_best_rate"] or 0))
+        rate = [rows[m].median / max(r.median for r in rows.values()) for rows in common]
+        clocked = [rows for rows in common if all(r.cycles_per_unit for r in rows.values())]
+        clock = [min(r.cycles_per_unit for r in rows.values()) / rows[m].cycles_per_unit for rows in clocked]
+        out.append(RankedMachine(m, len(common), 100 * _geomean(rate) if rate else None,
+                                 100 * _geomean(clock) if clock else None))
+    out.sort(key=lambda r: -(r.pct_of_best_rate or 0))
     for i, r in enumerate(out, 1):
-        r["rank"] = i
+        r.rank = i
     return out
 
 
@@ -205,7 +203,7 @@ def memlat_curves(per_machine: dict[str, list[Result]]) -> dict[str, list[list[f
 
 
 def machine_table(per_machine: dict[str, list[Result]], against: str | None = None,
-                  drift: float | None = None) -> list[dict]:
+                  drift: float | None = None) -> list[MachineRow]:
     """One row per (point, machine): rate, cycles/unit, % of the best machine's rate, and
     the verdict against the best machine (or `against`), Holm-corrected per point; the
     machines were measured apart, so verdicts clear `drift` (apart_test)."""
@@ -223,24 +221,21 @@ def machine_table(per_machine: dict[str, list[Result]], against: str | None = No
                 continue
             got = have.get(m)
             exp, wl, var, params = p
-            row = {"experiment": exp, "workload": wl, "variant": var, "params": dict(params), "machine": m,
-                   "status": r.status, "rate_unit": r.rate_unit,
-                   "median": got.median if got else None, "ci": got.ci if got else None,
-                   "cycles_per_unit": got.cycles_per_unit if got else None,
-                   # the ratio first: the best machine's own share is then exactly 100
-                   "pct_of_best": 100 * (got.median / have[best].median) if got else None,
-                   "reference": ref, "ratio": None, "verdict": None}
+            row = MachineRow(exp, wl, var, dict(params), m, r.status, r.rate_unit, reference=ref)
+            if got is not None:
+                row.median, row.ci, row.cycles_per_unit = got.median, got.ci, got.cycles_per_unit
+                row.pct_of_best = 100 * (got.median / have[best].median)  # the best's own is then exactly 100
             if got is None:
-                row["verdict"] = r.status
+                row.verdict = r.status
             elif ref not in have:
-                row["verdict"] = Verdict.NO_BASELINE
+                row.verdict = Verdict.NO_BASELINE
             elif m == ref:
-                row["ratio"] = 1.0
+                row.ratio = 1.0
             else:
                 family.append((row, have[ref], got))
             rows.append(row)
         for (row, _, _), (t, p_adj, verdict) in zip(family, apart_verdicts(family, drift)):
-            row.update(ratio=t.ratio, ci_ratio=list(t.ci), p=p_adj, verdict=verdict)
+            row.ratio, row.ci_ratio, row.p, row.verdict = t.ratio, list(t.ci), p_adj, verdict
     return rows
 
 

@@ -17,7 +17,7 @@ from cpulab.cli.common import (
     db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest
 )
 from cpulab.cli.run import print_machine_table
-from cpulab.model import Verdict
+from cpulab.model import Machines, Verdict
 from cpulab.report import exports, html, machine_views
 from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_summary
@@ -48,9 +48,9 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
         fail("more than two runs: give --by machine to rank their machines")
     if by == "machine":
         doc = machines_document(store, run_ids, against)
-        rows = doc["machine_table"]
+        verdicts = [r.verdict for r in doc.machine_table]
         if as_json:
-            emit_json(doc)
+            emit_json(doc.to_dict())
         else:
             print_machine_table(doc)
     elif len(run_ids) == 2:
@@ -59,7 +59,7 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
                                             run_id_or_latest(store, run_ids[1]))
         except StoreError as e:
             fail(str(e))
-        rows = doc["comparisons"]
+        verdicts = [r["verdict"] for r in doc["comparisons"]]
         if as_json:
             emit_json(doc)
         else:
@@ -69,16 +69,16 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
         summary = analysis.summarise(store, run_id, baseline, method)
         if baseline and not any(r.variant == baseline for r in summary.results):
             fail(f"--baseline {baseline}: run {run_id} has no such variant")
-        rows = [c.to_dict() for c in summary.comparisons]
+        verdicts = [c.verdict for c in summary.comparisons]
         if as_json:
             emit_json(summary.to_dict())
         else:
             print_summary(summary, out)
-    if fail_on and any(r["verdict"] in fail_on for r in rows):
+    if fail_on and any(v in fail_on for v in verdicts):
         sys.exit(1)
 
 
-def machines_document(store, run_ids: tuple[int, ...], against: str | None = None) -> dict:
+def machines_document(store, run_ids: tuple[int, ...], against: str | None = None) -> Machines:
     """One cluster run's machines, or several runs as machines (any, imported ones too)."""
     ids = [run_id_or_latest(store, r) for r in run_ids] or [run_id_or_latest(store, None)]
     if len(ids) == 1:
@@ -90,8 +90,8 @@ def machines_document(store, run_ids: tuple[int, ...], against: str | None = Non
             fail(f"run {cluster} is a cluster run: give its machines' runs "
                  f"({', '.join(map(str, store.machine_runs(cluster)))}) or it alone")
         doc = between_runs.machines_summary(store, ids, against)
-    if against and not any(m["machine"] == against for m in doc["machines"]):
-        fail(f"--against {against}: no such machine (machines: {', '.join(m['machine'] for m in doc['machines'])})")
+    if against and not any(m.machine == against for m in doc.machines):
+        fail(f"--against {against}: no such machine (machines: {', '.join(m.machine for m in doc.machines)})")
     return doc
 
 

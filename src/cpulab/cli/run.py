@@ -18,6 +18,7 @@ from cpulab.cli.common import (
 from cpulab.measure import probes, runner, time_split
 from cpulab.measure.time_split import TimeSplit
 from cpulab.measure.session import Interrupted
+from cpulab.model import Machines
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides
@@ -129,9 +130,9 @@ def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | No
     run_id = execute_on_cluster(p, store, cluster, machines.split(",") if machines else None, sec, random_seed,
                                 label, origin)
     summary = between_runs.cluster_summary(store, run_id)
-    summary["wall_s"] = time.time() - started
-    summary["report"], report_error = _write_report(summary, store, run_id)
-    _print_run(store, run_id, summary["wall_s"], summary["report"], summary if as_json else None,
+    summary.wall_s = time.time() - started
+    summary.report, report_error = _write_report(summary, store, run_id)
+    _print_run(store, run_id, summary.wall_s, summary.report, summary.to_dict() if as_json else None,
                lambda: print_machine_table(summary), report_error)
 
 
@@ -186,7 +187,7 @@ def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names:
             client.close(timeout=5)
 
 
-def print_machine_table(summary: dict) -> None:
+def print_machine_table(summary: Machines) -> None:
     for t in machine_views.machine_tables(summary):
         out.print(to_rich(t))
 

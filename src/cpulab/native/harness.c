@@ -637,32 +637,75 @@ static int usage(const char *why)
     return report_status("usage", why, 2);
 }
 
-int main(int argc, char **argv)
+/* Each sample's figures as JSON arrays, one per quantity.  Core cycles: counters if we
+ * have them, else TSC ticks x the core/TSC ratio measured right beside that sample (mean
+ * of before and after), not the one from the start of the process. */
+static void json_samples(const struct sample *s, int samples, enum timer timer)
 {
-#ifdef __linux__
-    /* cpulab killed outright (SIGKILL, a lost worker) must not leave this process running
-     * on the pinned CPU, where it would slow whatever is measured next. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    int samples = 5, calibrate_only = 0, turns = 0, verified = 0, rewarm_calls = 1;
-    uint64_t given_reps = 0;
-    double warmup_s = 0.02, min_sample_s = 0.010, profile_s = 0, given_tsc_hz = 0;
-    const char *timer_arg = "auto";
-    static struct sample s[MAX_SAMPLES];
+    static double ns[MAX_SAMPLES], cyc[MAX_SAMPLES], ins[MAX_SAMPLES], usr[MAX_SAMPLES], sys_[MAX_SAMPLES];
+    static double inv[MAX_SAMPLES], vol[MAX_SAMPLES], off[MAX_SAMPLES], mig[MAX_SAMPLES], stl[MAX_SAMPLES];
+    static double rb[MAX_SAMPLES], ra[MAX_SAMPLES], cb[MAX_SAMPLES], ca[MAX_SAMPLES], start[MAX_SAMPLES];
+    for (int i = 0; i < samples; i++) {
+        double adjacent = (s[i].ratio_before + s[i].ratio_after) / 2;
+        ns[i] = s[i].ns;
+        start[i] = s[i].t_ns;
+        cyc[i] = timer == T_PERF ? s[i].cycles : timer == T_TSC ? s[i].ticks * adjacent : NAN;
+        inv[i] = s[i].invol_switches;
+        vol[i] = s[i].vol_switches;
+        off[i] = s[i].offcpu_ns;
+        mig[i] = s[i].migrated;
+        stl[i] = s[i].steal_ticks;
+        rb[i] = s[i].ratio_before;
+        ra[i] = s[i].ratio_after;
+        cb[i] = s[i].canary_before;
+        ca[i] = s[i].canary_after;
+        ins[i] = s[i].instructions;
+        usr[i] = s[i].user_s;
+        sys_[i] = s[i].sys_s;
+    }
+    json_array("ns", ns, samples);
+    json_array("t_ns", start, samples);
+    json_array("cycles", cyc, samples);
+    json_array("instructions", ins, samples);
+    json_array("user_s", usr, samples);
+    json_array("sys_s", sys_, samples);
+    json_array("invol_switches", inv, samples);
+    json_array("vol_switches", vol, samples);
+    json_array("offcpu_ns", off, samples);
+    json_array("migrated", mig, samples);
+    json_array("steal_ticks", stl, samples);
+    json_array("ratio_before", rb, samples);
+    json_array("ratio_after", ra, samples);
+    json_array("canary_before", cb, samples);
+    json_array("canary_after", ca, samples);
+}
 
+/* What the command line asks (usage() above). */
+struct options {
+    int samples, calibrate_only, turns, verified, rewarm_calls;
+    uint64_t given_reps;
+    double warmup_s, min_sample_s, profile_s, given_tsc_hz;
+    const char *timer_arg;
+};
+
+/* The command line into *o: 0, or usage()'s exit status. */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){.samples = 5, .rewarm_calls = 1, .warmup_s = 0.02, .min_sample_s = 0.010,
+                          .timer_arg = "auto"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--calibrate-only") == 0) {
-            calibrate_only = 1;
+            o->calibrate_only = 1;
             continue;
         }
         if (strcmp(a, "--turns") == 0) {
-            turns = 1;
+            o->turns = 1;
             continue;
         }
         if (strcmp(a, "--verified") == 0) {
-            verified = 1;
+            o->verified = 1;
             continue;
         }
         if (!v)
@@ -679,58 +722,86 @@ int main(int argc, char **argv)
             int64_t n;
             if (parse_int(v, &n) != 0 || n < 1 || n > MAX_SAMPLES)
                 return usage("--samples wants a whole number 1..10000");
-            samples = (int)n;
+            o->samples = (int)n;
         } else if (strcmp(a, "--warmup") == 0) {
-            if (parse_num(v, &warmup_s) != 0 || warmup_s < 0)
+            if (parse_num(v, &o->warmup_s) != 0 || o->warmup_s < 0)
                 return usage("--warmup wants seconds >= 0");
         } else if (strcmp(a, "--min-sample-time") == 0) {
-            if (parse_num(v, &min_sample_s) != 0 || min_sample_s < 0)
+            if (parse_num(v, &o->min_sample_s) != 0 || o->min_sample_s < 0)
                 return usage("--min-sample-time wants seconds >= 0 (0: one repetition)");
         } else if (strcmp(a, "--timer") == 0) {
-            timer_arg = v;
+            o->timer_arg = v;
         } else if (strcmp(a, "--profile-code") == 0) {
-            if (parse_num(v, &profile_s) != 0 || !(profile_s >= 0 && profile_s <= 60))
+            if (parse_num(v, &o->profile_s) != 0 || !(o->profile_s >= 0 && o->profile_s <= 60))
                 return usage("--profile-code wants 0..60 seconds");
         } else if (strcmp(a, "--reps") == 0) {
             int64_t n;
             if (parse_int(v, &n) != 0 || n < 1)
                 return usage("--reps wants a whole number >= 1");
-            given_reps = (uint64_t)n;
+            o->given_reps = (uint64_t)n;
         } else if (strcmp(a, "--rewarm-calls") == 0) {
             int64_t n;
             if (parse_int(v, &n) != 0 || n < 0 || n > 1000)
                 return usage("--rewarm-calls wants a whole number 0..1000");
-            rewarm_calls = (int)n;
+            o->rewarm_calls = (int)n;
         } else if (strcmp(a, "--tsc-hz") == 0) {
-            if (parse_num(v, &given_tsc_hz) != 0 || !(given_tsc_hz >= 1e6 && given_tsc_hz <= 1e11))
+            if (parse_num(v, &o->given_tsc_hz) != 0 || !(o->given_tsc_hz >= 1e6 && o->given_tsc_hz <= 1e11))
                 return usage("--tsc-hz wants the TSC rate in Hz");
         } else {
             return usage(a);
         }
     }
+    return 0;
+}
 
-    /* Choose the timer before setup: a forced timer that is missing is a usage error. */
-    enum timer timer;
+/* The timer asked for, chosen before set-up: a forced timer that is missing is a usage
+ * error (2); 0 and *timer set otherwise. */
+static int choose_timer(const char *timer_arg, enum timer *timer)
+{
     if (strcmp(timer_arg, "perf") == 0) {
         if (perf_setup() != 0)
             return report_status("error", perf_error, 2);
-        timer = T_PERF;
+        *timer = T_PERF;
     } else if (strcmp(timer_arg, "tsc") == 0) {
 #ifndef HAVE_TSC
         return report_status("error", "no TSC on this architecture", 2);
 #endif
-        timer = T_TSC;
+        *timer = T_TSC;
     } else if (strcmp(timer_arg, "clock") == 0) {
-        timer = T_CLOCK;
+        *timer = T_CLOCK;
     } else if (strcmp(timer_arg, "auto") == 0) {
 #ifdef HAVE_TSC
-        timer = perf_setup() == 0 ? T_PERF : T_TSC;
+        *timer = perf_setup() == 0 ? T_PERF : T_TSC;
 #else
-        timer = perf_setup() == 0 ? T_PERF : T_CLOCK;
+        *timer = perf_setup() == 0 ? T_PERF : T_CLOCK;
 #endif
     } else {
         return usage("--timer must be auto, perf, tsc or clock");
     }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+#ifdef __linux__
+    /* cpulab killed outright (SIGKILL, a lost worker) must not leave this process running
+     * on the pinned CPU, where it would slow whatever is measured next. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    struct options o;
+    int status = parse_options(argc, argv, &o);
+    if (status)
+        return status;
+    int samples = o.samples;
+    const int calibrate_only = o.calibrate_only, turns = o.turns, verified = o.verified;
+    const int rewarm_calls = o.rewarm_calls;
+    const uint64_t given_reps = o.given_reps;
+    double warmup_s = o.warmup_s;
+    const double min_sample_s = o.min_sample_s, profile_s = o.profile_s, given_tsc_hz = o.given_tsc_hz;
+    static struct sample s[MAX_SAMPLES];
+    enum timer timer;
+    if ((status = choose_timer(o.timer_arg, &timer)))
+        return status;
 
     /* Where a process's time goes outside its samples (the run's time split): the TSC
      * ratio, set-up and known-answer test, warm-up and calibration, then the work around
@@ -824,30 +895,6 @@ int main(int argc, char **argv)
         }
     }
 
-    /* Core cycles: counters if we have them, else TSC ticks x calibrated ratio. */
-    /* With the TSC, each sample's ticks are scaled by the ratio measured right beside it
-     * (mean of before and after), not the one from the start of the process. */
-    static double ns[MAX_SAMPLES], cyc[MAX_SAMPLES], ins[MAX_SAMPLES], usr[MAX_SAMPLES], sys_[MAX_SAMPLES];
-    static double inv[MAX_SAMPLES], vol[MAX_SAMPLES], off[MAX_SAMPLES], mig[MAX_SAMPLES], stl[MAX_SAMPLES];
-    static double rb[MAX_SAMPLES], ra[MAX_SAMPLES], cb[MAX_SAMPLES], ca[MAX_SAMPLES], start[MAX_SAMPLES];
-    for (int i = 0; i < samples; i++) {
-        double adjacent = (s[i].ratio_before + s[i].ratio_after) / 2;
-        ns[i] = s[i].ns;
-        start[i] = s[i].t_ns;
-        cyc[i] = timer == T_PERF ? s[i].cycles : timer == T_TSC ? s[i].ticks * adjacent : NAN;
-        inv[i] = s[i].invol_switches;
-        vol[i] = s[i].vol_switches;
-        off[i] = s[i].offcpu_ns;
-        mig[i] = s[i].migrated;
-        stl[i] = s[i].steal_ticks;
-        rb[i] = s[i].ratio_before;
-        ra[i] = s[i].ratio_after;
-        cb[i] = s[i].canary_before;
-        ca[i] = s[i].canary_after;
-        ins[i] = s[i].instructions;
-        usr[i] = s[i].user_s;
-        sys_[i] = s[i].sys_s;
-    }
     printf("{\"status\":\"ok\",\"error\":\"\",\"unit\":");
     json_str(k_unit);
     printf(",\"timer\":\"%s\",\"tsc_hz\":", timer_name[timer]);
@@ -864,21 +911,7 @@ int main(int argc, char **argv)
     printf(",\"setup_ns\":%llu,\"calibrate_ns\":%llu,\"around_ns\":", (unsigned long long)(t_setup - t_start),
            (unsigned long long)(t_ready - t_setup + t_start - t_begin));
     json_num(around_ns);
-    json_array("ns", ns, samples);
-    json_array("t_ns", start, samples);
-    json_array("cycles", cyc, samples);
-    json_array("instructions", ins, samples);
-    json_array("user_s", usr, samples);
-    json_array("sys_s", sys_, samples);
-    json_array("invol_switches", inv, samples);
-    json_array("vol_switches", vol, samples);
-    json_array("offcpu_ns", off, samples);
-    json_array("migrated", mig, samples);
-    json_array("steal_ticks", stl, samples);
-    json_array("ratio_before", rb, samples);
-    json_array("ratio_after", ra, samples);
-    json_array("canary_before", cb, samples);
-    json_array("canary_after", ca, samples);
+    json_samples(s, samples, timer);
     json_notes();
     if (profile_s > 0)
         profile_code(ctx, reps, profile_s);

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 
 from cpulab import machine
-from cpulab.model import Result, Summary
+from cpulab.model import Machines, Result, Summary
 from cpulab.report import plots
 from cpulab.report.tables import FOLD_ROWS
 from cpulab.report.analysis_views import analysis_tables
@@ -158,22 +158,21 @@ class ReportError(Exception):
     """The report could not be drawn or written (one line); the stored run is untouched."""
 
 
-def render_machines(doc: dict) -> str:
+def render_machines(doc: Machines) -> str:
     """Machines side by side (analysis.between_runs.machines_summary): ranked, seed 004's
     table 1, machines x workloads, each machine's memory-latency curve overlaid, fingerprints."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
-    what = f"run {doc['run_id']}" if "run_id" in doc else "runs " + ", ".join(map(str, doc["run_ids"]))
-    machines = [{**m, "caches": ", ".join(machine.cache_label(c) for c in m["fingerprint"].get("caches", []))
-                 or "unknown"} for m in doc["machines"]]
-    plot = [plots.curves({k: [tuple(p) for p in v] for k, v in doc["memlat"].items()}, "working set",
+    what = f"run {doc.run_id}" if doc.run_id is not None else "runs " + ", ".join(map(str, doc.run_ids))
+    caches = {m.machine: ", ".join(machine.cache_label(c) for c in m.fingerprint.get("caches", [])) or "unknown"
+              for m in doc.machines}
+    plot = [plots.curves({k: [tuple(p) for p in v] for k, v in doc.memlat.items()}, "working set",
                          "ns per load", "memlat: load-to-use latency of each machine", logy=True)] \
-        if doc.get("memlat") else []
-    return env.get_template("machines.html.j2").render(doc={**doc, "machines": machines}, what=what,
-                                                       tables=machine_tables(doc), plots=plot, fold=FOLD_ROWS,
-                                                       drift=drift_sentence(doc["drift"]))
+        if doc.memlat else []
+    return env.get_template("machines.html.j2").render(doc=doc, caches=caches, what=what, tables=machine_tables(doc),
+                                                       plots=plot, fold=FOLD_ROWS, drift=drift_sentence(doc.drift))
 
 
-def write(s: Summary | dict, path: Path) -> Path:
+def write(s: Summary | Machines, path: Path) -> Path:
     """The report of a run (a Summary), or of machines side by side (a machines document)."""
     path = Path(path)
     try:

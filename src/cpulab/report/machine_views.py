@@ -1,37 +1,39 @@
 """The tables of machines side by side: a cluster run's machines (or several runs'),
-their ranking and per-clock processor tables, and one run against another (the dicts of
-analysis/between_runs.py), built once and drawn by every presenter."""
+their ranking and per-clock processor tables (model.Machines), and one run against
+another (between_runs.compare_runs), built once and drawn by every presenter."""
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
+from cpulab.model import MachineRow, Machines
 from cpulab.report.tables import Cell, Table, columns, fmt_num, verdict_tag
 from cpulab.report.views import fmt_params
 
-def machine_tables(doc: dict) -> list[Table]:
+
+def machine_tables(doc: Machines) -> list[Table]:
     """Machines side by side (between_runs.machines_summary, or a cluster run's): the
     ranking, seed 004's table 1 with processors as rows, machines x workloads (rate, cycles
     per unit, % of the best machine, verdict against the best or a named one), then the
     machines with their fingerprints."""
-    what = f"run {doc['run_id']} ({doc['status']})" if "run_id" in doc else \
-        "runs " + ", ".join(map(str, doc["run_ids"]))
+    what = f"run {doc.run_id} ({doc.status})" if doc.run_id is not None else \
+        "runs " + ", ".join(map(str, doc.run_ids))
     t = Table("machines x workloads", f"{what}: machines x workloads",
               columns("workload", "variant", "params", "machine", "rate", "cycles/unit", "% of best", "vs", "verdict",
                       left=4))
     t.columns[-1].left = True
-    for r in doc["machine_table"]:
-        t.add(r["workload"], r["variant"], fmt_params(r["params"], r["workload"]), r["machine"],
-              Cell(r["median"], f"{fmt_num(r['median'])} {r['rate_unit']}" if r["median"] else "-"),
-              Cell(r["cycles_per_unit"]),
-              Cell(r["pct_of_best"], f"{r['pct_of_best']:.1f}%" if r["pct_of_best"] else "-"), r["reference"] or "-",
-              Cell(r["verdict"], f"{r['verdict']} ({r['ratio']:.3f}x)" if r["verdict"] and r["ratio"] else
-                   str(r["verdict"] or "reference"), verdict_tag(r["verdict"])))
+    for r in doc.machine_table:
+        t.add(r.workload, r.variant, fmt_params(r.params, r.workload), r.machine,
+              Cell(r.median, f"{fmt_num(r.median)} {r.rate_unit}" if r.median else "-"),
+              Cell(r.cycles_per_unit),
+              Cell(r.pct_of_best, f"{r.pct_of_best:.1f}%" if r.pct_of_best else "-"), r.reference or "-",
+              Cell(r.verdict, f"{r.verdict} ({r.ratio:.3f}x)" if r.verdict and r.ratio else
+                   str(r.verdict or "reference"), verdict_tag(r.verdict)))
     m = Table("machines", "machines", columns("machine", "run", "status", "fingerprint", "cpu", left=5),
-              notes=[f"{lost['machine']}: {lost['error']}" for lost in doc["machines_lost"]])
-    for x in doc["machines"]:
-        fp = x["fingerprint"]
-        m.add(x["machine"], x["run_id"], x["status"], x["machine_id"],
+              notes=[f"{lost['machine']}: {lost['error']}" for lost in doc.machines_lost])
+    for x in doc.machines:
+        fp = x.fingerprint
+        m.add(x.machine, x.run_id, x.status, x.machine_id,
               f"{fp.get('cpu_model')} ({fp.get('cpus')} CPUs) on {fp.get('hostname')}")
     return ([ranking] if (ranking := ranking_table(doc)) else []) + processor_tables(doc) + [t, m]
 
@@ -45,43 +47,43 @@ def drift_sentence(drift: dict) -> str:
             f"from {drift['pairs']} pairs of runs)")
 
 
-def ranking_table(doc: dict) -> Table | None:
-    if len(doc.get("ranking", [])) < 2:
+def ranking_table(doc: Machines) -> Table | None:
+    if len(doc.ranking) < 2:
         return None
-    cpu = {x["machine"]: x["fingerprint"].get("cpu_model", "") for x in doc["machines"]}
+    cpu = {x.machine: x.fingerprint.get("cpu_model", "") for x in doc.machines}
     t = Table("ranking", "machines ranked: geometric mean over the points every machine measured",
               columns("rank", "machine", "cpu", "% of best (rate)", "% of best (per clock)", "points", left=3),
-              notes=[drift_sentence(doc["drift"])])
-    for r in doc["ranking"]:
-        t.add(r["rank"], r["machine"], cpu.get(r["machine"], ""),
-              Cell(r["pct_of_best_rate"], f"{r['pct_of_best_rate']:.1f}%" if r["pct_of_best_rate"] else "-"),
-              Cell(r["pct_of_best_per_clock"],
-                   f"{r['pct_of_best_per_clock']:.1f}%" if r["pct_of_best_per_clock"] else "-"), r["points"])
+              notes=[drift_sentence(doc.drift)])
+    for r in doc.ranking:
+        t.add(r.rank, r.machine, cpu.get(r.machine, ""),
+              Cell(r.pct_of_best_rate, f"{r.pct_of_best_rate:.1f}%" if r.pct_of_best_rate else "-"),
+              Cell(r.pct_of_best_per_clock, f"{r.pct_of_best_per_clock:.1f}%" if r.pct_of_best_per_clock else "-"),
+              r.points)
     return t
 
 
 MAX_PROCESSOR_POINTS = 12  # columns of two: wider than this, the machines x workloads table says it better
 
 
-def processor_tables(doc: dict) -> list[Table]:
+def processor_tables(doc: Machines) -> list[Table]:
     """Seed 004's table 1, per experiment with a few points: processors as rows; per
     workload point, cycles per unit and % of the best processor at equal clock."""
-    machines = list(dict.fromkeys(x["machine"] for x in doc["machines"]))
+    machines = list(dict.fromkeys(x.machine for x in doc.machines))
     if len(machines) < 2:
         return []
-    by_exp: dict[str, list[dict]] = defaultdict(list)
-    for r in doc["machine_table"]:
-        if r["cycles_per_unit"]:
-            by_exp[r["experiment"]].append(r)
+    by_exp: dict[str, list[MachineRow]] = defaultdict(list)
+    for r in doc.machine_table:
+        if r.cycles_per_unit:
+            by_exp[r.experiment].append(r)
     out = []
     for exp, rows in by_exp.items():
         seen: dict[tuple, set[str]] = defaultdict(set)
         for r in rows:
-            seen[(r["workload"], r["variant"], fmt_params(r["params"], r["workload"]))].add(r["machine"])
+            seen[(r.workload, r.variant, fmt_params(r.params, r.workload))].add(r.machine)
         points = sorted(pt for pt, ms in seen.items() if len(ms) > 1)  # a row is a comparison of processors
         if not 1 <= len(points) <= MAX_PROCESSOR_POINTS:
             continue
-        at = {(r["machine"], r["workload"], r["variant"], fmt_params(r["params"], r["workload"])): r for r in rows}
+        at = {(r.machine, r.workload, r.variant, fmt_params(r.params, r.workload)): r for r in rows}
         names = ["processor"]
         for w, v, ps in points:
             names += [f"{w} {v} {'' if ps == '-' else ps} cycles/unit".replace("  ", " "), "% of max"]
@@ -91,9 +93,9 @@ def processor_tables(doc: dict) -> list[Table]:
             cells: list[Any] = [m]
             for pt in points:
                 r = at.get((m, *pt))
-                best = min(x["cycles_per_unit"] for (_, *q), x in at.items() if tuple(q) == pt)
-                cells += [Cell(r and r["cycles_per_unit"]),
-                          Cell(r and best / r["cycles_per_unit"], f"{100 * best / r['cycles_per_unit']:.0f}%" if r else "-")]
+                best = min(x.cycles_per_unit for (_, *q), x in at.items() if tuple(q) == pt)
+                cells += [Cell(r and r.cycles_per_unit),
+                          Cell(r and best / r.cycles_per_unit, f"{100 * best / r.cycles_per_unit:.0f}%" if r else "-")]
             t.add(*cells)
         out.append(t)
     return out
