@@ -799,7 +799,7 @@ int main(int argc, char **argv)
     double warmup_s = o.warmup_s;
     const double min_sample_s = o.min_sample_s, profile_s = o.profile_s, given_tsc_hz = o.given_tsc_hz;
     static struct sample s[MAX_SAMPLES];
-    enum timer timer;
+    enum timer timer = T_CLOCK; /* set by choose_timer */
     if ((status = choose_timer(o.timer_arg, &timer)))
         return status;
 
