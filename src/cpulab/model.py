@@ -1,6 +1,7 @@
 """The values every stage shares: the status of a result, the verdict of a comparison,
 the typed summary of a run (Result, Comparison, Geomean, Analysis, Summary) that the
-analyse stage produces and every view draws, and machines side by side (Machines).
+analyse stage produces and every view draws, and machines side by side (Machines)
+or two runs against each other (RunPair).
 
 Status and Verdict are string enums, so they compare equal to (and are stored and
 exported as) their plain values: `Status.OK == "ok"`.
@@ -307,6 +308,45 @@ class Machines:
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class RunSide:
+    """One side of a comparison of two runs: the run and the machine that measured it."""
+    run_id: int
+    machine: str | None
+    machine_id: str
+    started: float
+    status: str
+    fingerprint: dict
+
+
+@dataclass
+class RunPairRow:
+    """One point measured in both runs: B's rate against A's."""
+    experiment: str
+    workload: str
+    variant: str
+    params: dict[str, str]
+    rate_unit: str
+    a: float | None  # A's estimate (None: not measured there)
+    b: float | None
+    ratio: float | None = None  # b / a
+    ci: list[float] | None = None
+    p: float | None = None
+    verdict: str | None = None
+
+
+@dataclass
+class RunPair:
+    """Run B against run A (analysis.between_runs.compare_runs): the same points, measured apart."""
+    a: RunSide
+    b: RunSide
+    comparisons: list[RunPairRow]
+    drift: dict  # between_runs.drift_note: what each verdict had to clear
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def _known(cls, d: dict) -> dict:

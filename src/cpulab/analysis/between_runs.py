@@ -19,7 +19,9 @@ from scipy.stats import chi2
 from cpulab import stats
 from cpulab.analysis.summary import summarise
 from cpulab.estimates import _measured_as, result_summary
-from cpulab.model import MachineRow, MachineRun, Machines, RankedMachine, Result, Status, Verdict
+from cpulab.model import (
+    MachineRow, MachineRun, Machines, RankedMachine, Result, RunPair, RunPairRow, RunSide, Status, Verdict
+)
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store, StoreError
 
@@ -239,7 +241,7 @@ def machine_table(per_machine: dict[str, list[Result]], against: str | None = No
     return rows
 
 
-def compare_runs(store: Store, run_a: int, run_b: int) -> dict:
+def compare_runs(store: Store, run_a: int, run_b: int) -> RunPair:
     """The same points in two runs (two machines, or one machine on two dates): B's rate
     against A's, Holm-corrected within each (experiment, workload)."""
     for rid in (run_a, run_b):
@@ -255,23 +257,20 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> dict:
         p = _point(r)
         if p not in {_point(x) for x in ra}:
             continue
-        row = {"experiment": p[0], "workload": p[1], "variant": p[2], "params": dict(p[3]),
-               "rate_unit": r.rate_unit, "a": ma[p].median if p in ma else None,
-               "b": mb[p].median if p in mb else None, "ratio": None, "ci": None, "p": None, "verdict": None}
+        row = RunPairRow(p[0], p[1], p[2], dict(p[3]), r.rate_unit, ma[p].median if p in ma else None,
+                         mb[p].median if p in mb else None)
         if p not in ma:
-            row["verdict"] = Verdict.NO_BASELINE
+            row.verdict = Verdict.NO_BASELINE
         elif p not in mb:
-            row["verdict"] = r.status
+            row.verdict = r.status
         else:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
     drift, pairs = worst_drift([machine_drift(store, a["machine_id"]), machine_drift(store, b["machine_id"])])
     for fam in families.values():
         for (row, _, _), (t, p_adj, verdict) in zip(fam, apart_verdicts(fam, drift)):
-            row.update(ratio=t.ratio, ci=list(t.ci), p=p_adj, verdict=verdict)
+            row.ratio, row.ci, row.p, row.verdict = t.ratio, list(t.ci), p_adj, verdict
 
     def side(run, rid):
-        return {"run_id": rid, "machine": run["machine"], "machine_id": run["machine_id"],
-                "started": run["started"], "status": run["status"], "fingerprint": run["fingerprint"]}
-    return {"a": side(a, run_a), "b": side(b, run_b), "comparisons": rows,
-            "drift": drift_note(drift, pairs)}
+        return RunSide(rid, run["machine"], run["machine_id"], run["started"], run["status"], run["fingerprint"])
+    return RunPair(side(a, run_a), side(b, run_b), rows, drift_note(drift, pairs))

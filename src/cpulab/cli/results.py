@@ -17,7 +17,7 @@ from cpulab.cli.common import (
     db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest
 )
 from cpulab.cli.run import print_machine_table
-from cpulab.model import Machines, Verdict
+from cpulab.model import Machines, RunPair, Verdict
 from cpulab.report import exports, html, machine_views
 from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_summary
@@ -59,9 +59,9 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
                                             run_id_or_latest(store, run_ids[1]))
         except StoreError as e:
             fail(str(e))
-        verdicts = [r["verdict"] for r in doc["comparisons"]]
+        verdicts = [r.verdict for r in doc.comparisons]
         if as_json:
-            emit_json(doc)
+            emit_json(doc.to_dict())
         else:
             print_run_comparison(doc)
     else:
@@ -106,7 +106,7 @@ def _verdict_words(text: str | None) -> set[str]:
     return words
 
 
-def print_run_comparison(doc: dict) -> None:
+def print_run_comparison(doc: RunPair) -> None:
     out.print(to_rich(machine_views.run_comparison_table(doc)))
 
 

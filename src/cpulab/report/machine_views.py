@@ -1,12 +1,12 @@
 """The tables of machines side by side: a cluster run's machines (or several runs'),
 their ranking and per-clock processor tables (model.Machines), and one run against
-another (between_runs.compare_runs), built once and drawn by every presenter."""
+another (model.RunPair), built once and drawn by every presenter."""
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
-from cpulab.model import MachineRow, Machines
+from cpulab.model import MachineRow, Machines, RunPair
 from cpulab.report.tables import Cell, Table, columns, fmt_num, verdict_tag
 from cpulab.report.views import fmt_params
 
@@ -101,17 +101,17 @@ def processor_tables(doc: Machines) -> list[Table]:
     return out
 
 
-def run_comparison_table(doc: dict) -> Table:
+def run_comparison_table(doc: RunPair) -> Table:
     """One run against another (analysis.between_runs.compare_runs): B's rate over A's at each point."""
-    a, b = doc["a"], doc["b"]
-    t = Table("run comparison", f"run {b['run_id']} ({b['machine'] or b['machine_id']}) against run {a['run_id']} "
-                                f"({a['machine'] or a['machine_id']})",
+    a, b = doc.a, doc.b
+    t = Table("run comparison", f"run {b.run_id} ({b.machine or b.machine_id}) against run {a.run_id} "
+                                f"({a.machine or a.machine_id})",
               columns("workload", "variant", "params", "A", "B", "B/A", "95% CI", "verdict", left=3),
-              notes=[drift_sentence(doc["drift"])])
+              notes=[drift_sentence(doc.drift)])
     t.columns[-1].left = True
-    for r in doc["comparisons"]:
-        t.add(r["workload"], r["variant"], fmt_params(r["params"], r["workload"]), Cell(r["a"]),
-              Cell(r["b"], f"{fmt_num(r['b'])} {r['rate_unit']}" if r["b"] else "-"), Cell(r["ratio"]),
-              Cell(r["ci"], f"{r['ci'][0]:.3f}-{r['ci'][1]:.3f}" if r["ci"] else "-"),
-              Cell(r["verdict"], str(r["verdict"]), verdict_tag(r["verdict"])))
+    for r in doc.comparisons:
+        t.add(r.workload, r.variant, fmt_params(r.params, r.workload), Cell(r.a),
+              Cell(r.b, f"{fmt_num(r.b)} {r.rate_unit}" if r.b else "-"), Cell(r.ratio),
+              Cell(r.ci, f"{r.ci[0]:.3f}-{r.ci[1]:.3f}" if r.ci else "-"),
+              Cell(r.verdict, str(r.verdict), verdict_tag(r.verdict)))
     return t
