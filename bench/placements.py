@@ -14,6 +14,7 @@ from cpulab import workloads
 from cpulab.compile import placement
 from cpulab.compile.artifacts import BuildError, build_artifact
 from cpulab.plan import toolchain
+from cpulab.machine import toolchains
 
 
 def main() -> None:
@@ -23,7 +24,7 @@ def main() -> None:
     o2 = toolchain.get("O2")
     rows = []
     for name, w in sorted(workloads.registry().items()):
-        if why := toolchain.libraries_reason(o2, w.requires, w.libs):
+        if why := toolchains.libraries_reason(o2, w.requires, w.libs):
             rows.append({"kernel": name, "skipped": why})
             continue
         try:

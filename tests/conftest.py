@@ -19,6 +19,7 @@ from cpulab.model import Status
 from cpulab.store.db import Store
 from cpulab.plan.toolchain import Variant
 from cpulab.workloads import KERNEL_DIR
+from cpulab.machine import toolchains
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"
 ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
@@ -33,22 +34,22 @@ def skip_unless_buildable(compiler: str = "gcc", flags=(), kernel: str | None = 
     """Skip the calling test, in one line naming the Debian package, when this machine
     cannot build with `compiler` and the ABI flags among `flags` (-m32), or lacks a library
     that `kernel` (a file in cpulab/kernels) needs: the checks `cpulab run` makes
-    (toolchain.unavailable_reason, libraries_reason), so tests and runs skip alike."""
+    (toolchains.unavailable_reason, libraries_reason), so tests and runs skip alike."""
     abi = tuple(f for f in flags if f in ABI_FLAGS)
     package = next((v.package for v in toolchain.BUILTIN.values() if (v.compiler, v.abi_flags) == (compiler, abi)), "")
-    v = toolchain.resolved(toolchain.Variant("test", compiler, abi_flags=abi, package=package))
-    why = toolchain.unavailable_reason(v)
+    v = toolchains.resolved(toolchain.Variant("test", compiler, abi_flags=abi, package=package))
+    why = toolchains.unavailable_reason(v)
     if not why and (w := workload_of(kernel)):
-        why = toolchain.libraries_reason(v, w.requires, w.libs)
+        why = toolchains.libraries_reason(v, w.requires, w.libs)
     if why:
         pytest.skip(why)
 
 
 def compile_command(compiler: str, flags) -> list[str]:
     """`compiler flags` as this machine builds them: -m32 may become the static i686 cross
-    compiler (toolchain.resolved); for tests that call the compiler themselves."""
+    compiler (toolchains.resolved); for tests that call the compiler themselves."""
     abi = tuple(f for f in flags if f in ABI_FLAGS)
-    v = toolchain.resolved(Variant("test", compiler, tuple(f for f in flags if f not in ABI_FLAGS), abi_flags=abi))
+    v = toolchains.resolved(Variant("test", compiler, tuple(f for f in flags if f not in ABI_FLAGS), abi_flags=abi))
     return [v.compiler, *v.abi_flags, *v.cflags, *v.ldflags]
 
 
@@ -61,7 +62,7 @@ def build_kernel(tmp_path_factory):
     def build_one(kernel: str, cflags=("-O2",), compiler="gcc") -> Path:
         skip_unless_buildable(compiler, cflags, kernel)
         w = workload_of(kernel)
-        v = toolchain.resolved(Variant("test", compiler, tuple(f for f in cflags if f not in ABI_FLAGS),
+        v = toolchains.resolved(Variant("test", compiler, tuple(f for f in cflags if f not in ABI_FLAGS),
                                        abi_flags=tuple(f for f in cflags if f in ABI_FLAGS)))
         return Path(artifacts.build_executable(KERNEL_DIR / kernel, v, libs=w.libs if w else (), cache_dir=out).path)
 

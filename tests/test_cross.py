@@ -14,6 +14,7 @@ from cpulab.analysis.summary import compare_results
 from cpulab.policy import DecisionPolicy
 from cpulab.model import Result, Status, Verdict
 from cpulab.measure.execute import HarnessJob, default_executor
+from cpulab.machine import toolchains
 
 CROSS = ["armel", "armel-softfp", "armhf", "aarch64"]
 
@@ -57,7 +58,7 @@ def test_cross_variants_name_their_package():
 @pytest.mark.parametrize("kernel", ["dot", "euclid", "fft"])
 def test_fp_kernels_verify_on_arm(variant, kernel, tmp_path):
     v = toolchain.BUILTIN[variant]
-    if why := toolchain.unavailable_reason(v):
+    if why := toolchains.unavailable_reason(v):
         pytest.skip(f"{variant}: {why}")
     art = artifacts.build_artifact(workloads.get(kernel), v, cache_dir=tmp_path)
     try:

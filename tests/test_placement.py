@@ -16,10 +16,11 @@ from cpulab import workloads
 from cpulab.compile import artifacts, placement
 from cpulab.compile.artifacts import build_executable
 from cpulab.plan import toolchain
+from cpulab.machine import toolchains
 
 O2 = toolchain.get("O2")
 KERNELS = sorted(name for name, w in workloads.registry().items()
-                 if not toolchain.libraries_reason(O2, w.requires, w.libs))
+                 if not toolchains.libraries_reason(O2, w.requires, w.libs))
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ import pytest
 
 from cpulab.plan import plan as plans
 from cpulab.policy import DecisionPolicy
+from cpulab.machine import toolchains
 
 
 def write(tmp_path, text):
@@ -48,7 +49,7 @@ def test_baseline_in_order_of_preference_is_the_first_buildable_here(tmp_path):
 def test_seeds_plan_compares_with_a_baseline_this_machine_builds():
     from cpulab.plan import toolchain
     seed001 = next(e for e in plans.load("seeds").experiments if e.name == "float-abi")
-    x87 = toolchain.unavailable_reason(toolchain.BUILTIN["i386-x87"])
+    x87 = toolchains.unavailable_reason(toolchain.BUILTIN["i386-x87"])
     assert seed001.baseline == ("O2" if x87 else "i386-x87")
 
 

@@ -19,6 +19,7 @@ from cpulab.measure import runner
 from cpulab.measure.execute import LocalExecutor
 from cpulab.measure.rounds import QuietProgress
 from cpulab.store.db import Store
+from cpulab.machine import toolchains
 
 FAST = dict(processes=2, samples=2, min_sample_time=0.001, warmup=0.0, budget=0.0)  # budget 0: a fixed count
 
@@ -194,9 +195,9 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
 
 def test_missing_library_names_the_package():
     from cpulab.plan import toolchain
-    why = toolchain.library_reason(toolchain.BUILTIN["O2"], "no_such_header_here.h", ("-lnosuchlib",), "libnosuch-dev")
+    why = toolchains.library_reason(toolchain.BUILTIN["O2"], "no_such_header_here.h", ("-lnosuchlib",), "libnosuch-dev")
     assert "install libnosuch-dev" in why and "no_such_header_here.h" in why
-    assert toolchain.library_reason(toolchain.BUILTIN["O2"], "stdio.h", ("-lm",), "libc6-dev") == ""
+    assert toolchains.library_reason(toolchain.BUILTIN["O2"], "stdio.h", ("-lm",), "libc6-dev") == ""
 
 
 def test_variants_differing_only_in_environment_are_both_measured(tmp_path):

@@ -16,6 +16,7 @@ from conftest import run_artifact
 from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.workloads import sha256_file
+from cpulab.machine import toolchains
 
 CORRECTNESS = ("--samples", "1", "--min-sample-time", "0.001", "--warmup", "0")
 # With a minimum sample time of 0 the harness settles on reps = 1 and calls k_run(ctx, 1)
@@ -80,7 +81,7 @@ def test_in_memory_kernels_match_hashlib(build_kernel, size):
     if cpu_has_sha_ni():
         kernels.append("sha256_shani.c")
     peer = workloads.get("sha256-openssl")
-    if not toolchain.libraries_reason(toolchain.BUILTIN["O2"], peer.requires, peer.libs):
+    if not toolchains.libraries_reason(toolchain.BUILTIN["O2"], peer.requires, peer.libs):
         kernels.append("sha256_openssl.c")
     for kernel in kernels:
         d = run_artifact(build_kernel(kernel), *ONE_REP, "--param", f"size={size}")

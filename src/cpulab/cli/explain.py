@@ -15,6 +15,7 @@ from cpulab.model import Status
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.report.terminal import print_explain
+from cpulab.machine import toolchains
 
 
 @click.command("explain")
@@ -52,7 +53,7 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, pro
         fail(str(e))
     arts = []
     for v in (va, vb):
-        if reason := toolchain.unavailable_reason(v):
+        if reason := toolchains.unavailable_reason(v):
             fail(f"variant {v.name}: skipped: {reason}")
         try:
             arts.append(artifacts.build_artifact(w, v))

@@ -15,6 +15,7 @@ from cpulab.measure.execute import calibrate_timing
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.report.terminal import print_analysis
+from cpulab.machine import toolchains
 
 
 @click.command("list")
@@ -25,10 +26,10 @@ def list_(as_json):
            "accepts": {k: p.describe() for k, p in w.params.items()},
            "quick": w.quick, "full": w.full, "requires": w.requires} for w in workloads.registry().values()]
     vs = []
-    for v in map(toolchain.resolved, toolchain.BUILTIN.values()):
-        why = toolchain.unavailable_reason(v)
+    for v in map(toolchains.resolved, toolchain.BUILTIN.values()):
+        why = toolchains.unavailable_reason(v)
         vs.append({**v.as_dict(), "available": not why, "reason": why,
-                   "compiler_version": toolchain.compiler_version(v.compiler) if not why else ""})
+                   "compiler_version": toolchains.compiler_version(v.compiler) if not why else ""})
     plan_names = sorted(f.stem for f in plans.PLAN_DIR.glob("*.toml"))
     if as_json:
         emit_json({"workloads": wl, "variants": vs, "plans": plan_names})
@@ -61,7 +62,7 @@ def doctor(as_json):
     tools = {}
     for name in ("gcc", "clang", "musl-gcc", "llvm-mca", "llvm-objdump", "objdump", "perf",
                  "arm-linux-gnueabi-gcc", "arm-linux-gnueabihf-gcc", "aarch64-linux-gnu-gcc", "qemu-arm", "qemu-aarch64"):
-        tools[name] = toolchain.compiler_version(name) or None
+        tools[name] = toolchains.compiler_version(name) or None
     doc = {"machine": fp, "conditions": cond, "timing": timing, "tools": tools,
            "warnings": machine.warnings(cond, fp)}
     if as_json:

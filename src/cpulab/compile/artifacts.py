@@ -27,7 +27,8 @@ from pathlib import Path
 
 from cpulab import paths
 from cpulab.model import Status
-from cpulab.plan.toolchain import Variant, compiler_version
+from cpulab.machine.toolchains import compiler_version
+from cpulab.plan.toolchain import Variant
 from cpulab.workloads import KERNEL_DIR, Workload
 
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from cpulab import paths
 from cpulab.model import Status
-from cpulab.plan import toolchain
 from cpulab.plan.programs import Program
 from cpulab.plan.toolchain import Variant
+from cpulab.machine import toolchains
 
 BUILD_STEP_TIMEOUT_S = 3600  # configure + make of a real project on a slow machine
 
@@ -89,7 +89,7 @@ def run_argv(p: Program, values: dict[str, str]) -> list[str]:
 
 def build_key(p: Program, v: Variant) -> str:
     h = hashlib.sha256(source_hash(Path(p.source_for(v.name))).encode())
-    h.update(json.dumps([list(p.build), p.run, v.compiler, toolchain.compiler_version(v.compiler),
+    h.update(json.dumps([list(p.build), p.run, v.compiler, toolchains.compiler_version(v.compiler),
                          list(v.cflags), list(v.ldflags), list(v.abi_flags)]).encode())
     return h.hexdigest()
 
@@ -140,7 +140,7 @@ def build_program(p: Program, v: Variant, cache_dir: Path | None = None) -> Prog
                     failed = f"{cmd}: exit status {r.returncode}"
                     break
         b = ProgramBuild(Status.OK, str(tree), key, commands, str(log),
-                         compiler_version=toolchain.compiler_version(v.compiler))
+                         compiler_version=toolchains.compiler_version(v.compiler))
         if failed:
             tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-LOG_TAIL_LINES:]
             b.status, b.error = Status.BUILD_FAILED, failed + " | " + " | ".join(tail)
@@ -160,7 +160,7 @@ def build_program(p: Program, v: Variant, cache_dir: Path | None = None) -> Prog
 def built_here(p: Program, v: Variant) -> ProgramBuild:
     """The program under this variant on this machine, or SKIPPED saying which toolchain
     is missing here."""
-    if why := toolchain.unavailable_reason(v):
+    if why := toolchains.unavailable_reason(v):
         return ProgramBuild(Status.SKIPPED, "", "", [], "", error=why)
     return build_program(p, v)
 

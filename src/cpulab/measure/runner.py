@@ -38,6 +38,7 @@ from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
 from cpulab.plan.programs import Program
 from cpulab.store.db import SIGNALS, Store
+from cpulab.machine import toolchains
 
 
 @dataclass
@@ -96,7 +97,7 @@ class LocalSite:
         return machine_identity(timer, self.executor)
 
     def compiler_version(self, v):
-        return toolchain.compiler_version(v.compiler)
+        return toolchains.compiler_version(v.compiler)
 
     def build(self, w, v):
         return build_variant(w, v)
@@ -244,9 +245,9 @@ def _probe_table(store: Store, run_id: int, name: str, measure, timer: str, spli
 
 def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
     """One workload under one variant on this machine."""
-    if why := toolchain.unavailable_reason(v):
+    if why := toolchains.unavailable_reason(v):
         return Built(Status.SKIPPED, why)
-    if why := toolchain.libraries_reason(v, w.requires, w.libs):
+    if why := toolchains.libraries_reason(v, w.requires, w.libs):
         return Built(Status.SKIPPED, why)
     try:
         art = artifacts.build_artifact(w, v)

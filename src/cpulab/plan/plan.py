@@ -15,6 +15,7 @@ from cpulab.params import ParamError, human_bytes
 from cpulab.plan import toolchain
 from cpulab.plan.programs import CommandError, Program, check_plan_programs, parse_programs
 from cpulab.plan.toolchain import Variant
+from cpulab.machine import toolchains
 
 PLAN_DIR = Path(__file__).resolve().parents[1] / "plans"
 DEFAULT_PLAN = "seeds"
@@ -342,10 +343,10 @@ def _variant_from_toml(name: str, d: dict, where: str) -> Variant:
 
 def _pick_baseline(names: list[str], custom: dict[str, Variant]) -> str:
     """A baseline given in order of preference: the first variant this machine can build
-    (toolchain.unavailable_reason), else the first, whose rows then say why it is missing."""
+    (toolchains.unavailable_reason), else the first, whose rows then say why it is missing."""
     def buildable(name: str) -> bool:
         try:
-            return not toolchain.unavailable_reason(toolchain.get(name, custom))
+            return not toolchains.unavailable_reason(toolchain.get(name, custom))
         except KeyError:  # an unknown variant: validate() names it
             return False
     return next((n for n in names if buildable(n)), names[0] if names else "")

@@ -28,9 +28,9 @@ from cpulab.measure.execute import Outcome
 from cpulab.measure.processes import evict
 from cpulab.measure.session import recorded_run
 from cpulab.model import Status
-from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
 from cpulab.store.db import Store
+from cpulab.machine import toolchains
 
 POLL_S = 1.0  # how often a waiting client thread checks that its machine and scheduler are still there
 GRACE_S = 60.0  # a machine absent this long has left: its remaining jobs are lost
@@ -82,7 +82,7 @@ class MachineSite:
         return {**self._call(_on_worker_identity, timer), "parent": self.parent, "machine": self.name}
 
     def compiler_version(self, v):
-        return self._call(toolchain.compiler_version, v.compiler)
+        return self._call(toolchains.compiler_version, v.compiler)
 
     def build(self, w, v):
         try:

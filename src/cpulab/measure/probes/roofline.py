@@ -27,6 +27,7 @@ from cpulab.measure.probes.asm import ProbeError
 from cpulab.measure.probes.loop import measure_loop
 from cpulab.measure.probes.sampling import measure
 from cpulab.plan import toolchain
+from cpulab.machine import toolchains
 
 CHAINS = 12
 # name -> (the /proc/cpuinfo flag it needs, one statement per chain i, double flops per statement)
@@ -70,7 +71,7 @@ def read_bandwidth(timer: str = "auto", executor: Executor | None = None) -> lis
     arts = []
     for name in READ_VARIANTS:
         v = toolchain.get(name)
-        if toolchain.unavailable_reason(v):
+        if toolchains.unavailable_reason(v):
             continue
         try:
             arts.append((name, build_artifact(w, v).path))
