@@ -198,5 +198,5 @@ def test_a_plan_without_processes_sizes_each_experiment_by_its_family(tmp_path):
     p = plans.load(write(tmp_path, GOOD.replace("runs = 3", "")))
     e = p.experiments[0]
     assert p.processes is None and p.comparisons_of(e) == 3  # 1 variant x 3 sizes
-    assert p.processes_of("x") == p.policy().first_look(3) == 10
+    assert p.processes_of("x") == p.decision_policy().first_look(3) == 10
     assert plans.load(write(tmp_path, GOOD)).processes_of("x") == 3  # given: as given

@@ -48,7 +48,7 @@ class Schedule:
     def of_plan(cls, plan: Plan) -> "Schedule":
         """The run's one schedule and policy, for every round and look."""
         return cls({e.name: plan.processes_of(e.name) for e in plan.experiments}, plan.budget,
-                   DecisionPolicy.of_settings(plan.budget, plan.precision, plan.method, plan.metric),
+                   plan.decision_policy(),
                    {e.name: e.baseline for e in plan.experiments}, plan.against)
 
 

@@ -91,7 +91,7 @@ class Plan:
 
     def processes_of(self, experiment: str) -> int:
         e = next(e for e in self.experiments if e.name == experiment)
-        return e.processes or self.processes or self.policy().first_look(self.comparisons_of(e))
+        return e.processes or self.processes or self.decision_policy().first_look(self.comparisons_of(e))
 
     def comparisons_of(self, e: Experiment) -> int:
         """How many comparisons the experiment's one Holm family holds: every variant but
@@ -100,7 +100,8 @@ class Plan:
                          else workloads.get(w).grid(self.grid, e.params.get(w))) for w in e.workloads)
         return (len(e.variants) - 1) * points
 
-    def policy(self) -> policy.DecisionPolicy:
+    def decision_policy(self) -> policy.DecisionPolicy:
+        """The run's one policy, from these settings (stored runs: DecisionPolicy.from_plan)."""
         return policy.DecisionPolicy.of_settings(self.budget, self.precision, self.method, self.metric)
 
     def counts_instructions(self, experiment: str) -> bool:
