@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stddef.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -637,48 +638,48 @@ static int usage(const char *why)
     return report_status("usage", why, 2);
 }
 
-/* Each sample's figures as JSON arrays, one per quantity.  Core cycles: counters if we
- * have them, else TSC ticks x the core/TSC ratio measured right beside that sample (mean
- * of before and after), not the one from the start of the process. */
+/* Each sample's figures as JSON arrays, one per quantity, in this order.  Core cycles
+ * (no field of its own): counters if we have them, else TSC ticks x the core/TSC ratio
+ * measured right beside that sample (mean of before and after), not the one from the
+ * start of the process. */
+#define CYCLES ((size_t)-1)
+static const struct {
+    const char *key;
+    size_t offset; /* of a double in struct sample, or CYCLES */
+} sample_columns[] = {
+    {"ns", offsetof(struct sample, ns)},
+    {"t_ns", offsetof(struct sample, t_ns)},
+    {"cycles", CYCLES},
+    {"instructions", offsetof(struct sample, instructions)},
+    {"user_s", offsetof(struct sample, user_s)},
+    {"sys_s", offsetof(struct sample, sys_s)},
+    {"invol_switches", offsetof(struct sample, invol_switches)},
+    {"vol_switches", offsetof(struct sample, vol_switches)},
+    {"offcpu_ns", offsetof(struct sample, offcpu_ns)},
+    {"migrated", offsetof(struct sample, migrated)},
+    {"steal_ticks", offsetof(struct sample, steal_ticks)},
+    {"ratio_before", offsetof(struct sample, ratio_before)},
+    {"ratio_after", offsetof(struct sample, ratio_after)},
+    {"canary_before", offsetof(struct sample, canary_before)},
+    {"canary_after", offsetof(struct sample, canary_after)},
+};
+
 static void json_samples(const struct sample *s, int samples, enum timer timer)
 {
-    static double ns[MAX_SAMPLES], cyc[MAX_SAMPLES], ins[MAX_SAMPLES], usr[MAX_SAMPLES], sys_[MAX_SAMPLES];
-    static double inv[MAX_SAMPLES], vol[MAX_SAMPLES], off[MAX_SAMPLES], mig[MAX_SAMPLES], stl[MAX_SAMPLES];
-    static double rb[MAX_SAMPLES], ra[MAX_SAMPLES], cb[MAX_SAMPLES], ca[MAX_SAMPLES], start[MAX_SAMPLES];
-    for (int i = 0; i < samples; i++) {
-        double adjacent = (s[i].ratio_before + s[i].ratio_after) / 2;
-        ns[i] = s[i].ns;
-        start[i] = s[i].t_ns;
-        cyc[i] = timer == T_PERF ? s[i].cycles : timer == T_TSC ? s[i].ticks * adjacent : NAN;
-        inv[i] = s[i].invol_switches;
-        vol[i] = s[i].vol_switches;
-        off[i] = s[i].offcpu_ns;
-        mig[i] = s[i].migrated;
-        stl[i] = s[i].steal_ticks;
-        rb[i] = s[i].ratio_before;
-        ra[i] = s[i].ratio_after;
-        cb[i] = s[i].canary_before;
-        ca[i] = s[i].canary_after;
-        ins[i] = s[i].instructions;
-        usr[i] = s[i].user_s;
-        sys_[i] = s[i].sys_s;
+    static double column[MAX_SAMPLES];
+    for (size_t c = 0; c < sizeof sample_columns / sizeof sample_columns[0]; c++) {
+        for (int i = 0; i < samples; i++) {
+            double adjacent = (s[i].ratio_before + s[i].ratio_after) / 2;
+            column[i] = sample_columns[c].offset != CYCLES
+                            ? *(const double *)((const char *)&s[i] + sample_columns[c].offset)
+                        : timer == T_PERF ? s[i].cycles
+                        : timer == T_TSC  ? s[i].ticks * adjacent
+                                          : NAN;
+        }
+        json_array(sample_columns[c].key, column, samples);
     }
-    json_array("ns", ns, samples);
-    json_array("t_ns", start, samples);
-    json_array("cycles", cyc, samples);
-    json_array("instructions", ins, samples);
-    json_array("user_s", usr, samples);
-    json_array("sys_s", sys_, samples);
-    json_array("invol_switches", inv, samples);
-    json_array("vol_switches", vol, samples);
-    json_array("offcpu_ns", off, samples);
-    json_array("migrated", mig, samples);
-    json_array("steal_ticks", stl, samples);
-    json_array("ratio_before", rb, samples);
-    json_array("ratio_after", ra, samples);
-    json_array("canary_before", cb, samples);
-    json_array("canary_after", ca, samples);
 }
+#undef CYCLES
 
 /* What the command line asks (usage() above). */
 struct options {
