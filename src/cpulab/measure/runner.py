@@ -379,8 +379,9 @@ def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> li
     now differs from the measured one (compiler or sources changed) becomes an error
     rather than mixing two executables under one name; its samples stay."""
     done = store.processes_measured(run_id)
+    rounds = {e.name: plan.processes_of(e.name) for e in plan.experiments}  # each its family's first look
     owed = [r for r in store.results(run_id)
-            if r["status"] in (Status.PENDING, Status.OK) and done.get(r["id"], 0) < plan.processes_of(r["experiment"])]
+            if r["status"] in (Status.PENDING, Status.OK) and done.get(r["id"], 0) < rounds[r["experiment"]]]
     progress.phase("build", len(owed))
     built: dict[tuple[str, str], Built] = {}
     targets = []
