@@ -10,7 +10,7 @@ import pytest
 
 from cpulab.analysis.summary import compare_results, geomeans
 from cpulab.analysis.memory import memlat_curves
-from cpulab.model import Comparison, Result, Status, Summary, Verdict
+from cpulab.model import Comparison, Result, RunRecord, Status, Summary, Verdict
 from cpulab.policy import DecisionPolicy
 from cpulab.report import exports
 from cpulab.report import html
@@ -34,6 +34,28 @@ def summary(doc) -> Summary:
 def test_json_document_round_trips(doc, summary):
     assert json.loads(json.dumps(summary.to_dict(), default=str)) == doc
     assert summary.policy == DecisionPolicy.from_plan(doc["plan"])  # the run's, from its stored plan
+
+
+def test_every_kind_of_run_record_reads_as_one_type():
+    """A run's record is a plan's, `cpulab time`'s or an imported tool's; all three give the
+    experiments, their baselines and the policy the record asks, and stay whole for --json."""
+    from cpulab.measure.processes import Rounds
+    from cpulab.measure.timed_commands import time_plan
+    from cpulab.plan import plan as plans
+    from cpulab.store.foreign import _plan as imported_plan
+    kinds = {"plan": (plans.load("core").as_dict(), "turns"),
+             "time": (time_plan(["true", "false"], ["t", "f"], {}, Rounds(), False, 0, 5, 0.0), "paired"),
+             "imported": (imported_plan("hyperfine", "1", "mean", [{"workload": "w", "variant": v, "processes": [1.0]}
+                                                                  for v in ("x", "y")]), "unpaired")}
+    for kind, (stored, method) in kinds.items():
+        record = RunRecord.of_stored(stored)
+        assert record.experiments and record.stored is stored, kind
+        for e, raw in zip(record.experiments, stored["experiments"]):
+            assert (e.name, e.workloads, e.baseline) == (raw["name"], raw["workloads"], raw["baseline"]), kind
+            assert e.baseline in raw["variants"] or e.baseline in stored.get("variants", []), kind
+        assert record.policy().method == method, kind
+        assert record.policy("unpaired").method == "unpaired", kind
+    assert RunRecord.of_stored(kinds["time"][0]).commands == {"t": "true", "f": "false"}
 
 
 def test_a_field_the_model_does_not_declare_is_an_error(doc):

@@ -188,6 +188,40 @@ class Analysis:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RecordedExperiment:
+    """One experiment as its run recorded it: what summarise and the report read of it."""
+    name: str
+    workloads: list[str]
+    baseline: str
+    title: str = ""
+    tag: str = ""  # the seed it redoes, if any
+    intro: str = ""
+
+
+@dataclass
+class RunRecord:
+    """What a run was asked, as stored with it. A run's record is one of three kinds: a
+    plan's (Plan.as_dict), `cpulab time`'s (timed_commands.time_plan) or an imported tool's
+    (store/foreign.py); this is what every kind has, typed. `stored` is the record as written,
+    which the `--json` document carries unchanged as "plan"."""
+    experiments: list[RecordedExperiment]
+    against: str | None  # the variant every other is compared with across experiments
+    commands: dict[str, str]  # `cpulab time`'s: each label's command line
+    stored: dict
+
+    @classmethod
+    def of_stored(cls, d: dict) -> "RunRecord":
+        return cls([RecordedExperiment(e["name"], list(e["workloads"]), e["baseline"],
+                                       e.get("title", ""), e.get("tag", ""), e.get("intro", ""))
+                    for e in d.get("experiments", [])],
+                   d.get("against"), dict(d.get("commands", {})), d)
+
+    def policy(self, method: str | None = None) -> DecisionPolicy:
+        """The run's decision policy; method overrides the recorded one (policy.METHODS)."""
+        return DecisionPolicy.from_plan(self.stored, method)
+
+
 @dataclass
 class Summary:
     """Everything every view of a run shows: what analyse produces, what presenters draw.
@@ -196,7 +230,7 @@ class Summary:
     status: str
     started: float
     finished: float | None
-    plan: dict
+    plan: RunRecord
     machine: dict
     conditions: dict
     timing: dict
@@ -222,6 +256,7 @@ class Summary:
         for name in ("results", "comparisons", "geomeans", "analyses"):
             d[name] = [x.to_dict() for x in d[name]]
         d["policy"] = asdict(self.policy)
+        d["plan"] = self.plan.stored
         for name in ("wall_s", "report"):
             if d[name] is None:
                 del d[name]
@@ -230,12 +265,13 @@ class Summary:
     @classmethod
     def from_dict(cls, d: dict) -> "Summary":
         """A document as to_dict() wrote it (an export, a test fixture) back as a Summary."""
-        return cls(**{**_known(cls, d),
+        plan = RunRecord.of_stored(d["plan"])
+        return cls(**{**_known(cls, d), "plan": plan,
                       "results": [Result.from_dict(r) for r in d["results"]],
                       "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],
                       "geomeans": [Geomean(**g) for g in d["geomeans"]],
                       "analyses": [Analysis(**a) for a in d.get("analyses", [])],
-                      "policy": DecisionPolicy(**d["policy"]) if "policy" in d else DecisionPolicy.from_plan(d["plan"])})
+                      "policy": DecisionPolicy(**d["policy"]) if "policy" in d else plan.policy()})
 
 
 @dataclass
@@ -301,13 +337,16 @@ class Machines:
     status: str | None = None
     started: float | None = None
     finished: float | None = None
-    plan: dict | None = None
+    plan: RunRecord | None = None
     client: dict | None = None  # the fingerprint of the machine that ran the client
     wall_s: float | None = None  # set by `cpulab run --cluster`
     report: str | None = None
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        d = {k: v for k, v in asdict(self).items() if v is not None}
+        if self.plan is not None:
+            d["plan"] = self.plan.stored
+        return d
 
 
 @dataclass

@@ -20,7 +20,8 @@ from cpulab import stats
 from cpulab.analysis.summary import summarise
 from cpulab.estimates import _measured_as, result_summary
 from cpulab.model import (
-    MachineRow, MachineRun, Machines, RankedMachine, Result, RunPair, RunPairRow, RunSide, Status, Verdict
+    MachineRow, MachineRun, Machines, RankedMachine, Result, RunPair, RunPairRow, RunRecord, RunSide, Status,
+    Verdict
 )
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store, StoreError
@@ -132,7 +133,7 @@ def cluster_summary(store: Store, run_id: int, against: str | None = None) -> Ma
     parent = store.run(run_id)
     doc = machines_summary(store, store.machine_runs(run_id), against)
     doc.run_id, doc.status, doc.started, doc.finished = run_id, parent["status"], parent["started"], parent["finished"]
-    doc.plan, doc.client = parent["plan"], parent["fingerprint"]
+    doc.plan, doc.client = RunRecord.of_stored(parent["plan"]), parent["fingerprint"]
     doc.machines_lost = [a["data"] for a in store.analyses(run_id, "machine-lost")]
     return doc
 

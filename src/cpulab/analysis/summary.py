@@ -11,8 +11,7 @@ from __future__ import annotations
 from cpulab.estimates import (
     carryover, carryover_ratios, compare_results, count_verdicts, geomeans, placement_bands, result_summary
 )
-from cpulab.model import Analysis, Summary
-from cpulab.policy import DecisionPolicy
+from cpulab.model import Analysis, RunRecord, Summary
 from cpulab.store.db import Store
 
 
@@ -25,13 +24,14 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
         results.append(result_summary(r, samples))
         follows += carryover_ratios(r, samples)
     placement_bands(results)
-    baselines = {e["name"]: baseline or e["baseline"] for e in run["plan"]["experiments"]}
-    policy = DecisionPolicy.from_plan(run["plan"], method)
-    comparisons = compare_results(results, baselines, policy, run["plan"].get("against"))
+    plan = RunRecord.of_stored(run["plan"])
+    baselines = {e.name: baseline or e.baseline for e in plan.experiments}
+    policy = plan.policy(method)
+    comparisons = compare_results(results, baselines, policy, plan.against)
     if policy.metric == "instructions":
         count_verdicts(comparisons, policy)
     return Summary(run_id=run_id, status=run["status"], started=run["started"], finished=run["finished"],
-                   plan=run["plan"], machine=run["fingerprint"],
+                   plan=plan, machine=run["fingerprint"],
                    conditions={k: v for k, v in run["conditions"].items() if k != "time_split"},
                    timing=run["timing"], variants=store.variants(run_id), results=results,
                    comparisons=comparisons, geomeans=geomeans(comparisons),

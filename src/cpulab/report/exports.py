@@ -74,7 +74,7 @@ def bencher(summary: Summary) -> dict:
 
 def hyperfine(summary: Summary) -> dict:
     """The whole-process results (unit `runs`: one process is one run of the command)."""
-    commands = summary.plan.get("commands", {})
+    commands = summary.plan.commands
     results = []
     for r in _estimated(summary):
         if r.unit != "runs":

@@ -111,30 +111,28 @@ def sections(s: Summary) -> list[dict]:
         return None
 
     out = []
-    for e in s.plan["experiments"]:
+    for e in s.plan.experiments:
         parts = []
-        exp_results = [r for r in s.results if r.experiment == e["name"]]
-        if len(e["workloads"]) > 1 and (pivot := pivot_table(exp_results)):
+        exp_results = [r for r in s.results if r.experiment == e.name]
+        if len(e.workloads) > 1 and (pivot := pivot_table(exp_results)):
             parts.append(_part("all workloads at a glance", tables=[pivot]))
-        for wname in e["workloads"]:
+        for wname in e.workloads:
             ok = [r for r in exp_results if r.workload == wname and r.median is not None]
             w = workload_of(wname)
-            part = _part(wname, tables=[tables[(e["name"], wname)]] if (e["name"], wname) in tables else [])
-            own = [a for kind in (w.analyses if w else ()) if (a := analysis(kind, e["name"])) is not None]
+            part = _part(wname, tables=[tables[(e.name, wname)]] if (e.name, wname) in tables else [])
+            own = [a for kind in (w.analyses if w else ()) if (a := analysis(kind, e.name)) is not None]
             for a in own:
                 if a.kind in ANALYSIS_PLOTS:
                     part["plots"] += _as_list(ANALYSIS_PLOTS[a.kind](a.data, caches))
                 part["tables"] += analysis_tables(a.kind, a.data)
-            found = analysis("findings", f"{e['name']}/{wname}")
+            found = analysis("findings", f"{e.name}/{wname}")
             if ok and not (w and w.view == "analysis" and own):
                 part["plots"] += rate_plots(wname, ok, caches)
                 part["why"] += found.data if found else []
-            if code := analysis("explain", f"{e['name']}/{wname}"):
+            if code := analysis("explain", f"{e.name}/{wname}"):
                 part["tables"] += analysis_tables("explain", code.data)
             parts.append(part)
-        out.append({"id": e["name"], "title": e.get("title") or e["name"], "tag": e.get("tag", ""),
-                    "intro": e.get("intro", ""),
-                    "parts": parts})
+        out.append({"id": e.name, "title": e.title or e.name, "tag": e.tag, "intro": e.intro, "parts": parts})
     for i, a in enumerate(s.analyses):  # every other stored analysis: a section of its own
         if i not in shown:
             ts = analysis_tables(a.kind, a.data)
