@@ -15,7 +15,7 @@ import pytest
 from conftest import cpulab
 from cpulab import analysis
 from cpulab.plan import plan as plans
-from cpulab.measure import runner
+from cpulab.measure import runner, targets
 from cpulab.measure.execute import LocalExecutor
 from cpulab.measure.rounds import QuietProgress
 from cpulab.store.db import Store
@@ -213,8 +213,8 @@ def test_variants_differing_only_in_environment_are_both_measured(tmp_path):
     assert res["O2-env-twin"]["status"] == "identical" and res["O2-env-twin"]["same_as"] == "O2-env"
     # ABI flags change what runs as well, even where the bytes (the code hash) are equal.
     art = artifacts.Artifact("x", "h", "same-bytes", 1, "gcc", ())
-    assert runner._execution_key(Variant("a"), art) != runner._execution_key(Variant("b", abi_flags=("-m32",)), art)
-    assert runner._execution_key(Variant("a"), art) == runner._execution_key(Variant("b", cflags=("-O3",)), art)
+    assert targets.execution_key(Variant("a"), art) != targets.execution_key(Variant("b", abi_flags=("-m32",)), art)
+    assert targets.execution_key(Variant("a"), art) == targets.execution_key(Variant("b", cflags=("-O3",)), art)
 
 
 def start_cli_run(db, *args):

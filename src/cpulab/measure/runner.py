@@ -1,4 +1,4 @@
-"""Running a plan's kernels at a site: build every artifact, then measure in rounds.
+"""Running a plan's kernels at a site: build its targets (targets.py), then measure in rounds.
 
 Every process is one job run by an executor (execute.py): one artifact at one parameter
 point, pinned, with the layout pad, its failure recorded if it fails.  In each round a
@@ -10,61 +10,35 @@ machine (LocalSite) or a dask worker (cluster.MachineSite).
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 import random
 import threading
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from cpulab import stats, workloads
-from cpulab.compile import artifacts, emulation
 from cpulab.compile.artifacts import Built
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import ProgramBuild, built_here
-from cpulab.estimates import against_name
+from cpulab.machine import toolchains
 from cpulab.measure import instructions, probes, programs, time_split
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
-from cpulab.measure.explain.largest import Difference, explain_difference, largest_differences
+from cpulab.measure.explain.largest import (
+    Difference,
+    explain_difference,
+    largest_differences,
+)
+from cpulab.measure.lanes import LaneProgress, in_lanes
 from cpulab.measure.processes import evict
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
+from cpulab.measure.targets import Target, build_targets, build_variant, resumed_targets
 from cpulab.measure.time_split import TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
 from cpulab.plan.programs import Program
 from cpulab.store.db import SIGNALS, Store
-from cpulab.machine import toolchains
-
-
-@dataclass
-class Target:
-    """One (experiment, workload, variant, params) point to measure."""
-    experiment: str
-    workload: str
-    variant: str
-    params: dict[str, str]
-    result_id: int = 0
-    artifact: artifacts.Artifact | None = None
-    live: bool = True
-    emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
-    done: int = 0  # processes measured so far: the next process's number (its round)
-    placement_order: tuple[int, ...] = ()  # the placements its processes run, in turn (_measure)
-    # Set by its first process that succeeds in this session: later ones take its
-    # repetitions per sample and skip the known-answer test it passed (_job).
-    reps: int | None = None
-
-    def placement(self) -> int | None:
-        """The placement the next process runs (None: the artifact has none)."""
-        return self.placement_order[self.done % len(self.placement_order)] if self.placement_order else None
-
-    def executable(self) -> str:
-        p = self.placement()
-        return self.artifact.path if p is None else self.artifact.placement_path(p)
 
 
 def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, str]:
@@ -150,8 +124,8 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
 
 def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Progress, rng: random.Random,
                  split: TimeSplit, resume: int | None) -> None:
-    targets = _build_all(plan, store, run_id, progress, site, split) if resume is None else \
-        _unfinished(plan, store, run_id, progress)
+    targets = build_targets(plan, store, run_id, progress, site, split) if resume is None else \
+        resumed_targets(plan, store, run_id, progress)
     made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
     schedule = Schedule.of_plan(plan)
@@ -197,7 +171,7 @@ def _explain(store: Store, run_id: int, schedule: Schedule, site: Site, rng: ran
             progress.advance(f"explain  {d.key}")
         return item
     spare = site.spare_executor() if len(todo) > 1 else None
-    _in_lanes([explain(d) for d in todo], [site.executor] + ([spare] if spare else []), store.path, rng)
+    in_lanes([explain(d) for d in todo], [site.executor] + ([spare] if spare else []), store.path, rng)
 
 
 def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],
@@ -243,165 +217,6 @@ def _probe_table(store: Store, run_id: int, name: str, measure, timer: str, spli
     progress.advance(name + (f": {data['error']}" if "error" in data else ""))
 
 
-def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
-    """One workload under one variant on this machine."""
-    if why := toolchains.unavailable_reason(v):
-        return Built(Status.SKIPPED, why)
-    if why := toolchains.libraries_reason(v, w.requires, w.libs):
-        return Built(Status.SKIPPED, why)
-    try:
-        art = artifacts.build_artifact(w, v)
-    except artifacts.BuildError as e:
-        return Built(Status.BUILD_FAILED, str(e))
-    try:
-        return Built(Status.PENDING, "", art, emulation.emulator_for(art.path))
-    except emulation.CannotRun as e:
-        return Built(Status.SKIPPED, str(e), art)
-
-
-def _build_all(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site,
-               split: TimeSplit) -> list[Target]:
-    """Build every (workload, variant) once; record skips and build failures; mark
-    variants whose executable is byte-identical to an earlier one's as 'identical'."""
-    pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants if w not in plan.programs]
-    builds = _build_pairs(plan, pairs, site, split, progress)
-    recorded_variants: set[str] = set()
-    targets: list[Target] = []
-    for exp, wname, vname in pairs:
-        w, v = workloads.get(wname), plan.variant(vname)
-        if vname not in recorded_variants:
-            store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
-            recorded_variants.add(vname)
-        built = builds[(wname, vname)]
-        status, error, art = built.status, built.error, built.artifact
-        if art:
-            store.add_artifact(art.as_dict())
-        for params in w.grid(plan.grid, exp.params.get(wname)):
-            t = Target(exp.name, wname, vname, params, artifact=art, live=status == Status.PENDING,
-                       emulator=built.emulator if status == Status.PENDING else ())
-            t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
-                                           art.hash if art else None, experiment=exp.name)
-            targets.append(t)
-
-    if plan.against is not None:
-        targets += _against_targets(plan, store, run_id, targets)
-
-    # Identical code run the same way: measure the first such variant, point the rest at it.
-    first_with: dict[tuple, str] = {}
-    for t in targets:
-        if not t.live:
-            continue
-        run_as = _execution_key(plan.variant(t.variant), t.artifact)
-        key = (t.experiment, t.workload, params_key(t.params), run_as)
-        if key in first_with and first_with[key] != t.variant and not plan.measure_identical:
-            t.live = False
-            store.mark_identical(t.result_id, first_with[key])
-        else:
-            first_with.setdefault(key, t.variant)
-    return targets
-
-
-def _build_pairs(plan: Plan, pairs: list[tuple], site: Site, split: TimeSplit,
-                 progress: Progress) -> dict[tuple[str, str], Built]:
-    """Each distinct (workload, variant) built once, two at a time: nothing is measured
-    yet, so both CPUs compile.  The build phase's wall time goes to the experiments in
-    proportion to their builds' own times."""
-    first_of: dict[tuple[str, str], str] = {}
-    for exp, wname, vname in pairs:
-        first_of.setdefault((wname, vname), exp.name)
-
-    def timed(pair: tuple[str, str]) -> tuple[Built, float]:
-        t0 = time.perf_counter()
-        built = site.build(workloads.get(pair[0]), plan.variant(pair[1]))
-        progress.advance(f"{pair[0]} / {pair[1]}" + (f": {built.status}" if built.status != Status.PENDING else ""))
-        return built, time.perf_counter() - t0
-
-    progress.phase("build", len(first_of))
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(2) as pool:
-        done = dict(zip(first_of, pool.map(timed, first_of)))
-    wall, own = time.perf_counter() - t0, sum(s for _, s in done.values())
-    for pair, (_, s) in done.items():
-        split.add(first_of[pair], "build", wall * s / own if own else 0.0)
-    return {pair: built for pair, (built, _) in done.items()}
-
-
-def stored_artifact(store: Store, hash_: str | None) -> artifacts.Artifact | None:
-    """A stored run's artifact, if its executable is still in this machine's cache with
-    the same bytes (built here, not evicted, not rebuilt since)."""
-    art = store.artifact(hash_) if hash_ else None
-    if not art or not os.path.isfile(art["path"]):
-        return None
-    with open(art["path"], "rb") as f:
-        if hashlib.sha256(f.read()).hexdigest() != art["code_hash"]:
-            return None
-    return artifacts.Artifact.from_dict(art)
-
-
-def _against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]) -> list[Target]:
-    """`run --against RUN`: for every point of this plan that RUN measured under the same
-    variant, RUN's stored executable is measured beside the new build, in the same
-    rounds, as that variant's baseline (`VARIANT@RUN`).  One whose executable is gone
-    from the cache is recorded skipped, saying so."""
-    old = {(r["workload"], r["variant"], params_key(r["params"])): r
-           for r in store.results(plan.against) if r["status"] in (Status.OK, Status.IDENTICAL)}
-    out, named = [], set()
-    for t in targets:
-        r = old.get((t.workload, t.variant, params_key(t.params)))
-        if r is None:
-            continue
-        if r["status"] == "identical":  # measured as its twin: the twin's build is the one
-            r = old.get((t.workload, r["same_as"], params_key(t.params))) or r
-        name = against_name(t.variant, plan.against)
-        if name not in named:
-            store.add_variant(run_id, {**plan.variant(t.variant).as_dict(), "name": name}, "")
-            named.add(name)
-        art = stored_artifact(store, r["artifact_hash"])
-        status = Status.PENDING if art else Status.SKIPPED
-        error = "" if art else f"run {plan.against}'s executable is no longer in this machine's artifact cache"
-        a = Target(t.experiment, t.workload, name, t.params, artifact=art, live=art is not None and t.live,
-                   emulator=t.emulator)
-        a.result_id = store.add_result(run_id, t.workload, name, t.params, workloads.get(t.workload).unit, status,
-                                       error, art.hash if art else None, experiment=t.experiment)
-        out.append(a)
-    return out
-
-
-def _execution_key(v: toolchain.Variant, art: artifacts.Artifact) -> tuple:
-    """What decides how a measured process behaves: the executable's bytes, and what the
-    variant sets around it (environment; ABI flags).  Equal keys need one measurement."""
-    return art.code_hash, tuple(sorted(v.env)), tuple(v.abi_flags)
-
-
-def _unfinished(plan: Plan, store: Store, run_id: int, progress: Progress) -> list[Target]:
-    """The results of a stopped run that are owed processes (pending, or ok with fewer
-    than the plan's processes), with their artifacts (from the cache).  A result whose build
-    now differs from the measured one (compiler or sources changed) becomes an error
-    rather than mixing two executables under one name; its samples stay."""
-    done = store.processes_measured(run_id)
-    rounds = {e.name: plan.processes_of(e.name) for e in plan.experiments}  # each its family's first look
-    owed = [r for r in store.results(run_id)
-            if r["status"] in (Status.PENDING, Status.OK) and done.get(r["id"], 0) < rounds[r["experiment"]]]
-    progress.phase("build", len(owed))
-    built: dict[tuple[str, str], Built] = {}
-    targets = []
-    for r in owed:
-        pair = (r["workload"], r["variant"])
-        if pair not in built:
-            built[pair] = build_variant(workloads.get(r["workload"]), plan.variant(r["variant"]))
-        b = built[pair]
-        why = f"not resumed: {b.status} now: {b.error}" if b.status != Status.PENDING else ""
-        if b.artifact is not None and b.artifact.hash != r["artifact_hash"]:
-            why = "not resumed: the build differs from the one measured (compiler or sources changed)"
-        if why:
-            store.set_status(r["id"], Status.ERROR, why)
-        else:
-            targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], b.artifact,
-                                  done=done.get(r["id"], 0), emulator=b.emulator))
-        progress.advance(f"{r['workload']} / {r['variant']}" + (f": {why}" if why else ""))
-    return targets
-
-
 def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random, split: TimeSplit, tsc_hz: float | None = None,
              beside: list[Callable[[Executor, Store, threading.Event], None]] = ()) -> list[str]:
@@ -412,7 +227,7 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     to back in the round's random order.
 
     Experiments that share the machine (plan: share_machine) run first, two at a time,
-    one per CPU when the site has a spare one (_in_lanes), with the work in `beside`
+    one per CPU when the site has a spare one (in_lanes), with the work in `beside`
     (called with the lane's executor, store and stop event) after them; the others then
     run alone.  Returns the experiments that ran in lanes (none: nothing did, `beside`
     neither)."""
@@ -454,61 +269,11 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
         progress.phase("measure (two CPUs)", sum(schedule.first[k[0]] * len(ts) for k, ts in points.items()
                                                  if k[0] in sharing))
         work = [lambda executor, lane_store, lane_rng, stop, exp=exp: rounds(
-                    {exp}, executor, lane_store, lane_rng, _LaneProgress(progress), stop) for exp in sharing]
+                    {exp}, executor, lane_store, lane_rng, LaneProgress(progress), stop) for exp in sharing]
         work += [lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop) for w in beside]
-        _in_lanes(work, [site.executor, spare], store.path, rng)
+        in_lanes(work, [site.executor, spare], store.path, rng)
     rounds({k[0] for k in points} - (set(sharing) if spare else set()), site.executor, store, rng, progress)
     return sharing if spare is not None else []
-
-
-class _LaneProgress:
-    """A lane's progress: its steps and notes go to the run's bar, whose phase is set once
-    for all lanes."""
-
-    def __init__(self, progress: Progress):
-        self.progress = progress
-
-    def phase(self, name, total):
-        pass
-
-    def advance(self, label):
-        self.progress.advance(label)
-
-    def note(self, text):
-        self.progress.note(text)
-
-
-def _in_lanes(work: list[Callable], executors: list[Executor], store_path, rng: random.Random) -> None:
-    """Do the work (each item called with an executor, a store, an rng and the stop
-    event) in lanes, one lane per executor (each on its own CPU, with a store connection
-    of its own: sqlite's are per thread), each lane taking the next item in order when
-    it comes free.  Ctrl-C (or SIGTERM) in the main thread stops every lane: the
-    processes measuring are killed and their round is not recorded; what was recorded
-    stays."""
-    queue, lock, stop = list(work), threading.Lock(), threading.Event()
-
-    def lane(executor: Executor, lane_rng: random.Random) -> None:
-        store = Store(store_path)
-        try:
-            while not stop.is_set():
-                with lock:
-                    if not queue:
-                        return
-                    item = queue.pop(0)
-                item(executor, store, lane_rng, stop)
-        finally:
-            store.close()
-
-    with ThreadPoolExecutor(len(executors)) as pool:
-        futures = [pool.submit(lane, ex, random.Random(rng.random())) for ex in executors]
-        try:
-            for f in futures:
-                f.result()
-        except BaseException:
-            stop.set()
-            for ex in executors:
-                ex.kill_all()
-            raise
 
 
 def turn_order(cycles: list[list[int]], names: list[str]) -> list[list[tuple[int, str]]]:

@@ -18,7 +18,7 @@ from cpulab import workloads
 from cpulab.compile import artifacts
 from cpulab.compile.artifacts import Built
 from cpulab.compile.programs import built_here, unpacked_source
-from cpulab.measure import execute, probes
+from cpulab.measure import execute, probes, targets
 from cpulab.measure import runner as run
 from cpulab.measure.execute import Outcome
 from cpulab.measure.processes import ProcessJob, launcher
@@ -110,7 +110,7 @@ def _on_worker_build(wname: str, digest: str, v: toolchain.Variant) -> dict:
         return Built(Status.SKIPPED, f"workload {wname} is not in this machine's cpulab").as_dict()
     if source_digest(w) != digest:
         return Built(Status.SKIPPED, f"this machine's cpulab has other sources for {wname}: install the same version").as_dict()
-    return run.build_variant(w, v).as_dict()
+    return targets.build_variant(w, v).as_dict()
 
 
 def _on_worker_build_program(p: Program, v: toolchain.Variant, digest: str, source: bytes) -> dict:

@@ -1,0 +1,214 @@
+"""What the runner measures: one Target per (experiment, workload, variant, point), made
+from a plan by building each (workload, variant) once (build_targets), or from a stopped
+run's owed results (resumed_targets).  Variants whose executable and settings are
+byte-identical to an earlier one's are measured once (execution_key); `run --against RUN`
+adds RUN's stored executables beside the new builds (against_targets).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cpulab import workloads
+from cpulab.compile import artifacts, emulation
+from cpulab.compile.artifacts import Built
+from cpulab.estimates import against_name
+from cpulab.machine import toolchains
+from cpulab.measure.rounds import Progress
+from cpulab.measure.time_split import TimeSplit
+from cpulab.model import Status, params_key
+from cpulab.plan import toolchain
+from cpulab.plan.plan import Plan
+from cpulab.store.db import Store
+
+if TYPE_CHECKING:  # the runner's Site; the runner imports this module
+    from cpulab.measure.runner import Site
+
+
+@dataclass
+class Target:
+    """One (experiment, workload, variant, params) point to measure."""
+    experiment: str
+    workload: str
+    variant: str
+    params: dict[str, str]
+    result_id: int = 0
+    artifact: artifacts.Artifact | None = None
+    live: bool = True
+    emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
+    done: int = 0  # processes measured so far: the next process's number (its round)
+    placement_order: tuple[int, ...] = ()  # the placements its processes run, in turn (_measure)
+    # Set by its first process that succeeds in this session: later ones take its
+    # repetitions per sample and skip the known-answer test it passed (_job).
+    reps: int | None = None
+
+    def placement(self) -> int | None:
+        """The placement the next process runs (None: the artifact has none)."""
+        return self.placement_order[self.done % len(self.placement_order)] if self.placement_order else None
+
+    def executable(self) -> str:
+        p = self.placement()
+        return self.artifact.path if p is None else self.artifact.placement_path(p)
+
+
+def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
+    """One workload under one variant on this machine."""
+    if why := toolchains.unavailable_reason(v):
+        return Built(Status.SKIPPED, why)
+    if why := toolchains.libraries_reason(v, w.requires, w.libs):
+        return Built(Status.SKIPPED, why)
+    try:
+        art = artifacts.build_artifact(w, v)
+    except artifacts.BuildError as e:
+        return Built(Status.BUILD_FAILED, str(e))
+    try:
+        return Built(Status.PENDING, "", art, emulation.emulator_for(art.path))
+    except emulation.CannotRun as e:
+        return Built(Status.SKIPPED, str(e), art)
+
+
+def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site,
+               split: TimeSplit) -> list[Target]:
+    """Build every (workload, variant) once; record skips and build failures; mark
+    variants whose executable is byte-identical to an earlier one's as 'identical'."""
+    pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants if w not in plan.programs]
+    builds = _build_pairs(plan, pairs, site, split, progress)
+    recorded_variants: set[str] = set()
+    targets: list[Target] = []
+    for exp, wname, vname in pairs:
+        w, v = workloads.get(wname), plan.variant(vname)
+        if vname not in recorded_variants:
+            store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
+            recorded_variants.add(vname)
+        built = builds[(wname, vname)]
+        status, error, art = built.status, built.error, built.artifact
+        if art:
+            store.add_artifact(art.as_dict())
+        for params in w.grid(plan.grid, exp.params.get(wname)):
+            t = Target(exp.name, wname, vname, params, artifact=art, live=status == Status.PENDING,
+                       emulator=built.emulator if status == Status.PENDING else ())
+            t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
+                                           art.hash if art else None, experiment=exp.name)
+            targets.append(t)
+
+    if plan.against is not None:
+        targets += against_targets(plan, store, run_id, targets)
+
+    # Identical code run the same way: measure the first such variant, point the rest at it.
+    first_with: dict[tuple, str] = {}
+    for t in targets:
+        if not t.live:
+            continue
+        run_as = execution_key(plan.variant(t.variant), t.artifact)
+        key = (t.experiment, t.workload, params_key(t.params), run_as)
+        if key in first_with and first_with[key] != t.variant and not plan.measure_identical:
+            t.live = False
+            store.mark_identical(t.result_id, first_with[key])
+        else:
+            first_with.setdefault(key, t.variant)
+    return targets
+
+
+def _build_pairs(plan: Plan, pairs: list[tuple], site: Site, split: TimeSplit,
+                 progress: Progress) -> dict[tuple[str, str], Built]:
+    """Each distinct (workload, variant) built once, two at a time: nothing is measured
+    yet, so both CPUs compile.  The build phase's wall time goes to the experiments in
+    proportion to their builds' own times."""
+    first_of: dict[tuple[str, str], str] = {}
+    for exp, wname, vname in pairs:
+        first_of.setdefault((wname, vname), exp.name)
+
+    def timed(pair: tuple[str, str]) -> tuple[Built, float]:
+        t0 = time.perf_counter()
+        built = site.build(workloads.get(pair[0]), plan.variant(pair[1]))
+        progress.advance(f"{pair[0]} / {pair[1]}" + (f": {built.status}" if built.status != Status.PENDING else ""))
+        return built, time.perf_counter() - t0
+
+    progress.phase("build", len(first_of))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        done = dict(zip(first_of, pool.map(timed, first_of)))
+    wall, own = time.perf_counter() - t0, sum(s for _, s in done.values())
+    for pair, (_, s) in done.items():
+        split.add(first_of[pair], "build", wall * s / own if own else 0.0)
+    return {pair: built for pair, (built, _) in done.items()}
+
+
+def stored_artifact(store: Store, hash_: str | None) -> artifacts.Artifact | None:
+    """A stored run's artifact, if its executable is still in this machine's cache with
+    the same bytes (built here, not evicted, not rebuilt since)."""
+    art = store.artifact(hash_) if hash_ else None
+    if not art or not os.path.isfile(art["path"]):
+        return None
+    with open(art["path"], "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != art["code_hash"]:
+            return None
+    return artifacts.Artifact.from_dict(art)
+
+
+def against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]) -> list[Target]:
+    """`run --against RUN`: for every point of this plan that RUN measured under the same
+    variant, RUN's stored executable is measured beside the new build, in the same
+    rounds, as that variant's baseline (`VARIANT@RUN`).  One whose executable is gone
+    from the cache is recorded skipped, saying so."""
+    old = {(r["workload"], r["variant"], params_key(r["params"])): r
+           for r in store.results(plan.against) if r["status"] in (Status.OK, Status.IDENTICAL)}
+    out, named = [], set()
+    for t in targets:
+        r = old.get((t.workload, t.variant, params_key(t.params)))
+        if r is None:
+            continue
+        if r["status"] == "identical":  # measured as its twin: the twin's build is the one
+            r = old.get((t.workload, r["same_as"], params_key(t.params))) or r
+        name = against_name(t.variant, plan.against)
+        if name not in named:
+            store.add_variant(run_id, {**plan.variant(t.variant).as_dict(), "name": name}, "")
+            named.add(name)
+        art = stored_artifact(store, r["artifact_hash"])
+        status = Status.PENDING if art else Status.SKIPPED
+        error = "" if art else f"run {plan.against}'s executable is no longer in this machine's artifact cache"
+        a = Target(t.experiment, t.workload, name, t.params, artifact=art, live=art is not None and t.live,
+                   emulator=t.emulator)
+        a.result_id = store.add_result(run_id, t.workload, name, t.params, workloads.get(t.workload).unit, status,
+                                       error, art.hash if art else None, experiment=t.experiment)
+        out.append(a)
+    return out
+
+
+def execution_key(v: toolchain.Variant, art: artifacts.Artifact) -> tuple:
+    """What decides how a measured process behaves: the executable's bytes, and what the
+    variant sets around it (environment; ABI flags).  Equal keys need one measurement."""
+    return art.code_hash, tuple(sorted(v.env)), tuple(v.abi_flags)
+
+
+def resumed_targets(plan: Plan, store: Store, run_id: int, progress: Progress) -> list[Target]:
+    """The results of a stopped run that are owed processes (pending, or ok with fewer
+    than the plan's processes), with their artifacts (from the cache).  A result whose build
+    now differs from the measured one (compiler or sources changed) becomes an error
+    rather than mixing two executables under one name; its samples stay."""
+    done = store.processes_measured(run_id)
+    rounds = {e.name: plan.processes_of(e.name) for e in plan.experiments}  # each its family's first look
+    owed = [r for r in store.results(run_id)
+            if r["status"] in (Status.PENDING, Status.OK) and done.get(r["id"], 0) < rounds[r["experiment"]]]
+    progress.phase("build", len(owed))
+    built: dict[tuple[str, str], Built] = {}
+    targets = []
+    for r in owed:
+        pair = (r["workload"], r["variant"])
+        if pair not in built:
+            built[pair] = build_variant(workloads.get(r["workload"]), plan.variant(r["variant"]))
+        b = built[pair]
+        why = f"not resumed: {b.status} now: {b.error}" if b.status != Status.PENDING else ""
+        if b.artifact is not None and b.artifact.hash != r["artifact_hash"]:
+            why = "not resumed: the build differs from the one measured (compiler or sources changed)"
+        if why:
+            store.set_status(r["id"], Status.ERROR, why)
+        else:
+            targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], b.artifact,
+                                  done=done.get(r["id"], 0), emulator=b.emulator))
+        progress.advance(f"{r['workload']} / {r['variant']}" + (f": {why}" if why else ""))
+    return targets
