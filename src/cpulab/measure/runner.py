@@ -14,12 +14,11 @@ import random
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Protocol
+from typing import Callable
 
 from cpulab import stats, workloads
-from cpulab.compile.artifacts import Built
 from cpulab.compile.inputs import input_file
-from cpulab.compile.programs import ProgramBuild, built_here
+from cpulab.compile.programs import built_here
 from cpulab.machine import toolchains
 from cpulab.measure import instructions, probes, programs, time_split
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
@@ -32,12 +31,11 @@ from cpulab.measure.lanes import LaneProgress, in_lanes
 from cpulab.measure.processes import evict
 from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
+from cpulab.measure.site import Site
 from cpulab.measure.targets import Target, build_targets, build_variant, resumed_targets
 from cpulab.measure.time_split import TimeSplit
 from cpulab.model import Status, params_key
-from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
-from cpulab.plan.programs import Program
 from cpulab.store.db import SIGNALS, Store
 
 
@@ -45,25 +43,9 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
     return {**params, **w.prepare(params)} if w.prepare else dict(params)
 
 
-class Site(Protocol):
-    """Where a plan meets a machine: its identity, its builds (kernels and programs), its
-    data files, its page cache, its measured processes (`executor`) and its probe tables.
-    LocalSite is this machine; cluster.MachineSite is a worker of a cluster, which is sent
-    a program's source and builds it, makes its inputs and runs it with its own paths."""
-    executor: Executor
-
-    def identity(self, timer: str) -> dict: ...
-    def compiler_version(self, v: toolchain.Variant) -> str: ...
-    def build(self, w: workloads.Workload, v: toolchain.Variant) -> Built: ...
-    def build_program(self, p: Program, v: toolchain.Variant) -> ProgramBuild: ...
-    def input_file(self, size: int) -> str: ...
-    def evict(self, files: list[str]) -> str: ...
-    def prepare(self, w: workloads.Workload, params: dict[str, str]) -> dict[str, str]: ...
-    def probe_table(self, name: str, timer: str): ...
-    def spare_executor(self) -> Executor | None: ...
-
-
 class LocalSite:
+    """This machine as a Site."""
+
     def __init__(self, executor: Executor):
         self.executor = executor
 

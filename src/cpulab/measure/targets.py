@@ -11,7 +11,6 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from cpulab import workloads
 from cpulab.compile import artifacts, emulation
@@ -19,14 +18,12 @@ from cpulab.compile.artifacts import Built
 from cpulab.estimates import against_name
 from cpulab.machine import toolchains
 from cpulab.measure.rounds import Progress
+from cpulab.measure.site import Site
 from cpulab.measure.time_split import TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
 from cpulab.store.db import Store
-
-if TYPE_CHECKING:  # the runner's Site; the runner imports this module
-    from cpulab.measure.runner import Site
 
 
 @dataclass

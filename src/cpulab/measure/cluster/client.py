@@ -65,7 +65,7 @@ class MachineGone(Exception):
 
 
 class MachineSite:
-    """run.Site on one cluster worker: every step is a task pinned to machine-NAME."""
+    """site.Site on one cluster worker: every step is a task pinned to machine-NAME."""
 
     def __init__(self, client: Client, name: str, parent: int, grace_s: float = GRACE_S):
         self.client, self.name, self.parent, self.grace_s = client, name, parent, grace_s
@@ -76,7 +76,7 @@ class MachineSite:
         self._pending: set = set()
         self._lock = threading.Lock()
 
-    # run.Site
+    # site.Site
     def identity(self, timer):
         """The worker's fingerprint, and the cluster run this machine's run belongs to."""
         return {**self._call(_on_worker_identity, timer), "parent": self.parent, "machine": self.name}
