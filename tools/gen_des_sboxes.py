@@ -23,8 +23,11 @@ reused, never built twice.
   with the one-gate special cases (d all ones: f0 ^ x; f0 = 0: x & f1; ...).  A function
   of at most two inputs is one gate (two if it needs a NOT).
 * Ternary form (AVX-512 vpternlog: any function of three vectors in one instruction).
-  A function of at most three inputs is one TERN; larger ones are a multiplexer on the
-  split variable, also one TERN: f = x ? f1 : f0.
+  A function of at most three inputs is one TERN (of two, one AND/ANDN/OR/XOR); a larger
+  one splits on x into x ? f1 : f0, f0 ^ (x & d) or f1 ^ (~x & d), each one TERN, taking
+  the one whose parts are built already (up to complement, which a TERN reads for free).
+  Orders are ranked by operations plus the copies the compiler must make before a TERN
+  whose operands all live on.
 
 The script checks every circuit against its table on all 64 inputs before writing, and
 tests/test_des.py compiles the emitted header and checks it again.
@@ -87,25 +90,6 @@ def support(f: int) -> tuple[int, ...]:
     return tuple(i for i in range(6) if cofactor(f, i, 0) != cofactor(f, i, 1))
 
 
-def ternary_imm(fn) -> int:
-    """vpternlog immediate of fn(a, b, c): bit (a<<2 | b<<1 | c) holds the result."""
-    return sum(1 << k for k in range(8) if fn((k >> 2) & 1, (k >> 1) & 1, k & 1))
-
-
-def tt_of_3(f: int, vs: tuple[int, int, int]) -> int:
-    """The imm8 of f as a function of the three inputs vs (f may ignore some)."""
-    imm = 0
-    for k in range(8):
-        bits = ((k >> 2) & 1, (k >> 1) & 1, k & 1)
-        x = 0
-        for i, b in zip(vs, bits):
-            x |= b << (5 - i)
-        # f does not depend on the inputs outside vs: any completion will do.
-        if (f >> x) & 1:
-            imm |= 1 << k
-    return imm
-
-
 BINOPS = {
     "AND": lambda a, b: a & b,
     "OR": lambda a, b: a | b,
@@ -115,10 +99,9 @@ BINOPS = {
 
 
 class Circuit:
-    """Straight-line code with hash-consing on truth tables."""
+    """Straight-line binary code with hash-consing on truth tables."""
 
-    def __init__(self, ternary: bool):
-        self.ternary = ternary
+    def __init__(self):
         self.name = dict(VAR_NAME)
         self.lines: list[str] = []
         self.ops = 0
@@ -142,9 +125,6 @@ class Circuit:
         if n is None:
             raise AssertionError("operand not built")
         return n
-
-    def tern(self, f: int, vs: tuple[int, int, int], names: tuple[str, str, str]) -> str:
-        return self.have(f) or self.emit(f, f"DES_TERN({names[0]}, {names[1]}, {names[2]}, 0x{tt_of_3(f, vs):02x})")
 
 
 # ---- binary form ----------------------------------------------------------------------
@@ -253,53 +233,139 @@ def binary_build(c: Circuit, f: int, order) -> str:
 
 
 # ---- ternary form ---------------------------------------------------------------------
+#
+# vpternlog computes any function of three vectors, so a consumer can read any of its
+# operands complemented for free (the immediate absorbs it): sub-functions are shared up
+# to complement.  But it overwrites its first operand, and when all three are still needed
+# afterwards the compiler copies one first; on Zen 4 that zmm copy takes a vector pipe
+# like the operation itself (bench/kernel_bounds.py measures it).  So the search counts
+# operations plus copies, and what depends on two values only is a non-destructive AND,
+# ANDN, OR or XOR.
 
-def ternary_build(c: Circuit, f: int, order) -> str:
-    n = c.have(f)
-    if n:
-        return n
+def canon(f: int) -> int:
+    """One key for a function and its complement."""
+    return min(f, f ^ FULL)
+
+
+def imm_of(f: int, operands: list[int]) -> int:
+    """The vpternlog immediate that makes f of three operands' truth tables."""
+    imm, seen = 0, {}
+    for x in range(64):
+        k = sum(((v >> x) & 1) << (2 - j) for j, v in enumerate(operands))
+        bit = (f >> x) & 1
+        if seen.setdefault(k, bit) != bit:
+            raise AssertionError("f is not a function of these operands")
+        imm |= bit << k
+    return imm
+
+
+class TernaryCircuit:
+    """Straight-line code of TERN and binary operations, shared up to complement: `have`
+    maps canon(f) to the name and the function (f or its complement) already built."""
+
+    def __init__(self):
+        self.have = {canon(v): (f"a{i + 1}", v) for i, v in enumerate(VAR)}
+        self.lines: list[str] = []
+        self.ops = 0
+
+    def node(self, f: int, operands: list[tuple[str, int]]) -> str:
+        """f (or its complement) from up to three built operands."""
+        if canon(f) in self.have:
+            return self.have[canon(f)][0]
+        operands = [o for o in dict.fromkeys(operands) if o[1] not in (0, FULL)]
+        name = f"t{self.ops}"
+        if len(operands) == 2:
+            (na, a), (nb, b) = operands
+            kind, x, y, value = next((k, x, y, fn(vx, vy)) for k, fn in BINOPS.items()
+                                     for (x, vx), (y, vy) in (((na, a), (nb, b)), ((nb, b), (na, a)))
+                                     if canon(fn(vx, vy)) == canon(f))
+            expr = f"DES_{kind}({x}, {y})"
+        else:
+            assert len(operands) == 3, "a function of one value is that value or its complement"
+            value = f
+            expr = f"DES_TERN({', '.join(n for n, _ in operands)}, 0x{imm_of(f, [v for _, v in operands]):02x})"
+        self.ops += 1
+        self.lines.append(f"DES_V {name} = {expr};")
+        self.have[canon(f)] = (name, value)
+        return name
+
+    def operand(self, f: int) -> tuple[str, int]:
+        return self.have[canon(f)]
+
+
+def ternary_build(c: TernaryCircuit, f: int, order, choice) -> str:
+    """f by splitting on the first input of `order` it depends on, as a multiplexer of its
+    cofactors (f0, f1) or as f0 ^ (x & d) or f1 ^ (~x & d), d = f0 ^ f1; choice(f, options)
+    picks one.  A function of at most three inputs is one operation on them."""
+    if canon(f) in c.have:
+        return c.have[canon(f)][0]
     sup = support(f)
     if len(sup) <= 3:
-        vs = tuple(sup) + tuple(i for i in range(6) if i not in sup)[:3 - len(sup)]
-        return c.tern(f, vs, tuple(f"a{i + 1}" for i in vs))
+        return c.node(f, [c.operand(VAR[i]) for i in sup])
     x = next(i for i in order if i in sup)
     f0, f1 = cofactor(f, x, 0), cofactor(f, x, 1)
-    n0 = ternary_build(c, f0, order)
-    n1 = ternary_build(c, f1, order)
-    # mux: x ? f1 : f0 with operands (x, f0, f1)
-    imm = ternary_imm(lambda a, b, cc: cc if a else b)
-    return c.have(f) or c.emit(f, f"DES_TERN(a{x + 1}, {n0}, {n1}, 0x{imm:02x})")
+    parts = choice(c, [(f0, f1), (f0, f0 ^ f1), (f1, f0 ^ f1)])
+    for g in parts:
+        if g not in (0, FULL):
+            ternary_build(c, g, order, choice)
+    return c.node(f, [c.operand(VAR[x])] + [c.operand(g) if g not in (0, FULL) else ("", g) for g in parts])
+
+
+def fewest_new(c: TernaryCircuit, options):
+    """The option whose parts are built already, or else are the smallest."""
+    return min(options, key=lambda p: sum(0 if g in (0, FULL) or canon(g) in c.have else len(support(g))
+                                          for g in p))
+
+
+def copies(lines: list[str], outs: list[str]) -> int:
+    """TERN operations whose first operand is read again later (the compiler copies it)."""
+    last = last_uses(lines, outs)
+    return sum(1 for i, line in enumerate(lines)
+               if (m := re.search(r"DES_TERN\((\w+),", line)) and last[m.group(1)] > i)
+
+
+def last_uses(lines: list[str], outs: list[str]) -> dict[str, int]:
+    last: dict[str, int] = {o: len(lines) for o in outs}  # outputs are read after the body
+    for i, line in enumerate(lines):
+        for name in re.findall(r"\b(?:a[1-6]|t\d+)\b", line.split("=", 1)[1]):
+            last[name] = max(last.get(name, i), i)
+    return last
 
 
 # ---- search, check, emit --------------------------------------------------------------
 
-def circuit_for(box: list[int], ternary: bool, order) -> tuple[Circuit, list[str]]:
-    c = Circuit(ternary)
-    outs = []
-    for o in range(4):
-        f = output_tt(box, o)
-        outs.append(ternary_build(c, f, order) if ternary else binary_build(c, f, order))
-    return c, outs
+def circuit_for(box: list[int], ternary: bool, order):
+    """The S-box's four outputs in one circuit; each output is (name, complemented)."""
+    if ternary:
+        c = TernaryCircuit()
+        outs = []
+        for o in range(4):
+            f = output_tt(box, o)
+            name = ternary_build(c, f, order, fewest_new)
+            outs.append((name, c.operand(f)[1] != f))
+        return c, outs
+    c = Circuit()
+    return c, [(binary_build(c, output_tt(box, o), order), False) for o in range(4)]
+
+
+def cost(c, outs, ternary: bool) -> int:
+    return c.ops + (copies(dead_first(c.lines, [n for n, _ in outs]), [n for n, _ in outs]) if ternary else 0)
 
 
 def best_circuit(box: list[int], ternary: bool):
     best = None
     for order in itertools.permutations(range(6)):
         c, outs = circuit_for(box, ternary, order)
-        if best is None or c.ops < best[0].ops:
-            best = (c, outs, order)
-    return best
+        if best is None or cost(c, outs, ternary) < best[0]:
+            best = (cost(c, outs, ternary), c, outs, order)
+    return best[1:]
 
 
 def dead_first(lines: list[str], outs: list[str]) -> list[str]:
     """vpternlog writes its first operand: where that operand is used again and another
-    one is not, the compiler must copy it first (a register move per operation, as many as
-    the logic in a round).  So each TERN takes an operand at its last use first, its
-    immediate permuted to match."""
-    last: dict[str, int] = {o: len(lines) for o in outs}  # outputs are read after the body
-    for i, line in enumerate(lines):
-        for name in re.findall(r"\b(?:a[1-6]|t\d+)\b", line.split("=", 1)[1]):
-            last[name] = max(last.get(name, i), i)
+    one is not, the compiler must copy it first.  So each TERN takes an operand at its
+    last use first, its immediate permuted to match."""
+    last = last_uses(lines, outs)
     out = []
     for i, line in enumerate(lines):
         m = re.fullmatch(r"DES_V (t\d+) = DES_TERN\((\w+), (\w+), (\w+), 0x([0-9a-f]+)\);", line)
@@ -321,7 +387,7 @@ def dead_first(lines: list[str], outs: list[str]) -> list[str]:
     return out
 
 
-def evaluate(lines: list[str], outs: list[str]) -> list[int]:
+def evaluate(lines: list[str], outs: list[tuple[str, bool]]) -> list[int]:
     """Run the emitted statements on the 64 inputs at once (64-bit truth tables)."""
     env = {f"a{i + 1}": VAR[i] for i in range(6)}
     ops = {
@@ -337,15 +403,18 @@ def evaluate(lines: list[str], outs: list[str]) -> list[int]:
         args = [a.strip() for a in m.group(3).split(",")]
         vals = [int(a, 16) if a.startswith("0x") else env[a] for a in args]
         env[m.group(1)] = ops[m.group(2)](*vals)
-    return [env[o] for o in outs]
+    return [env[n] ^ (FULL if neg else 0) for n, neg in outs]
 
 
-def emit_function(s: int, c: Circuit, outs: list[str], order) -> str:
+def emit_function(s: int, c, outs: list[tuple[str, bool]], order, copied: int | None) -> str:
     body = "\n".join(f"    {line}" for line in c.lines)
     used = set(re.findall(r"\ba[1-6]\b", body))
     unused = "".join(f"    (void)a{i};\n" for i in range(1, 7) if f"a{i}" not in used)
-    stores = "\n".join(f"    *o{o + 1} = DES_XOR(*o{o + 1}, {n});" for o, n in enumerate(outs))
-    return (f"/* S{s + 1}: {c.ops} operations; split order "
+    # an output built complemented: *o ^ ~n, the vpternlog of (*o, n, n) with imm 0xc3
+    stores = "\n".join(f"    *o{o + 1} = DES_TERN(*o{o + 1}, {n}, {n}, 0xc3);" if neg else
+                       f"    *o{o + 1} = DES_XOR(*o{o + 1}, {n});" for o, (n, neg) in enumerate(outs))
+    copies_note = f" ({copied} with a copy)" if copied is not None else ""
+    return (f"/* S{s + 1}: {c.ops} operations{copies_note}; split order "
             f"{' '.join(f'a{i + 1}' for i in order)} */\n"
             f"DES_INLINE void DES_SB(s{s + 1})(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,\n"
             f"    DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)\n{{\n{unused}{body}\n{stores}\n}}\n")
@@ -368,7 +437,8 @@ HEADER = """\
  *   binary form (default):     DES_AND(a,b) DES_OR(a,b) DES_XOR(a,b) DES_ANDN(a,b) = a & ~b,
  *                              DES_NOT(a)
  *   ternary form (define DES_SB_TERNARY): DES_TERN(a,b,c,imm), AVX-512 vpternlog semantics
- *                              (result bit = imm bit (a<<2 | b<<1 | c)), and DES_XOR.
+ *                              (result bit = imm bit (a<<2 | b<<1 | c)), DES_AND, DES_ANDN,
+ *                              DES_OR and DES_XOR.
  *
  * Operation counts (without the output XORs): binary %(bin_counts)s (total %(bin_total)d),
  * ternary %(ter_counts)s (total %(ter_total)d).
@@ -383,13 +453,15 @@ def generate() -> str:
         funcs = []
         for s, box in enumerate(boxes):
             c, outs, order = best_circuit(box, ternary)
+            copied = None
             if ternary:
-                c.lines = dead_first(c.lines, outs)
+                c.lines = dead_first(c.lines, [n for n, _ in outs])
+                copied = copies(c.lines, [n for n, _ in outs])
             got = evaluate(c.lines, outs)
             want = [output_tt(box, o) for o in range(4)]
             if got != want:
                 raise SystemExit(f"S{s + 1} ({'ternary' if ternary else 'binary'}): circuit does not match the table")
-            funcs.append((c.ops, emit_function(s, c, outs, order)))
+            funcs.append((c.ops, emit_function(s, c, outs, order, copied)))
             print(f"S{s + 1} {'ternary' if ternary else 'binary '}: {c.ops} ops", file=sys.stderr)
         forms[ternary] = funcs
     counts = {t: [n for n, _ in forms[t]] for t in forms}

@@ -351,7 +351,8 @@ typedef int (*des_check_fn)(const struct des_pair *, uint64_t, uint64_t, uint64_
 #undef DES_ANDN
 #undef DES_NOT
 
-/* AVX-512F: 512 keys per word; ternary S-boxes, one VPTERNLOGQ per 3-input function. */
+/* AVX-512F: 512 keys per word; ternary S-boxes, one VPTERNLOGQ per 3-input function (what
+ * depends on two values is a non-destructive AND, ANDN, OR or XOR: no copy before it). */
 #define V __m512i
 #define BS_W 512
 #define BS_LOGW 9
@@ -362,6 +363,8 @@ typedef int (*des_check_fn)(const struct des_pair *, uint64_t, uint64_t, uint64_
 #define V_LOADW(w) _mm512_loadu_si512((const void *)(w))
 #define V_STOREW(w, v) _mm512_storeu_si512((void *)(w), (v))
 #define V_ALL_ONES(v) (_mm512_cmpneq_epi64_mask((v), _mm512_set1_epi64(-1)) == 0)
+#define DES_AND(a, b) _mm512_and_si512((a), (b))
+#define DES_ANDN(a, b) _mm512_andnot_si512((b), (a))
 #define DES_OR(a, b) _mm512_or_si512((a), (b))
 #define DES_XOR(a, b) _mm512_xor_si512((a), (b))
 #define DES_TERN(a, b, c, imm) _mm512_ternarylogic_epi64((a), (b), (c), (imm))
@@ -377,6 +380,8 @@ typedef int (*des_check_fn)(const struct des_pair *, uint64_t, uint64_t, uint64_
 #undef V_LOADW
 #undef V_STOREW
 #undef V_ALL_ONES
+#undef DES_AND
+#undef DES_ANDN
 #undef DES_OR
 #undef DES_XOR
 #undef DES_TERN

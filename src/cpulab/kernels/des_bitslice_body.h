@@ -6,7 +6,7 @@
  * significant bit of the key number); the key schedule is free - round r's key bit j
  * is just the word k[des_bs_ks[r][j]] - and the permutations E and P are free too
  * (they pick which word feeds an S-box and which word its output goes to).  What costs
- * is the S-box logic (des_sboxes_bitslice.h): per S-box ~75 binary or ~50 ternary
+ * is the S-box logic (des_sboxes_bitslice.h): per S-box ~75 binary or ~40 ternary
  * operations, plus 6 XORs with key bits and 4 XORs into the output half.
  *
  * The includer defines:
@@ -17,7 +17,7 @@
  *   V_LOADW(w)         a word from BS_W / 64 uint64_t (w[0] = lanes 0..63)
  *   V_STOREW(w, v)     the reverse
  *   V_ALL_ONES(v)      nonzero when every lane of v is 1
- *   DES_AND DES_OR DES_XOR DES_ANDN DES_NOT, or DES_TERN and DES_SB_TERNARY
+ *   DES_AND DES_OR DES_XOR DES_ANDN, and DES_NOT or else DES_TERN and DES_SB_TERNARY
  */
 #define DES_V V
 #define DES_INLINE static inline __attribute__((always_inline)) BS_ATTR
