@@ -84,9 +84,9 @@
         V_SAVE(S[I][v], A[v]);                                                        \
     }                                                                                 \
     if (!(RC5_PRE && I < 2)) { RC5_LMIX(v) }
-/* Pass 2: S[i] from pass 1 (one load, off the critical path).  V_APART keeps S + A
- * apart from + B in the AVX-512 core: gcc otherwise adds B first and S last, one more
- * operation on the chain (24.7 against 23.9 cycles a key on Zen 4). */
+/* Pass 2: S[i] from pass 1 (one load, off the critical path).  S + A is kept apart from
+ * + B where V_APART is a barrier: gcc otherwise adds B first and S last, one more
+ * operation on the chain. */
 #define RC5_MIX1(v)                                                                   \
     A[v] = V_ADD(S[I][v], A[v]);                                                      \
     V_APART(A[v]);                                                                    \
