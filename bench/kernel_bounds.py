@@ -13,8 +13,10 @@ For each kernel and build:
 * this core's throughput of each class, measured with the loop probe (8 independent
   zmm instructions; on Zen 4: adds 2 a cycle, rotates 1, a rotate and an add together 2);
 * the bound: the vector ALU operations over the vector rate, and at least the rotates over
-  the rotate rate; a second bound counts register copies as vector operations too (they
-  are eliminated at rename alone, not always in a mix);
+  the rotate rate; a second bound counts register copies as vector operations too: alone
+  they are eliminated at rename (about 5.7 a cycle on Zen 4), but a copy feeding a
+  vpternlog takes a vector pipe like the operation (`copy+tern`: instructions a cycle of
+  8 such pairs, 2.0 on Zen 4 where vpternlog alone runs 1.75);
 * the cycles per key of `cpulab run` (turns, a few rounds) and its share of the bound.
 
 Usage: python bench/kernel_bounds.py [-v O2 -v clang-O2 ...] [--processes 4] [--json]
@@ -81,9 +83,13 @@ def throughputs() -> dict[str, float]:
     def ipc(make) -> float:
         r = measure_loop("; ".join(make(i) for i in range(8)), repeats=3)
         return 8 / r["cycles_median"]
+    def pairs(make) -> float:  # two instructions per i
+        r = measure_loop("; ".join(make(i) for i in range(8)), repeats=3)
+        return 16 / r["cycles_median"]
     return {"vector": ipc(lambda i: f"vpaddd zmm{i}, zmm20, zmm21"),
             "rotate": ipc(lambda i: f"vprold zmm{i}, zmm20, 3"),
-            "copy": ipc(lambda i: f"vmovdqa64 zmm{i}, zmm{20 + i}")}
+            "copy": ipc(lambda i: f"vmovdqa64 zmm{i}, zmm{20 + i}"),
+            "copy+tern": pairs(lambda i: f"vmovdqa64 zmm{i}, zmm{20 + i % 4}; vpternlogd zmm{i}, zmm20, zmm21, 0x96")}
 
 
 def measured_cycles(variants: list[str], processes: int) -> dict[tuple[str, str], float]:
