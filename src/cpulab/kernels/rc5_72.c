@@ -88,8 +88,12 @@ static void rc5_ref_encrypt(const uint8_t *k, int b, const uint32_t pt[2], uint3
 
 /* ---- the cores: rc5_body.h instantiated per vector type ---------------------------- */
 
-#define RC5_PRE 0 /* except portable_c3_pre below */
-typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint32_t *ca, uint32_t *cb);
+typedef void (*rc5_core_fn)(const uint32_t *key, int run, uint32_t pa, uint32_t pb, uint32_t *ca, uint32_t *cb);
+/* Each lane's number: a run's L2 words are the first key's plus these (rc5_body.h). */
+static const uint32_t rc5_lane[64] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                      16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
+                                      32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
+                                      48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
 
 /* Portable C, one key at a time. */
 /* A plain subkey store and no barrier in passes 2 and 3, except in the AVX2 and AVX-512
@@ -122,15 +126,11 @@ typedef void (*rc5_core_fn)(const uint32_t *key, uint32_t pa, uint32_t pb, uint3
 #include "rc5_body.h"
 #undef RC5_C
 #undef RC5_FN
-#undef RC5_PRE
-#define RC5_PRE 1
 #define RC5_C 3
-#define RC5_FN portable_c3_pre
+#define RC5_FN portable_c3
 #include "rc5_body.h"
 #undef RC5_C
 #undef RC5_FN
-#undef RC5_PRE
-#define RC5_PRE 0
 #undef V
 #undef RC5_W
 #undef RC5_NV
@@ -294,7 +294,7 @@ struct isa {
     rc5_core_fn c3, c4; /* 72-bit keys; 16-byte keys (Rivest's vectors) */
 };
 
-/* Portable blocks go through check_block_portable (portable_c3_pre), not c3. */
+/* Portable blocks go through check_block_portable (portable_c3), not c3. */
 static const struct isa isa_portable = {"portable", 1, 1, NULL, portable_c4};
 #ifdef RC5_X86
 static const struct isa isa_list[] = {
@@ -352,33 +352,53 @@ struct block_result {
     uint32_t digest;   /* XOR of the first ciphertext word of every key checked */
 };
 
+/* Steps 0, 1 and the A half of step 2 of the key schedule of a 72-bit key read only
+ * L0 and L1, the same for a run of 256 keys: done once per run, as in distributed.net
+ * clients.  pre[] = S0 S1 S2 L0' L1' (after those steps, A = S2 and B = L1'). */
+static void rc5_prefix(uint32_t L0, uint32_t L1, uint32_t pre[5])
+{
+    uint32_t A, B;
+    A = pre[0] = rotl32(RC5_P, 3);                           /* step 0, A = B = 0 */
+    B = pre[3] = rotl32(L0 + A, A);
+    A = pre[1] = rotl32(RC5_P + RC5_Q + A + B, 3);           /* step 1 */
+    B = pre[4] = rotl32(L1 + A + B, A + B);
+    pre[2] = rotl32(RC5_P + 2 * RC5_Q + A + B, 3);           /* step 2, A half */
+}
+
 /* Check n keys from `start` against (pt -> ct) with one core.  The core takes a batch of
- * `batch` keys: in the common case they share L0, L1 (same 256-key run) and the fill is
- * one broadcast and an increment; lanes past the end of the block are ignored.  `batch`
- * is a constant at each call (check_with), so the fill and the tally over a batch are
- * loops of a known count that the compiler vectorizes at -O2 too: scalar, they cost ~1.7
- * cycles a key beside the AVX-512 core's ~22, and the core's vector loads of a key array
- * written a word at a time wait for the stores to retire. */
+ * `batch` keys: in the common case they share L0, L1 (same 256-key run) and the core
+ * broadcasts them from three words (a key array written a word at a time and read back in
+ * vectors costs ~1 cycle a key beside the AVX-512 core's ~20: the loads wait for the
+ * stores to retire); lanes past the end of the block are ignored.  `batch` is a constant
+ * at each call (check_with), so the tally over a batch is a loop of a known count that
+ * the compiler vectorizes at -O2 too. */
 static inline __attribute__((always_inline)) struct block_result check_block(const struct isa *s, const int batch, struct keyno start,
                                               uint64_t n, const uint32_t pt[2], const uint32_t ct[2])
 {
     struct block_result r = {0, 0, 0};
-    uint32_t key[3 * MAX_BATCH], ca[MAX_BATCH], cb[MAX_BATCH];
+    uint32_t key[8 * MAX_BATCH], ca[MAX_BATCH], cb[MAX_BATCH]; /* L0 L1 L2, then the prefix */
     for (uint64_t done = 0; done < n; done += (uint64_t)batch) {
         struct keyno k = keyno_add(start, done);
         uint32_t L0, L1, L2;
         keyno_words(k, &L0, &L1, &L2);
-        if (L2 + (uint32_t)batch <= 256) {
-            for (int l = 0; l < batch; l++) {
-                key[l] = L0;
-                key[batch + l] = L1;
-                key[2 * batch + l] = L2 + (uint32_t)l;
-            }
+        const int run = L2 + (uint32_t)batch <= 256; /* one run of 256: the core broadcasts */
+        uint32_t pre[5];
+        if (run) {
+            key[0] = L0;
+            key[batch] = L1;
+            key[2 * batch] = L2;
+            rc5_prefix(L0, L1, pre);
+            for (int w = 0; w < 5; w++)
+                key[(3 + w) * batch] = pre[w];
         } else {
-            for (int l = 0; l < batch; l++)
+            for (int l = 0; l < batch; l++) {
                 keyno_words(keyno_add(k, (uint64_t)l), &key[l], &key[batch + l], &key[2 * batch + l]);
+                rc5_prefix(key[l], key[batch + l], pre);
+                for (int w = 0; w < 5; w++)
+                    key[(3 + w) * batch + l] = pre[w];
+            }
         }
-        s->c3(key, pt[0], pt[1], ca, cb); /* the work: ~78 dependent steps per key */
+        s->c3(key, run, pt[0], pt[1], ca, cb); /* the work: ~78 dependent steps per key */
         uint32_t digest = 0, hits = 0;
         if (n - done >= (uint64_t)batch) {
             for (int l = 0; l < batch; l++) {
@@ -417,19 +437,6 @@ static struct block_result check_with(const struct isa *s, struct keyno start, u
     }
 }
 
-/* Steps 0, 1 and the A half of step 2 of the key schedule of a 72-bit key read only
- * L0 and L1, the same for a run of 256 keys: done once per run, as in distributed.net
- * clients.  pre[] = S0 S1 S2 L0' L1' (after those steps, A = S2 and B = L1'). */
-static void rc5_prefix(uint32_t L0, uint32_t L1, uint32_t pre[5])
-{
-    uint32_t A, B;
-    A = pre[0] = rotl32(RC5_P, 3);                           /* step 0, A = B = 0 */
-    B = pre[3] = rotl32(L0 + A, A);
-    A = pre[1] = rotl32(RC5_P + RC5_Q + A + B, 3);           /* step 1 */
-    B = pre[4] = rotl32(L1 + A + B, A + B);
-    pre[2] = rotl32(RC5_P + 2 * RC5_Q + A + B, 3);           /* step 2, A half */
-}
-
 /* check_block for the portable core: one key at a time, the prefix redone when L2
  * wraps (every 256 keys).  Per key: ~75.5 dependent steps of ~4 cycles. */
 static struct block_result check_block_portable(struct keyno start, uint64_t n, const uint32_t pt[2],
@@ -440,7 +447,7 @@ static struct block_result check_block_portable(struct keyno start, uint64_t n, 
     keyno_words(start, &key[0], &key[1], &key[2]);
     rc5_prefix(key[0], key[1], key + 3);
     for (uint64_t i = 0; i < n; i++) {
-        portable_c3_pre(key, pt[0], pt[1], &ca, &cb);
+        portable_c3(key, 0, pt[0], pt[1], &ca, &cb);
         r.digest ^= ca;
         if (ca == ct[0] && cb == ct[1] && r.matches++ == 0)
             r.first = i;
@@ -585,7 +592,7 @@ static int verify_rivest(const struct isa *s)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < s->batch; l++)
                 kw[j * s->batch + l] = L[j];
-        s->c4(kw, pt[0], pt[1], ca, cb);
+        s->c4(kw, 0, pt[0], pt[1], ca, cb);
         for (int l = 0; l < s->batch; l++)
             if (ca[l] != want[0] || cb[l] != want[1]) {
                 k_fail("%s core: Rivest vector %d lane %d gives %08x %08x, want %08x %08x", s->name,

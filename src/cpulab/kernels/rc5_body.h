@@ -13,12 +13,13 @@
  *   V_KEEP(x)    an optimisation barrier on x (or nothing)
  *   V_APART(x)   the barrier of passes 2 and 3 (or nothing): S + A apart from + B
  *   V_SAVE(m, x) store x to the subkey m (m = x, or a store the compiler cannot see through)
- *   RC5_PRE      1: the first 2.5 steps, which depend on L[0] and L[1] only, were done
- *                once for a run of 256 keys (as distributed.net clients do; only L[2]
- *                changes in such a run): key[] then holds, after the 3 key words, the
- *                words S0 S1 S2 L0' L1' they produced.  Only for RC5_C == 3.
  *
- * RC5_FN(key, pa, pb, ca, cb) runs the whole key schedule of RC5_NV*RC5_W keys and
+ * With 72-bit keys (RC5_C == 3) the first 2.5 steps, which depend on L[0] and L[1] only,
+ * were done by the caller, once for a run of 256 keys (as distributed.net clients do; only
+ * L[2] changes in such a run): key[] then holds, after the 3 key words, the words S0 S1 S2
+ * L0' L1' they produced (RC5_PRE).
+ *
+ * RC5_FN(key, run, pa, pb, ca, cb) runs the whole key schedule of RC5_NV*RC5_W keys and
  * encrypts the plaintext (pa, pb) with each; ciphertext words go to ca[], cb[].
  * key[j * RC5_NV * RC5_W + lane] is key word L[j] of lane `lane`.
  *
@@ -41,16 +42,25 @@
 #endif
 #define RC5_LANES (RC5_NV * RC5_W)
 
-/* Per vector v: load key word j (words beyond RC5_C do not exist). */
-#define RC5_LOAD(v) L[J][v] = V_LOAD(key + J * RC5_LANES + (v) * RC5_W);
+#define RC5_PRE (RC5_C == 3)
+
+/* Word j of key[] for vector v: a word per lane, or with `run` (the batch is one run of
+ * consecutive keys) one word for every lane, broadcast: the caller writes no word per
+ * lane for the core to read back in vectors. */
+#define RC5_WORD(j, v) (run ? V_SET1(key[(j) * RC5_LANES]) : V_LOAD(key + (j) * RC5_LANES + (v) * RC5_W))
+/* Per vector v: load key word j (words beyond RC5_C do not exist); in a run, L2 is the
+ * first key's plus each lane's number. */
+#define RC5_LOAD(v)                                                                   \
+    L[J][v] = run && J == 2 ? V_ADD(V_SET1(key[2 * RC5_LANES]), V_LOAD(rc5_lane + (v) * RC5_W)) \
+                            : RC5_WORD(J, v);
 #define RC5_LOADJ(j) if ((j) < RC5_C) { enum { J = (j) < RC5_C ? (j) : 0 }; RC5_EACH(RC5_LOAD) }
 /* The state after step 2's A half, precomputed (RC5_PRE). */
 #define RC5_LOADPRE(v)                                                                \
-    S[0][v] = V_LOAD(key + 3 * RC5_LANES + (v) * RC5_W);                              \
-    S[1][v] = V_LOAD(key + 4 * RC5_LANES + (v) * RC5_W);                              \
-    S[2][v] = A[v] = V_LOAD(key + 5 * RC5_LANES + (v) * RC5_W);                       \
-    L[0][v] = V_LOAD(key + 6 * RC5_LANES + (v) * RC5_W);                              \
-    L[1][v] = B[v] = V_LOAD(key + 7 * RC5_LANES + (v) * RC5_W);
+    S[0][v] = RC5_WORD(3, v);                                                         \
+    S[1][v] = RC5_WORD(4, v);                                                         \
+    S[2][v] = A[v] = RC5_WORD(5, v);                                                  \
+    L[0][v] = RC5_WORD(6, v);                                                         \
+    L[1][v] = B[v] = RC5_WORD(7, v);
 
 /* The L half of a step.  Written (L + B) + A, not L + (A + B): L + B is ready while A
  * is still being computed, so B depends on A through 2 operations (add, rotate)
@@ -123,7 +133,7 @@
 #define RC5_ZERO(v) A[v] = B[v] = V_SET1(0u);
 #define RC5_OUT(v) V_STORE(ca + (v) * RC5_W, X[v]); V_STORE(cb + (v) * RC5_W, Y[v]);
 
-static RC5_ATTR void RC5_FN(const uint32_t *restrict key, uint32_t pa, uint32_t pb,
+static RC5_ATTR void RC5_FN(const uint32_t *restrict key, int run, uint32_t pa, uint32_t pb,
                             uint32_t *restrict ca, uint32_t *restrict cb)
 {
     V S[RC5_T][RC5_NV], L[4][RC5_NV], A[RC5_NV], B[RC5_NV], X[RC5_NV], Y[RC5_NV];
@@ -138,6 +148,8 @@ static RC5_ATTR void RC5_FN(const uint32_t *restrict key, uint32_t pa, uint32_t 
 
 #undef RC5_EACH
 #undef RC5_LANES
+#undef RC5_PRE
+#undef RC5_WORD
 #undef RC5_LOAD
 #undef RC5_LOADJ
 #undef RC5_LOADPRE
