@@ -1,16 +1,16 @@
 /* rc5_72.c - distributed.net RC5-72 key check: RC5-32/12/9, blocks of consecutive keys.
  *
  * Parameters:
- *   core  portable | simd (default simd).  portable: plain C, one key at a time; the
- *         first 2.5 key-schedule steps, which read only L0 and L1, are done once per
- *         run of 256 keys as distributed.net clients do (~75.5 dependent steps a key).
- *         simd: several keys at once, the widest of AVX-512F (16 keys per vector),
- *         AVX2 (8) and SSE2 (4) the CPU has, chosen at run time; each path interleaves
- *         independent vectors to hide the latency of the 78-step chain: two where 16
- *         registers hold two chains (SSE2, AVX2), four with AVX-512's 32, where the
- *         core is then bound by issue (2 vectors: 29-31 cycles a key on a Zen 4 guest,
- *         4: 25-27).  On other architectures the simd core is the portable one (note
- *         simd_lanes = 1).
+ *   core  portable | simd (default simd).  Both do the first 2.5 key-schedule steps,
+ *         which read only L0 and L1, once per run of 256 keys as distributed.net
+ *         clients do (~75.5 dependent steps a key).  portable: plain C, one key at a
+ *         time.  simd: several keys at once, the widest of AVX-512F (16 keys per
+ *         vector), AVX2 (8) and SSE2 (4) the CPU has, chosen at run time; each path
+ *         interleaves independent vectors to hide the latency of the chain: two where
+ *         16 registers hold two chains (SSE2, AVX2), four with AVX-512's 32, where the
+ *         core is then bound by issue (about 20 cycles a key on a Zen 4 guest against
+ *         an issue bound of 17: bench/kernel_bounds.py).  On other architectures the
+ *         simd core is the portable one (note simd_lanes = 1).
  *   keys  keys checked per repetition (one block), default 4096.
  *   isa   auto | avx512 | avx2 | sse2 (default auto): force one simd path (tests);
  *         a path this CPU lacks is "skipped".
