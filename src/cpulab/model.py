@@ -212,7 +212,7 @@ class RunRecord:
 
     @classmethod
     def of_stored(cls, d: dict) -> "RunRecord":
-        return cls([RecordedExperiment(e["name"], list(e["workloads"]), e["baseline"],
+        return cls([RecordedExperiment(e["name"], list(e.get("workloads", [])), e["baseline"],
                                        e.get("title", ""), e.get("tag", ""), e.get("intro", ""))
                     for e in d.get("experiments", [])],
                    d.get("against"), dict(d.get("commands", {})), d)
