@@ -293,10 +293,11 @@ class TernaryCircuit:
         return self.have[canon(f)]
 
 
-def ternary_build(c: TernaryCircuit, f: int, order, choice) -> str:
+def ternary_build(c: TernaryCircuit, f: int, order) -> str:
     """f by splitting on the first input of `order` it depends on, as a multiplexer of its
-    cofactors (f0, f1) or as f0 ^ (x & d) or f1 ^ (~x & d), d = f0 ^ f1; choice(f, options)
-    picks one.  A function of at most three inputs is one operation on them."""
+    cofactors (f0, f1) or as f0 ^ (x & d) or f1 ^ (~x & d), d = f0 ^ f1, whichever needs
+    the fewest new parts (fewest_new).  A function of at most three inputs is one
+    operation on them."""
     if canon(f) in c.have:
         return c.have[canon(f)][0]
     sup = support(f)
@@ -304,10 +305,10 @@ def ternary_build(c: TernaryCircuit, f: int, order, choice) -> str:
         return c.node(f, [c.operand(VAR[i]) for i in sup])
     x = next(i for i in order if i in sup)
     f0, f1 = cofactor(f, x, 0), cofactor(f, x, 1)
-    parts = choice(c, [(f0, f1), (f0, f0 ^ f1), (f1, f0 ^ f1)])
+    parts = fewest_new(c, [(f0, f1), (f0, f0 ^ f1), (f1, f0 ^ f1)])
     for g in parts:
         if g not in (0, FULL):
-            ternary_build(c, g, order, choice)
+            ternary_build(c, g, order)
     return c.node(f, [c.operand(VAR[x])] + [c.operand(g) if g not in (0, FULL) else ("", g) for g in parts])
 
 
@@ -341,7 +342,7 @@ def circuit_for(box: list[int], ternary: bool, order):
         outs = []
         for o in range(4):
             f = output_tt(box, o)
-            name = ternary_build(c, f, order, fewest_new)
+            name = ternary_build(c, f, order)
             outs.append((name, c.operand(f)[1] != f))
         return c, outs
     c = Circuit()
@@ -356,8 +357,9 @@ def best_circuit(box: list[int], ternary: bool):
     best = None
     for order in itertools.permutations(range(6)):
         c, outs = circuit_for(box, ternary, order)
-        if best is None or cost(c, outs, ternary) < best[0]:
-            best = (cost(c, outs, ternary), c, outs, order)
+        k = cost(c, outs, ternary)
+        if best is None or k < best[0]:
+            best = (k, c, outs, order)
     return best[1:]
 
 

@@ -1,7 +1,7 @@
 """The values every stage shares: the status of a result, the verdict of a comparison,
-the typed summary of a run (Result, Comparison, Geomean, Analysis, Summary) that the
-analyse stage produces and every view draws, and machines side by side (Machines)
-or two runs against each other (RunPair).
+the typed summary of a run (Result, Comparison, Geomean, Analysis, Summary, and what the
+run was asked: RunRecord) that the analyse stage produces and every view draws, and
+machines side by side (Machines) or two runs against each other (RunPair).
 
 Status and Verdict are string enums, so they compare equal to (and are stored and
 exported as) their plain values: `Status.OK == "ok"`.

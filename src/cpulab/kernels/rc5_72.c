@@ -95,7 +95,6 @@ static const uint32_t rc5_lane[64] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10
                                       32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
                                       48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
 
-/* Portable C, one key at a time. */
 /* A plain subkey store and no barrier in passes 2 and 3, except in the AVX2 and AVX-512
  * cores.  There gcc keeps a spilled A in no register of its own: it reloads it from the
  * subkey just stored, a store-to-load round trip on the key's chain; a store it cannot
@@ -105,6 +104,7 @@ static const uint32_t rc5_lane[64] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10
 #define V_SAVE(m, x) ((m) = (x))
 #define V_APART(x) ((void)0)
 
+/* Portable C, one key at a time. */
 #define V uint32_t
 #define RC5_W 1
 #define RC5_NV 1
@@ -365,15 +365,27 @@ static void rc5_prefix(uint32_t L0, uint32_t L1, uint32_t pre[5])
     pre[2] = rotl32(RC5_P + 2 * RC5_Q + A + B, 3);           /* step 2, A half */
 }
 
+/* XOR into *digest the first ciphertext word of keys 0 .. count - 1, and count those
+ * whose ciphertext is ct.  Inlined with a constant count, a loop the compiler vectorizes
+ * at -O2 too. */
+static inline __attribute__((always_inline)) void tally(const uint32_t *ca, const uint32_t *cb, int count,
+                                                        const uint32_t ct[2], uint32_t *digest, uint32_t *hits)
+{
+    for (int l = 0; l < count; l++) {
+        *digest ^= ca[l];
+        *hits += (ca[l] == ct[0]) & (cb[l] == ct[1]);
+    }
+}
+
 /* Check n keys from `start` against (pt -> ct) with one core.  The core takes a batch of
- * `batch` keys: in the common case they share L0, L1 (same 256-key run) and the core
- * broadcasts them from three words (a key array written a word at a time and read back in
- * vectors costs ~1 cycle a key beside the AVX-512 core's ~20: the loads wait for the
- * stores to retire); lanes past the end of the block are ignored.  `batch` is a constant
- * at each call (check_with), so the tally over a batch is a loop of a known count that
- * the compiler vectorizes at -O2 too. */
-static inline __attribute__((always_inline)) struct block_result check_block(const struct isa *s, const int batch, struct keyno start,
-                                              uint64_t n, const uint32_t pt[2], const uint32_t ct[2])
+ * `batch` keys (a constant at each call: check_with); lanes past the end of the block are
+ * ignored.  In the common case the batch lies in one run of 256 keys, and it reaches the
+ * core as three words and the run's prefix, broadcast there: a key array written a word
+ * at a time and read back in vectors cost ~1 cycle a key beside the AVX-512 core's ~20
+ * (the loads waited for the stores). */
+static inline __attribute__((always_inline)) struct block_result
+check_block(const struct isa *s, const int batch, struct keyno start, uint64_t n, const uint32_t pt[2],
+            const uint32_t ct[2])
 {
     struct block_result r = {0, 0, 0};
     uint32_t key[8 * MAX_BATCH], ca[MAX_BATCH], cb[MAX_BATCH]; /* L0 L1 L2, then the prefix */
@@ -381,7 +393,7 @@ static inline __attribute__((always_inline)) struct block_result check_block(con
         struct keyno k = keyno_add(start, done);
         uint32_t L0, L1, L2;
         keyno_words(k, &L0, &L1, &L2);
-        const int run = L2 + (uint32_t)batch <= 256; /* one run of 256: the core broadcasts */
+        const int run = L2 + (uint32_t)batch <= 256;
         uint32_t pre[5];
         if (run) {
             key[0] = L0;
@@ -400,17 +412,10 @@ static inline __attribute__((always_inline)) struct block_result check_block(con
         }
         s->c3(key, run, pt[0], pt[1], ca, cb); /* the work: ~78 dependent steps per key */
         uint32_t digest = 0, hits = 0;
-        if (n - done >= (uint64_t)batch) {
-            for (int l = 0; l < batch; l++) {
-                digest ^= ca[l];
-                hits += (ca[l] == ct[0]) & (cb[l] == ct[1]);
-            }
-        } else { /* the block's last, partial batch */
-            for (int l = 0; l < (int)(n - done); l++) {
-                digest ^= ca[l];
-                hits += (ca[l] == ct[0]) & (cb[l] == ct[1]);
-            }
-        }
+        if (n - done >= (uint64_t)batch)
+            tally(ca, cb, batch, ct, &digest, &hits);
+        else /* the block's last, partial batch */
+            tally(ca, cb, (int)(n - done), ct, &digest, &hits);
         r.digest ^= digest;
         if (hits && r.matches == 0) /* rare: find the first match of the block */
             for (int l = 0; l < batch; l++)

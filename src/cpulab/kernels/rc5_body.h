@@ -13,6 +13,7 @@
  *   V_KEEP(x)    an optimisation barrier on x (or nothing)
  *   V_APART(x)   the barrier of passes 2 and 3 (or nothing): S + A apart from + B
  *   V_SAVE(m, x) store x to the subkey m (m = x, or a store the compiler cannot see through)
+ *   rc5_lane     uint32_t[64] = 0, 1, 2, ...: each lane's offset in a run (`run`, below)
  *
  * With 72-bit keys (RC5_C == 3) the first 2.5 steps, which depend on L[0] and L[1] only,
  * were done by the caller, once for a run of 256 keys (as distributed.net clients do; only
@@ -21,7 +22,8 @@
  *
  * RC5_FN(key, run, pa, pb, ca, cb) runs the whole key schedule of RC5_NV*RC5_W keys and
  * encrypts the plaintext (pa, pb) with each; ciphertext words go to ca[], cb[].
- * key[j * RC5_NV * RC5_W + lane] is key word L[j] of lane `lane`.
+ * key[j * RC5_NV * RC5_W + lane] is word j of lane `lane`; with `run` set the lanes are
+ * one run of consecutive keys and only lane 0's words are read.
  *
  * Everything is unrolled by the preprocessor: every array index below is a constant,
  * so L[], A, B and the cipher state live in registers (only S[] goes to memory).
