@@ -103,6 +103,15 @@ static const uint32_t rc5_lane[64] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10
  * 64 (both). */
 #define V_SAVE(m, x) ((m) = (x))
 #define V_APART(x) ((void)0)
+/* Pass 1's subkeys S[i] = P + i*Q.  -DCPULAB_BREAK_KAT flips the low bit of P here, in
+ * every core (not in the reference). */
+#define RC5_PQ(i) ((RC5_P ^ K_BROKEN) + RC5_Q * (uint32_t)(i))
+static const uint32_t rc5_pq[RC5_T] = {
+    RC5_PQ(0),  RC5_PQ(1),  RC5_PQ(2),  RC5_PQ(3),  RC5_PQ(4),  RC5_PQ(5),  RC5_PQ(6),
+    RC5_PQ(7),  RC5_PQ(8),  RC5_PQ(9),  RC5_PQ(10), RC5_PQ(11), RC5_PQ(12), RC5_PQ(13),
+    RC5_PQ(14), RC5_PQ(15), RC5_PQ(16), RC5_PQ(17), RC5_PQ(18), RC5_PQ(19), RC5_PQ(20),
+    RC5_PQ(21), RC5_PQ(22), RC5_PQ(23), RC5_PQ(24), RC5_PQ(25)};
+#define V_PQ(i) V_SET1(rc5_pq[i])
 
 /* Portable C, one key at a time. */
 #define V uint32_t
@@ -261,6 +270,15 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #define V_APART(x) V_KEEP(x)
 #undef V_SAVE
 #define V_SAVE(m, x) __asm__("vmovdqa64 {%1, %0|%0, %1}" : "=m"(m) : "v"(x))
+/* gcc makes each from an immediate in a general register, two operations more on a vector
+ * pipe; a broadcast from memory is a load. */
+#undef V_PQ
+#define V_PQ(i)                                                                           \
+    __extension__({                                                                       \
+        __m512i pq_;                                                                      \
+        __asm__("vpbroadcastd {%1, %0|%0, %1}" : "=v"(pq_) : "m"(rc5_pq[i]));              \
+        pq_;                                                                              \
+    })
 #define RC5_C 3
 #define RC5_FN avx512_c3
 #include "rc5_body.h"
@@ -285,6 +303,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #undef V_KEEP
 #undef V_APART
 #undef V_SAVE
+#undef V_PQ
 #endif /* RC5_X86 */
 
 struct isa {

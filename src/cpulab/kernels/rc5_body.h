@@ -13,6 +13,7 @@
  *   V_KEEP(x)    an optimisation barrier on x (or nothing)
  *   V_APART(x)   the barrier of passes 2 and 3 (or nothing): S + A apart from + B
  *   V_SAVE(m, x) store x to the subkey m (m = x, or a store the compiler cannot see through)
+ *   V_PQ(i)      the vector of pass 1's S[i] = P + i*Q (rc5_pq[i])
  *   rc5_lane     uint32_t[64] = 0, 1, 2, ...: each lane's offset in a run (`run`, below)
  *
  * With 72-bit keys (RC5_C == 3) the first 2.5 steps, which depend on L[0] and L[1] only,
@@ -84,13 +85,12 @@
     }
 #endif
 
-/* Pass 1: S[i] is still the constant P + i*Q (no load).  (P + iQ) + A is computed
- * apart from + B: merged, they become one 3-operand LEA, 2 cycles on Zen instead of 1
- * on the chain; V_KEEP (an empty asm in the portable core) keeps them apart.
- * -DCPULAB_BREAK_KAT flips the low bit of P here, in every core (not in the reference). */
+/* Pass 1: S[i] is still the constant P + i*Q (V_PQ).  (P + iQ) + A is computed apart
+ * from + B: merged, they become one 3-operand LEA, 2 cycles on Zen instead of 1 on the
+ * chain; V_KEEP (an empty asm in the portable core) keeps them apart. */
 #define RC5_MIX0(v)                                                                   \
     if (!(RC5_PRE && I <= 2)) {                                                       \
-        A[v] = V_ADD(V_SET1((RC5_P ^ K_BROKEN) + RC5_Q * (uint32_t)I), A[v]);         \
+        A[v] = V_ADD(V_PQ(I), A[v]);                                                  \
         V_KEEP(A[v]);                                                                 \
         A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                            \
         V_SAVE(S[I][v], A[v]);                                                        \
