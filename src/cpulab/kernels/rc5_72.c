@@ -271,7 +271,9 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #undef V_SAVE
 #define V_SAVE(m, x) __asm__("vmovdqa64 {%1, %0|%0, %1}" : "=m"(m) : "v"(x))
 /* gcc makes each from an immediate in a general register, two operations more on a vector
- * pipe; a broadcast from memory is a load. */
+ * pipe; a broadcast from memory is a load.  (clang folds V_SET1 of the table into the add
+ * as an embedded broadcast, better still.) */
+#ifndef __clang__
 #undef V_PQ
 #define V_PQ(i)                                                                           \
     __extension__({                                                                       \
@@ -279,6 +281,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
         __asm__("vpbroadcastd {%1, %0|%0, %1}" : "=v"(pq_) : "m"(rc5_pq[i]));              \
         pq_;                                                                              \
     })
+#endif
 #define RC5_C 3
 #define RC5_FN avx512_c3
 #include "rc5_body.h"
