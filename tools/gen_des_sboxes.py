@@ -2,6 +2,7 @@
 """Derive boolean circuits for the eight DES S-boxes and write them as a C header.
 
     python3 tools/gen_des_sboxes.py -o src/cpulab/kernels/des_sboxes_bitslice.h
+    python3 tools/gen_des_sboxes.py --search 300     # minutes: prints RECORDED anew
 
 The S-box tables are read from src/cpulab/kernels/des_tables.h (FIPS 46-3), the one
 place they are written down.  Each S-box is four boolean functions of six inputs; a
@@ -27,7 +28,8 @@ reused, never built twice.
   one splits on x into x ? f1 : f0, f0 ^ (x & d) or f1 ^ (~x & d), each one TERN, taking
   the one whose parts are built already (up to complement, which a TERN reads for free).
   Orders are ranked by operations plus the copies the compiler must make before a TERN
-  whose operands all live on.
+  whose operands all live on.  `--search TRIALS` also tries random choices of split
+  form; the circuits it found are recorded below (RECORDED) and replayed.
 
 The script checks every circuit against its table on all 64 inputs before writing, and
 tests/test_des.py compiles the emitted header and checks it again.
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import random
 import re
 import sys
 from functools import lru_cache
@@ -293,11 +296,11 @@ class TernaryCircuit:
         return self.have[canon(f)]
 
 
-def ternary_build(c: TernaryCircuit, f: int, order) -> str:
+def ternary_build(c: TernaryCircuit, f: int, order, pick) -> str:
     """f by splitting on the first input of `order` it depends on, as a multiplexer of its
-    cofactors (f0, f1) or as f0 ^ (x & d) or f1 ^ (~x & d), d = f0 ^ f1, whichever needs
-    the fewest new parts (fewest_new).  A function of at most three inputs is one
-    operation on them."""
+    cofactors (f0, f1) or as f0 ^ (x & d) or f1 ^ (~x & d), d = f0 ^ f1: pick(c, options)
+    says which (fewest_new, or a recorded search's choice).  A function of at most three
+    inputs is one operation on them."""
     if canon(f) in c.have:
         return c.have[canon(f)][0]
     sup = support(f)
@@ -305,17 +308,56 @@ def ternary_build(c: TernaryCircuit, f: int, order) -> str:
         return c.node(f, [c.operand(VAR[i]) for i in sup])
     x = next(i for i in order if i in sup)
     f0, f1 = cofactor(f, x, 0), cofactor(f, x, 1)
-    parts = fewest_new(c, [(f0, f1), (f0, f0 ^ f1), (f1, f0 ^ f1)])
+    options = [(f0, f1), (f0, f0 ^ f1), (f1, f0 ^ f1)]
+    parts = options[pick(c, options)]
     for g in parts:
         if g not in (0, FULL):
-            ternary_build(c, g, order)
+            ternary_build(c, g, order, pick)
     return c.node(f, [c.operand(VAR[x])] + [c.operand(g) if g not in (0, FULL) else ("", g) for g in parts])
 
 
-def fewest_new(c: TernaryCircuit, options):
+def fewest_new(c: TernaryCircuit, options) -> int:
     """The option whose parts are built already, or else are the smallest."""
-    return min(options, key=lambda p: sum(0 if g in (0, FULL) or canon(g) in c.have else len(support(g))
-                                          for g in p))
+    return min(range(len(options)), key=lambda k: sum(0 if g in (0, FULL) or canon(g) in c.have
+                                                      else len(support(g)) for g in options[k]))
+
+
+def ternary_circuit(box: list[int], order, build_order=(0, 1, 2, 3), pick=fewest_new):
+    """The S-box's four outputs in one circuit, built in build_order; each output is
+    (name, complemented)."""
+    c = TernaryCircuit()
+    for o in build_order:
+        ternary_build(c, output_tt(box, o), order, pick)
+    return c, [(c.operand(output_tt(box, o))[0], c.operand(output_tt(box, o))[1] != output_tt(box, o))
+               for o in range(4)]
+
+
+def replay(choices: str):
+    """A pick that makes a recorded search's choices, in order."""
+    it = iter(choices)
+    return lambda c, options: int(next(it))
+
+
+def search(box: list[int], trials: int, seed: int, orders: int = 60, eps: float = 0.3):
+    """Random choices of split form (each pick at random with probability eps, else
+    fewest_new) over the `orders` best split orders, `trials` circuits each in a random
+    build order: the cheapest circuit's (cost, order, build order, choices)."""
+    rng = random.Random(seed)
+    ranked = sorted(itertools.permutations(range(6)), key=lambda o: cost(*circuit_for(box, True, o), True))
+    best = None
+    for order in ranked[:orders]:
+        for _ in range(trials):
+            made: list[str] = []
+
+            def pick(c, options):
+                k = rng.randrange(len(options)) if rng.random() < eps else fewest_new(c, options)
+                made.append(str(k))
+                return k
+            build_order = tuple(rng.sample(range(4), 4))
+            k = cost(*ternary_circuit(box, order, build_order, pick), True)
+            if best is None or k < best[0]:
+                best = (k, order, build_order, "".join(made))
+    return best
 
 
 def copies(lines: list[str], outs: list[str]) -> int:
@@ -335,16 +377,26 @@ def last_uses(lines: list[str], outs: list[str]) -> dict[str, int]:
 
 # ---- search, check, emit --------------------------------------------------------------
 
+# Ternary S-boxes from a recorded search (--search 300, 2026-11-26): S-box number ->
+# (split order, build order of the outputs, the split form picked at each choice: an
+# index into ternary_build's options).  Replayed, they give the same circuit without the
+# minutes of search; an S-box not listed takes the greedy circuit of its best order.
+RECORDED: dict[int, tuple[tuple[int, ...], tuple[int, ...], str]] = {
+    1: ((5, 3, 0, 4, 2, 1), (0, 2, 1, 3), "000002001000010000210000110"),  # 58, greedy 61
+    2: ((0, 4, 5, 1, 3, 2), (0, 3, 2, 1), "0110100000001020111201101"),  # 49, greedy 52
+    3: ((0, 2, 3, 1, 5, 4), (2, 3, 0, 1), "02002010210210000100202"),  # 50, greedy 54
+    4: ((5, 0, 4, 1, 2, 3), (1, 0, 2, 3), "1011200200120210"),  # 35, greedy 38
+    5: ((5, 3, 2, 1, 4, 0), (3, 1, 0, 2), "10001000011010021001000010"),  # 53, greedy 61
+    6: ((0, 2, 3, 4, 1, 5), (0, 2, 1, 3), "0021010010100210000011202"),  # 51, greedy 53
+    7: ((0, 5, 2, 4, 3, 1), (2, 3, 1, 0), "001001101201201100101012"),  # 48, greedy 54
+    8: ((5, 0, 4, 2, 1, 3), (0, 1, 3, 2), "002002000000202220100210"),  # 46, greedy 49
+}
+
+
 def circuit_for(box: list[int], ternary: bool, order):
     """The S-box's four outputs in one circuit; each output is (name, complemented)."""
     if ternary:
-        c = TernaryCircuit()
-        outs = []
-        for o in range(4):
-            f = output_tt(box, o)
-            name = ternary_build(c, f, order)
-            outs.append((name, c.operand(f)[1] != f))
-        return c, outs
+        return ternary_circuit(box, order)
     c = Circuit()
     return c, [(binary_build(c, output_tt(box, o), order), False) for o in range(4)]
 
@@ -353,7 +405,12 @@ def cost(c, outs, ternary: bool) -> int:
     return c.ops + (copies(dead_first(c.lines, [n for n, _ in outs]), [n for n, _ in outs]) if ternary else 0)
 
 
-def best_circuit(box: list[int], ternary: bool):
+def best_circuit(box: list[int], ternary: bool, recorded=None):
+    """The circuit a recorded search found (order, build order, choices), or else the
+    cheapest over every split order."""
+    if ternary and recorded:
+        order, build_order, choices = recorded
+        return (*ternary_circuit(box, order, build_order, replay(choices)), order)
     best = None
     for order in itertools.permutations(range(6)):
         c, outs = circuit_for(box, ternary, order)
@@ -454,7 +511,7 @@ def generate() -> str:
     for ternary in (False, True):
         funcs = []
         for s, box in enumerate(boxes):
-            c, outs, order = best_circuit(box, ternary)
+            c, outs, order = best_circuit(box, ternary, RECORDED.get(s + 1))
             copied = None
             if ternary:
                 c.lines = dead_first(c.lines, [n for n, _ in outs])
@@ -477,10 +534,29 @@ def generate() -> str:
     return out
 
 
+def search_all(trials: int) -> str:
+    """RECORDED as Python text: each S-box's cheapest of `trials` random circuits per order,
+    where that beats the greedy circuit of every order."""
+    lines = ["RECORDED = {"]
+    for s, box in enumerate(read_sboxes()):
+        greedy = cost(*best_circuit(box, True)[:2], True)
+        found = search(box, trials, seed=s + 1)
+        print(f"S{s + 1}: greedy {greedy}, search {found[0]}", file=sys.stderr)
+        if found[0] < greedy:
+            lines.append(f"    {s + 1}: ({found[1]}, {found[2]}, \"{found[3]}\"),  # {found[0]}, greedy {greedy}")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", help="write the header here (default: stdout)")
+    ap.add_argument("--search", type=int, metavar="TRIALS",
+                    help="search the ternary S-boxes anew (TRIALS random circuits per order) and print "
+                         "RECORDED to paste into this file, instead of writing the header")
     args = ap.parse_args()
+    if args.search:
+        sys.stdout.write(search_all(args.search))
+        return
     text = generate()
     if args.output:
         Path(args.output).write_text(text)

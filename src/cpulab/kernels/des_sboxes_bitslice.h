@@ -18,7 +18,7 @@
  *                              DES_OR and DES_XOR.
  *
  * Operation counts (without the output XORs): binary 88/76/75/56/82/79/78/69 (total 603),
- * ternary 43/42/40/29/47/43/42/39 (total 325).
+ * ternary 43/41/39/27/42/42/39/38 (total 311).
  */
 
 #ifndef DES_SB_TERNARY
@@ -708,7 +708,7 @@ DES_INLINE void DES_SB(s8)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES
 
 #else /* DES_SB_TERNARY */
 
-/* S1: 43 operations (18 with a copy); split order a6 a4 a1 a2 a3 a5 */
+/* S1: 43 operations (15 with a copy); split order a6 a4 a1 a5 a3 a2 */
 DES_INLINE void DES_SB(s1)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
     DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
 {
@@ -717,249 +717,240 @@ DES_INLINE void DES_SB(s1)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES
     DES_V t2 = DES_TERN(a1, t0, t1, 0xac);
     DES_V t3 = DES_TERN(a2, a3, a5, 0x2d);
     DES_V t4 = DES_TERN(a2, a3, a5, 0x1b);
-    DES_V t5 = DES_TERN(a1, t3, t4, 0xac);
+    DES_V t5 = DES_TERN(t3, a1, t4, 0xb8);
     DES_V t6 = DES_TERN(t2, a4, t5, 0xb8);
     DES_V t7 = DES_TERN(a2, a3, a5, 0x6b);
-    DES_V t8 = DES_TERN(a1, t0, t7, 0xa3);
-    DES_V t9 = DES_TERN(a2, a3, a5, 0xa1);
-    DES_V t10 = DES_TERN(t9, a1, t1, 0xe2);
-    DES_V t11 = DES_TERN(t8, a4, t10, 0xb8);
-    DES_V t12 = DES_TERN(t6, a6, t11, 0xb8);
-    DES_V t13 = DES_TERN(a2, a3, a5, 0x3d);
-    DES_V t14 = DES_TERN(t1, a1, t13, 0x8b);
-    DES_V t15 = DES_TERN(a2, a3, a5, 0xb1);
-    DES_V t16 = DES_TERN(a2, a3, a5, 0x61);
-    DES_V t17 = DES_TERN(a1, t15, t16, 0xac);
-    DES_V t18 = DES_TERN(t14, a4, t17, 0xb8);
-    DES_V t19 = DES_TERN(a2, a3, a5, 0xa6);
-    DES_V t20 = DES_TERN(t19, a1, t15, 0x78);
-    DES_V t21 = DES_TERN(a2, a3, a5, 0x17);
-    DES_V t22 = DES_XOR(a1, t21);
-    DES_V t23 = DES_TERN(t20, a4, t22, 0xb8);
+    DES_V t8 = DES_TERN(a2, a3, a5, 0x3d);
+    DES_V t9 = DES_TERN(t7, a1, t8, 0xd2);
+    DES_V t10 = DES_TERN(a2, a3, a5, 0xa1);
+    DES_V t11 = DES_TERN(t10, a1, t1, 0xe2);
+    DES_V t12 = DES_TERN(t9, a4, t11, 0xb8);
+    DES_V t13 = DES_TERN(t6, a6, t12, 0xb8);
+    DES_V t14 = DES_TERN(a2, a3, a5, 0xd8);
+    DES_V t15 = DES_TERN(a1, t8, t14, 0xac);
+    DES_V t16 = DES_ANDN(a5, a2);
+    DES_V t17 = DES_TERN(t16, a1, t0, 0x2e);
+    DES_V t18 = DES_TERN(t15, a4, t17, 0x78);
+    DES_V t19 = DES_TERN(a2, a3, a5, 0x3e);
+    DES_V t20 = DES_TERN(a2, a3, a5, 0x61);
+    DES_V t21 = DES_TERN(t19, a1, t20, 0xb8);
+    DES_V t22 = DES_TERN(t4, a1, t20, 0x6a);
+    DES_V t23 = DES_TERN(t21, a4, t22, 0xb8);
     DES_V t24 = DES_TERN(t18, a6, t23, 0xb8);
-    DES_V t25 = DES_TERN(a2, a3, a5, 0xd8);
-    DES_V t26 = DES_TERN(a1, t13, t25, 0xac);
-    DES_V t27 = DES_TERN(t7, a1, t3, 0x8b);
-    DES_V t28 = DES_TERN(t26, a4, t27, 0xb8);
-    DES_V t29 = DES_AND(a2, a5);
-    DES_V t30 = DES_TERN(t29, a1, t16, 0xa9);
-    DES_V t31 = DES_TERN(t16, a1, t4, 0x78);
-    DES_V t32 = DES_TERN(t30, a4, t31, 0xb8);
+    DES_V t25 = DES_TERN(t1, a1, t8, 0x8b);
+    DES_V t26 = DES_TERN(a2, a3, a5, 0xb1);
+    DES_V t27 = DES_TERN(t20, a1, t26, 0xe2);
+    DES_V t28 = DES_TERN(t25, a4, t27, 0xb8);
+    DES_V t29 = DES_TERN(a2, a3, a5, 0x17);
+    DES_V t30 = DES_XOR(a1, t29);
+    DES_V t31 = DES_OR(a1, t26);
+    DES_V t32 = DES_TERN(t30, a4, t31, 0xd2);
     DES_V t33 = DES_TERN(t28, a6, t32, 0xb8);
-    DES_V t34 = DES_TERN(t25, a1, t0, 0x74);
+    DES_V t34 = DES_TERN(t14, a1, t0, 0x74);
     DES_V t35 = DES_TERN(a2, a3, a5, 0x87);
     DES_V t36 = DES_XOR(a1, t35);
     DES_V t37 = DES_TERN(t34, a4, t36, 0xb8);
     DES_V t38 = DES_TERN(a3, a2, a5, 0x2d);
-    DES_V t39 = DES_TERN(t13, a1, t38, 0x81);
+    DES_V t39 = DES_TERN(t8, a1, t38, 0x81);
     DES_V t40 = DES_TERN(a1, a2, a5, 0x9b);
     DES_V t41 = DES_TERN(a4, t39, t40, 0x6c);
     DES_V t42 = DES_TERN(a6, t37, t41, 0xac);
-    *o1 = DES_XOR(*o1, t12);
-    *o2 = DES_XOR(*o2, t24);
-    *o3 = DES_XOR(*o3, t33);
+    *o1 = DES_XOR(*o1, t13);
+    *o2 = DES_XOR(*o2, t33);
+    *o3 = DES_XOR(*o3, t24);
     *o4 = DES_XOR(*o4, t42);
 }
 
-/* S2: 42 operations (10 with a copy); split order a1 a6 a5 a2 a3 a4 */
+/* S2: 41 operations (8 with a copy); split order a1 a5 a6 a2 a4 a3 */
 DES_INLINE void DES_SB(s2)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
     DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
 {
     DES_V t0 = DES_TERN(a2, a3, a4, 0x53);
-    DES_V t1 = DES_ANDN(a4, a2);
-    DES_V t2 = DES_TERN(t1, a5, t0, 0xa6);
-    DES_V t3 = DES_ANDN(a2, a3);
-    DES_V t4 = DES_TERN(t2, a6, t3, 0xb4);
+    DES_V t1 = DES_ANDN(a2, a3);
+    DES_V t2 = DES_TERN(t0, a6, t1, 0xb4);
+    DES_V t3 = DES_ANDN(a4, a2);
+    DES_V t4 = DES_TERN(t2, a5, t3, 0xb4);
     DES_V t5 = DES_TERN(a2, a3, a4, 0x6c);
-    DES_V t6 = DES_XOR(a5, t5);
+    DES_V t6 = DES_XOR(a6, t5);
     DES_V t7 = DES_XOR(a2, a4);
-    DES_V t8 = DES_TERN(t5, a5, t7, 0x47);
-    DES_V t9 = DES_TERN(t6, a6, t8, 0xb8);
+    DES_V t8 = DES_TERN(a6, t5, t7, 0x53);
+    DES_V t9 = DES_TERN(t6, a5, t8, 0xb8);
     DES_V t10 = DES_TERN(t4, a1, t9, 0xb8);
-    DES_V t11 = DES_TERN(a2, a3, a4, 0xc5);
-    DES_V t12 = DES_XOR(a5, t11);
-    DES_V t13 = DES_TERN(a2, a3, a4, 0x56);
-    DES_V t14 = DES_ANDN(a4, a3);
-    DES_V t15 = DES_TERN(t13, a5, t14, 0xb4);
-    DES_V t16 = DES_TERN(t12, a6, t15, 0xb8);
-    DES_V t17 = DES_TERN(a5, t11, t7, 0x53);
-    DES_V t18 = DES_TERN(t17, a6, t15, 0x74);
-    DES_V t19 = DES_TERN(t16, a1, t18, 0xb8);
-    DES_V t20 = DES_TERN(a2, a3, a4, 0x2d);
-    DES_V t21 = DES_ANDN(a3, a4);
-    DES_V t22 = DES_TERN(t20, a5, t21, 0xb4);
+    DES_V t11 = DES_XOR(a3, a4);
+    DES_V t12 = DES_TERN(t11, a6, t7, 0x47);
+    DES_V t13 = DES_TERN(a2, a3, a4, 0x35);
+    DES_V t14 = DES_XOR(a2, a3);
+    DES_V t15 = DES_TERN(t14, a6, t13, 0x2e);
+    DES_V t16 = DES_TERN(t12, a5, t15, 0xb8);
+    DES_V t17 = DES_TERN(a6, t7, t13, 0xac);
+    DES_V t18 = DES_ANDN(a3, a2);
+    DES_V t19 = DES_TERN(t13, a6, t18, 0x87);
+    DES_V t20 = DES_TERN(t17, a5, t19, 0xb8);
+    DES_V t21 = DES_TERN(t16, a1, t20, 0xb8);
+    DES_V t22 = DES_TERN(a2, a3, a4, 0x96);
     DES_V t23 = DES_TERN(a2, a3, a4, 0x2e);
-    DES_V t24 = DES_TERN(t11, a5, t23, 0xb8);
-    DES_V t25 = DES_TERN(t22, a6, t24, 0xb8);
-    DES_V t26 = DES_TERN(a2, a3, a4, 0x86);
-    DES_V t27 = DES_TERN(a2, a3, a4, 0xe3);
-    DES_V t28 = DES_TERN(t26, a5, t27, 0xb8);
-    DES_V t29 = DES_TERN(a2, a3, a5, 0xba);
-    DES_V t30 = DES_TERN(t28, a6, t29, 0x78);
-    DES_V t31 = DES_TERN(t25, a1, t30, 0xb8);
-    DES_V t32 = DES_XOR(a3, a4);
-    DES_V t33 = DES_TERN(t0, a5, t32, 0x59);
-    DES_V t34 = DES_TERN(t32, a5, t7, 0x95);
-    DES_V t35 = DES_TERN(t33, a6, t34, 0xb8);
-    DES_V t36 = DES_TERN(a4, a2, a3, 0xb8);
-    DES_V t37 = DES_TERN(t7, a5, t36, 0xb8);
-    DES_V t38 = DES_ANDN(a3, a2);
-    DES_V t39 = DES_TERN(a5, t36, t38, 0x63);
-    DES_V t40 = DES_TERN(a6, t37, t39, 0xac);
-    DES_V t41 = DES_TERN(a1, t35, t40, 0xac);
+    DES_V t24 = DES_TERN(t22, a6, t23, 0xb8);
+    DES_V t25 = DES_ANDN(a3, a4);
+    DES_V t26 = DES_ANDN(a2, a4);
+    DES_V t27 = DES_TERN(t25, a6, t26, 0x87);
+    DES_V t28 = DES_TERN(t24, a5, t27, 0xd2);
+    DES_V t29 = DES_TERN(a2, a3, a4, 0x86);
+    DES_V t30 = DES_TERN(t29, a6, t1, 0x58);
+    DES_V t31 = DES_TERN(t1, a6, a4, 0xa9);
+    DES_V t32 = DES_TERN(t30, a5, t31, 0x78);
+    DES_V t33 = DES_TERN(t28, a1, t32, 0xb8);
+    DES_V t34 = DES_TERN(a2, a3, a4, 0xc5);
+    DES_V t35 = DES_TERN(t34, a6, t5, 0xb4);
+    DES_V t36 = DES_TERN(a3, a4, a6, 0xf7);
+    DES_V t37 = DES_TERN(t36, a5, t35, 0x6a);
+    DES_V t38 = DES_TERN(a6, t7, t23, 0x63);
+    DES_V t39 = DES_TERN(a5, t35, t38, 0xa3);
+    DES_V t40 = DES_TERN(a1, t37, t39, 0xac);
     *o1 = DES_XOR(*o1, t10);
-    *o2 = DES_XOR(*o2, t19);
-    *o3 = DES_XOR(*o3, t31);
-    *o4 = DES_XOR(*o4, t41);
+    *o2 = DES_XOR(*o2, t40);
+    *o3 = DES_XOR(*o3, t33);
+    *o4 = DES_XOR(*o4, t21);
 }
 
-/* S3: 40 operations (14 with a copy); split order a1 a3 a4 a2 a5 a6 */
+/* S3: 39 operations (11 with a copy); split order a1 a3 a4 a2 a6 a5 */
 DES_INLINE void DES_SB(s3)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
     DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
 {
-    DES_V t0 = DES_XOR(a2, a5);
-    DES_V t1 = DES_TERN(a2, a5, a6, 0x9d);
-    DES_V t2 = DES_TERN(t0, a4, t1, 0x8b);
-    DES_V t3 = DES_TERN(a2, a5, a6, 0xb0);
-    DES_V t4 = DES_TERN(a2, a5, a6, 0x69);
-    DES_V t5 = DES_TERN(a4, t3, t4, 0xac);
-    DES_V t6 = DES_TERN(t2, a3, t5, 0xb8);
-    DES_V t7 = DES_TERN(a4, a5, a6, 0x69);
-    DES_V t8 = DES_TERN(a2, a5, a6, 0xf4);
-    DES_V t9 = DES_TERN(t7, a3, t8, 0x78);
-    DES_V t10 = DES_TERN(t6, a1, t9, 0xb8);
-    DES_V t11 = DES_TERN(a2, a5, a6, 0x4a);
-    DES_V t12 = DES_TERN(t11, a4, t8, 0xb8);
-    DES_V t13 = DES_TERN(a2, a5, a6, 0x27);
-    DES_V t14 = DES_TERN(t13, a4, t4, 0xe2);
-    DES_V t15 = DES_TERN(t12, a3, t14, 0xb8);
-    DES_V t16 = DES_TERN(a4, a5, a6, 0xb3);
-    DES_V t17 = DES_TERN(t14, a3, t16, 0x2d);
-    DES_V t18 = DES_TERN(t15, a1, t17, 0xb8);
-    DES_V t19 = DES_TERN(a2, a5, a6, 0x29);
-    DES_V t20 = DES_TERN(a2, a5, a6, 0xc4);
-    DES_V t21 = DES_TERN(t19, a4, t20, 0x18);
-    DES_V t22 = DES_TERN(a2, a5, a6, 0x97);
-    DES_V t23 = DES_TERN(t22, a4, t20, 0x74);
-    DES_V t24 = DES_TERN(t21, a3, t23, 0xb8);
-    DES_V t25 = DES_TERN(a2, a5, a6, 0x9c);
-    DES_V t26 = DES_TERN(t25, a4, t3, 0xb8);
-    DES_V t27 = DES_XOR(a5, a6);
-    DES_V t28 = DES_TERN(a2, a5, a6, 0x79);
-    DES_V t29 = DES_TERN(t27, a4, t28, 0xb8);
-    DES_V t30 = DES_TERN(t26, a3, t29, 0xb8);
-    DES_V t31 = DES_TERN(t24, a1, t30, 0xb8);
-    DES_V t32 = DES_TERN(t4, a4, a5, 0xe1);
-    DES_V t33 = DES_TERN(t32, a3, a5, 0x78);
-    DES_V t34 = DES_TERN(t28, a4, a6, 0x1e);
-    DES_V t35 = DES_TERN(a5, a2, a6, 0xbc);
-    DES_V t36 = DES_ANDN(a6, a2);
-    DES_V t37 = DES_TERN(a4, t35, t36, 0x9c);
-    DES_V t38 = DES_TERN(a3, t34, t37, 0xac);
-    DES_V t39 = DES_TERN(a1, t33, t38, 0xac);
-    *o1 = DES_XOR(*o1, t10);
-    *o2 = DES_XOR(*o2, t18);
-    *o3 = DES_XOR(*o3, t31);
-    *o4 = DES_XOR(*o4, t39);
+    DES_V t0 = DES_TERN(a2, a5, a6, 0x97);
+    DES_V t1 = DES_TERN(a2, a5, a6, 0x3b);
+    DES_V t2 = DES_TERN(t0, a4, t1, 0xb8);
+    DES_V t3 = DES_TERN(a2, a5, a6, 0xbe);
+    DES_V t4 = DES_OR(a4, t3);
+    DES_V t5 = DES_TERN(t2, a3, t4, 0xd2);
+    DES_V t6 = DES_XOR(a5, a6);
+    DES_V t7 = DES_TERN(a2, a5, a6, 0x79);
+    DES_V t8 = DES_TERN(t6, a4, t7, 0xb8);
+    DES_V t9 = DES_OR(a2, a6);
+    DES_V t10 = DES_TERN(t9, a4, a5, 0xb4);
+    DES_V t11 = DES_TERN(t8, a3, t10, 0xd2);
+    DES_V t12 = DES_TERN(t5, a1, t11, 0xb8);
+    DES_V t13 = DES_TERN(a2, a5, a6, 0x96);
+    DES_V t14 = DES_TERN(a4, t13, a5, 0x9c);
+    DES_V t15 = DES_TERN(t14, a3, a5, 0xd2);
+    DES_V t16 = DES_TERN(t7, a4, a6, 0x1e);
+    DES_V t17 = DES_TERN(a2, a5, a6, 0xbc);
+    DES_V t18 = DES_ANDN(a6, a2);
+    DES_V t19 = DES_TERN(t17, a4, t18, 0xb4);
+    DES_V t20 = DES_TERN(t16, a3, t19, 0xb8);
+    DES_V t21 = DES_TERN(t15, a1, t20, 0xb8);
+    DES_V t22 = DES_XOR(a2, a5);
+    DES_V t23 = DES_TERN(a2, a5, a6, 0x9d);
+    DES_V t24 = DES_TERN(t22, a4, t23, 0x8b);
+    DES_V t25 = DES_TERN(a2, a5, a6, 0xb0);
+    DES_V t26 = DES_TERN(t25, a4, t13, 0x74);
+    DES_V t27 = DES_TERN(t24, a3, t26, 0xb8);
+    DES_V t28 = DES_TERN(a4, a5, a6, 0x69);
+    DES_V t29 = DES_TERN(a2, a5, a6, 0xf4);
+    DES_V t30 = DES_TERN(t28, a3, t29, 0x78);
+    DES_V t31 = DES_TERN(t27, a1, t30, 0xb8);
+    DES_V t32 = DES_TERN(t29, a4, t3, 0xd2);
+    DES_V t33 = DES_TERN(a2, a5, a6, 0x27);
+    DES_V t34 = DES_TERN(t13, a4, t33, 0x8b);
+    DES_V t35 = DES_TERN(t32, a3, t34, 0xb8);
+    DES_V t36 = DES_TERN(a4, a5, a6, 0xb3);
+    DES_V t37 = DES_TERN(a3, t34, t36, 0x39);
+    DES_V t38 = DES_TERN(a1, t35, t37, 0xac);
+    *o1 = DES_XOR(*o1, t31);
+    *o2 = DES_XOR(*o2, t38);
+    *o3 = DES_XOR(*o3, t12);
+    *o4 = DES_XOR(*o4, t21);
 }
 
-/* S4: 29 operations (9 with a copy); split order a6 a1 a5 a2 a3 a4 */
+/* S4: 27 operations (8 with a copy); split order a6 a1 a5 a2 a3 a4 */
 DES_INLINE void DES_SB(s4)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
     DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
 {
-    DES_V t0 = DES_TERN(a2, a3, a4, 0x6a);
-    DES_V t1 = DES_TERN(a2, a3, a4, 0xc9);
-    DES_V t2 = DES_TERN(t0, a5, t1, 0xb8);
-    DES_V t3 = DES_TERN(a2, a3, a4, 0x97);
-    DES_V t4 = DES_ANDN(a3, a4);
-    DES_V t5 = DES_TERN(t3, a5, t4, 0xb4);
+    DES_V t0 = DES_TERN(a2, a3, a4, 0x83);
+    DES_V t1 = DES_XOR(a3, a4);
+    DES_V t2 = DES_TERN(t0, a5, t1, 0x78);
+    DES_V t3 = DES_TERN(a2, a3, a4, 0x5c);
+    DES_V t4 = DES_ANDN(a4, a2);
+    DES_V t5 = DES_TERN(t4, a5, t3, 0xa6);
     DES_V t6 = DES_TERN(t2, a1, t5, 0xb8);
-    DES_V t7 = DES_TERN(a2, a3, a4, 0x83);
-    DES_V t8 = DES_XOR(a3, a4);
-    DES_V t9 = DES_TERN(t7, a5, t8, 0x78);
-    DES_V t10 = DES_TERN(a2, a3, a4, 0x5c);
-    DES_V t11 = DES_ANDN(a4, a2);
-    DES_V t12 = DES_TERN(t11, a5, t10, 0xa6);
-    DES_V t13 = DES_TERN(t9, a1, t12, 0xb8);
-    DES_V t14 = DES_TERN(a6, t6, t13, 0xac);
-    DES_V t15 = DES_TERN(t13, a6, t6, 0x74);
+    DES_V t7 = DES_TERN(a2, a3, a4, 0x34);
+    DES_V t8 = DES_TERN(a2, a3, a4, 0x7a);
+    DES_V t9 = DES_TERN(t7, a5, t8, 0xb8);
+    DES_V t10 = DES_ANDN(a4, a3);
+    DES_V t11 = DES_TERN(a2, a3, a4, 0xa9);
+    DES_V t12 = DES_TERN(t11, a5, t10, 0xe2);
+    DES_V t13 = DES_TERN(t9, a1, t12, 0xd2);
+    DES_V t14 = DES_TERN(a6, t6, t13, 0x6c);
+    DES_V t15 = DES_TERN(t6, a6, t13, 0xe1);
     DES_V t16 = DES_TERN(a2, a3, a4, 0x43);
-    DES_V t17 = DES_ANDN(a4, a3);
-    DES_V t18 = DES_TERN(t16, a5, t17, 0xb4);
-    DES_V t19 = DES_TERN(a2, a3, a4, 0x39);
-    DES_V t20 = DES_TERN(t19, a5, t10, 0x78);
-    DES_V t21 = DES_TERN(t18, a1, t20, 0xb8);
-    DES_V t22 = DES_OR(a2, a4);
-    DES_V t23 = DES_TERN(t10, a5, t22, 0xd2);
-    DES_V t24 = DES_TERN(a2, a3, a4, 0x85);
-    DES_V t25 = DES_TERN(a5, t24, t8, 0x6c);
-    DES_V t26 = DES_TERN(a1, t23, t25, 0xac);
-    DES_V t27 = DES_TERN(a6, t21, t26, 0xac);
-    DES_V t28 = DES_TERN(a6, t26, t21, 0xa3);
-    *o1 = DES_XOR(*o1, t14);
-    *o2 = DES_XOR(*o2, t15);
-    *o3 = DES_XOR(*o3, t27);
-    *o4 = DES_XOR(*o4, t28);
+    DES_V t17 = DES_TERN(t16, a5, t10, 0xb4);
+    DES_V t18 = DES_TERN(a3, a2, a4, 0x59);
+    DES_V t19 = DES_TERN(t18, a5, t3, 0xd2);
+    DES_V t20 = DES_TERN(t17, a1, t19, 0xb8);
+    DES_V t21 = DES_OR(a2, a4);
+    DES_V t22 = DES_TERN(t3, a5, t21, 0xd2);
+    DES_V t23 = DES_TERN(a5, t8, t1, 0x93);
+    DES_V t24 = DES_TERN(a1, t22, t23, 0xac);
+    DES_V t25 = DES_TERN(a6, t20, t24, 0xac);
+    DES_V t26 = DES_TERN(a6, t24, t20, 0xa3);
+    *o1 = DES_XOR(*o1, t15);
+    *o2 = DES_XOR(*o2, t14);
+    *o3 = DES_XOR(*o3, t25);
+    *o4 = DES_XOR(*o4, t26);
 }
 
-/* S5: 47 operations (14 with a copy); split order a6 a4 a3 a1 a2 a5 */
+/* S5: 42 operations (11 with a copy); split order a6 a4 a3 a2 a5 a1 */
 DES_INLINE void DES_SB(s5)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
     DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
 {
-    DES_V t0 = DES_TERN(a1, a2, a5, 0xc6);
-    DES_V t1 = DES_TERN(t0, a3, a1, 0x78);
-    DES_V t2 = DES_TERN(a1, a2, a5, 0x68);
-    DES_V t3 = DES_TERN(a1, a2, a5, 0xad);
-    DES_V t4 = DES_TERN(t3, a3, t2, 0xe2);
-    DES_V t5 = DES_TERN(t1, a4, t4, 0xb8);
-    DES_V t6 = DES_TERN(a1, a2, a5, 0xb3);
-    DES_V t7 = DES_TERN(t6, a3, t2, 0xb8);
-    DES_V t8 = DES_TERN(a1, a2, a5, 0x9e);
-    DES_V t9 = DES_ANDN(a2, a5);
-    DES_V t10 = DES_TERN(t9, a3, t8, 0xa6);
-    DES_V t11 = DES_TERN(t7, a4, t10, 0xb8);
-    DES_V t12 = DES_TERN(t5, a6, t11, 0xb8);
-    DES_V t13 = DES_XOR(a1, a5);
-    DES_V t14 = DES_AND(a1, a2);
-    DES_V t15 = DES_TERN(t14, a3, t13, 0xa6);
-    DES_V t16 = DES_TERN(a1, a2, a5, 0xc9);
-    DES_V t17 = DES_AND(a1, a5);
-    DES_V t18 = DES_TERN(t16, a3, t17, 0xb4);
-    DES_V t19 = DES_TERN(t15, a4, t18, 0xb8);
-    DES_V t20 = DES_TERN(a1, a2, a5, 0xc5);
-    DES_V t21 = DES_XOR(a2, a5);
-    DES_V t22 = DES_TERN(t20, a3, t21, 0x78);
-    DES_V t23 = DES_TERN(t22, a4, t18, 0x74);
-    DES_V t24 = DES_TERN(t19, a6, t23, 0xb8);
-    DES_V t25 = DES_TERN(a1, a2, a5, 0xd3);
-    DES_V t26 = DES_TERN(t8, a3, t25, 0x8b);
-    DES_V t27 = DES_TERN(t2, a3, t25, 0x1d);
-    DES_V t28 = DES_TERN(t26, a4, t27, 0xb8);
-    DES_V t29 = DES_TERN(t25, a3, t21, 0xb8);
-    DES_V t30 = DES_TERN(a1, a2, a5, 0xfe);
-    DES_V t31 = DES_TERN(t29, a4, t30, 0x78);
-    DES_V t32 = DES_TERN(t28, a6, t31, 0xb8);
-    DES_V t33 = DES_TERN(a1, a2, a5, 0xc8);
-    DES_V t34 = DES_TERN(t33, a3, t13, 0x74);
-    DES_V t35 = DES_TERN(a1, a2, a5, 0xbe);
-    DES_V t36 = DES_TERN(a1, a2, a5, 0x19);
-    DES_V t37 = DES_TERN(t35, a3, t36, 0xb8);
-    DES_V t38 = DES_TERN(t34, a4, t37, 0xb8);
-    DES_V t39 = DES_TERN(a1, a2, a5, 0x96);
-    DES_V t40 = DES_AND(a2, a5);
-    DES_V t41 = DES_TERN(t39, a3, t40, 0x78);
-    DES_V t42 = DES_TERN(a1, a2, a5, 0xa4);
-    DES_V t43 = DES_TERN(a1, a2, a5, 0xe3);
-    DES_V t44 = DES_TERN(a3, t42, t43, 0xac);
-    DES_V t45 = DES_TERN(a4, t41, t44, 0xac);
-    DES_V t46 = DES_TERN(a6, t38, t45, 0xac);
-    *o1 = DES_XOR(*o1, t12);
-    *o2 = DES_XOR(*o2, t24);
-    *o3 = DES_XOR(*o3, t32);
-    *o4 = DES_XOR(*o4, t46);
+    DES_V t0 = DES_TERN(a1, a2, a5, 0xc8);
+    DES_V t1 = DES_XOR(a1, a5);
+    DES_V t2 = DES_TERN(t0, a3, t1, 0x74);
+    DES_V t3 = DES_TERN(a1, a2, a5, 0xbe);
+    DES_V t4 = DES_TERN(a1, a2, a5, 0x19);
+    DES_V t5 = DES_TERN(t4, a3, t3, 0xe2);
+    DES_V t6 = DES_TERN(t2, a4, t5, 0xb8);
+    DES_V t7 = DES_TERN(a1, a2, a5, 0x5e);
+    DES_V t8 = DES_ANDN(a2, a5);
+    DES_V t9 = DES_TERN(t7, a3, t8, 0x74);
+    DES_V t10 = DES_TERN(t3, a3, t8, 0x2e);
+    DES_V t11 = DES_TERN(t9, a4, t10, 0x78);
+    DES_V t12 = DES_TERN(t6, a6, t11, 0x78);
+    DES_V t13 = DES_AND(a1, a2);
+    DES_V t14 = DES_TERN(t1, a3, t13, 0xb4);
+    DES_V t15 = DES_TERN(a1, a2, a5, 0xc9);
+    DES_V t16 = DES_AND(a1, a5);
+    DES_V t17 = DES_TERN(t16, a3, t15, 0xa6);
+    DES_V t18 = DES_TERN(t14, a4, t17, 0xb8);
+    DES_V t19 = DES_TERN(a1, a2, a5, 0xc5);
+    DES_V t20 = DES_XOR(a2, a5);
+    DES_V t21 = DES_TERN(a3, t19, t20, 0x6c);
+    DES_V t22 = DES_TERN(t21, a4, t17, 0x74);
+    DES_V t23 = DES_TERN(t18, a6, t22, 0xb8);
+    DES_V t24 = DES_TERN(t15, a3, a1, 0x2d);
+    DES_V t25 = DES_TERN(a1, a2, a5, 0x68);
+    DES_V t26 = DES_TERN(t19, a3, t25, 0x6a);
+    DES_V t27 = DES_TERN(t24, a4, t26, 0xb8);
+    DES_V t28 = DES_TERN(a1, a2, a5, 0xb3);
+    DES_V t29 = DES_TERN(t28, a3, t25, 0xb8);
+    DES_V t30 = DES_TERN(a1, a2, a5, 0x9e);
+    DES_V t31 = DES_TERN(t8, a3, t30, 0xa6);
+    DES_V t32 = DES_TERN(t29, a4, t31, 0xb8);
+    DES_V t33 = DES_TERN(t27, a6, t32, 0xb8);
+    DES_V t34 = DES_TERN(a1, a2, a5, 0xd3);
+    DES_V t35 = DES_TERN(t30, a3, t34, 0x8b);
+    DES_V t36 = DES_TERN(t25, a3, t34, 0x1d);
+    DES_V t37 = DES_TERN(t35, a4, t36, 0xb8);
+    DES_V t38 = DES_TERN(a3, t34, t20, 0xac);
+    DES_V t39 = DES_TERN(a1, a2, a5, 0xfe);
+    DES_V t40 = DES_TERN(a4, t38, t39, 0x6c);
+    DES_V t41 = DES_TERN(a6, t37, t40, 0xac);
+    *o1 = DES_XOR(*o1, t33);
+    *o2 = DES_XOR(*o2, t23);
+    *o3 = DES_XOR(*o3, t41);
+    *o4 = DES_XOR(*o4, t12);
 }
 
-/* S6: 43 operations (10 with a copy); split order a1 a3 a4 a2 a5 a6 */
+/* S6: 42 operations (9 with a copy); split order a1 a3 a4 a5 a2 a6 */
 DES_INLINE void DES_SB(s6)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
     DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
 {
@@ -970,147 +961,142 @@ DES_INLINE void DES_SB(s6)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES
     DES_V t4 = DES_AND(a2, a6);
     DES_V t5 = DES_TERN(t3, a4, t4, 0x4b);
     DES_V t6 = DES_TERN(t2, a3, t5, 0xb8);
-    DES_V t7 = DES_TERN(a2, a5, a6, 0x49);
-    DES_V t8 = DES_TERN(t7, a4, t0, 0xd1);
+    DES_V t7 = DES_TERN(a2, a5, a6, 0xec);
+    DES_V t8 = DES_TERN(t7, a4, t0, 0x95);
     DES_V t9 = DES_TERN(a2, a5, a6, 0x46);
     DES_V t10 = DES_ANDN(a5, a6);
     DES_V t11 = DES_TERN(t10, a4, t9, 0x2e);
     DES_V t12 = DES_TERN(t8, a3, t11, 0xb8);
     DES_V t13 = DES_TERN(t6, a1, t12, 0xb8);
-    DES_V t14 = DES_TERN(a2, a5, a6, 0x69);
-    DES_V t15 = DES_TERN(a2, a5, a6, 0xe6);
-    DES_V t16 = DES_TERN(t15, a4, t14, 0xe2);
-    DES_V t17 = DES_ANDN(a5, a4);
-    DES_V t18 = DES_TERN(t16, a3, t17, 0xb4);
-    DES_V t19 = DES_TERN(a2, a5, a6, 0x9d);
-    DES_V t20 = DES_TERN(a4, t14, t19, 0xa3);
-    DES_V t21 = DES_TERN(a2, a5, a6, 0x68);
-    DES_V t22 = DES_XOR(a2, a5);
-    DES_V t23 = DES_TERN(t21, a4, t22, 0x74);
-    DES_V t24 = DES_TERN(t20, a3, t23, 0xb8);
-    DES_V t25 = DES_TERN(t18, a1, t24, 0xb8);
-    DES_V t26 = DES_TERN(a2, a5, a6, 0x2a);
-    DES_V t27 = DES_TERN(t26, a4, t19, 0xb8);
-    DES_V t28 = DES_OR(a2, a5);
-    DES_V t29 = DES_TERN(t27, a3, t28, 0x78);
-    DES_V t30 = DES_TERN(a2, a5, a6, 0xbc);
-    DES_V t31 = DES_TERN(t30, a4, t22, 0x74);
-    DES_V t32 = DES_TERN(t31, a3, t19, 0x78);
-    DES_V t33 = DES_TERN(t29, a1, t32, 0xb8);
-    DES_V t34 = DES_TERN(a2, a5, a6, 0x34);
-    DES_V t35 = DES_TERN(t34, a4, a5, 0xe2);
-    DES_V t36 = DES_TERN(t22, a4, t9, 0x4b);
-    DES_V t37 = DES_TERN(t35, a3, t36, 0xb8);
-    DES_V t38 = DES_TERN(a2, a5, a6, 0x39);
-    DES_V t39 = DES_TERN(t38, a4, t0, 0x74);
-    DES_V t40 = DES_TERN(a4, t0, t14, 0x5c);
-    DES_V t41 = DES_TERN(a3, t39, t40, 0xac);
-    DES_V t42 = DES_TERN(a1, t37, t41, 0xac);
+    DES_V t14 = DES_TERN(a2, a5, a6, 0x2a);
+    DES_V t15 = DES_TERN(a2, a5, a6, 0x9d);
+    DES_V t16 = DES_TERN(t14, a4, t15, 0xb8);
+    DES_V t17 = DES_OR(a2, a5);
+    DES_V t18 = DES_TERN(t16, a3, t17, 0x78);
+    DES_V t19 = DES_TERN(a2, a5, a6, 0xbc);
+    DES_V t20 = DES_XOR(a2, a5);
+    DES_V t21 = DES_TERN(a4, t19, t20, 0x5c);
+    DES_V t22 = DES_TERN(t21, a3, t15, 0x78);
+    DES_V t23 = DES_TERN(t18, a1, t22, 0xb8);
+    DES_V t24 = DES_TERN(t19, a4, t0, 0xa6);
+    DES_V t25 = DES_ANDN(a5, a4);
+    DES_V t26 = DES_TERN(t24, a3, t25, 0xe1);
+    DES_V t27 = DES_TERN(a2, a5, a6, 0x96);
+    DES_V t28 = DES_TERN(t15, a4, t27, 0xe2);
+    DES_V t29 = DES_TERN(a2, a5, a6, 0x68);
+    DES_V t30 = DES_TERN(t29, a4, t20, 0x74);
+    DES_V t31 = DES_TERN(t28, a3, t30, 0xb8);
+    DES_V t32 = DES_TERN(t26, a1, t31, 0xb8);
+    DES_V t33 = DES_TERN(a2, a5, a6, 0xf8);
+    DES_V t34 = DES_TERN(t33, a4, a5, 0x6a);
+    DES_V t35 = DES_TERN(t20, a4, t9, 0x4b);
+    DES_V t36 = DES_TERN(t34, a3, t35, 0xb8);
+    DES_V t37 = DES_TERN(t0, a4, t27, 0xb8);
+    DES_V t38 = DES_ANDN(a2, a6);
+    DES_V t39 = DES_TERN(a4, a5, t38, 0x39);
+    DES_V t40 = DES_TERN(a3, t37, t39, 0xc6);
+    DES_V t41 = DES_TERN(a1, t36, t40, 0xac);
     *o1 = DES_XOR(*o1, t13);
-    *o2 = DES_XOR(*o2, t25);
-    *o3 = DES_XOR(*o3, t33);
-    *o4 = DES_XOR(*o4, t42);
-}
-
-/* S7: 42 operations (12 with a copy); split order a1 a6 a2 a3 a4 a5 */
-DES_INLINE void DES_SB(s7)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
-    DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
-{
-    DES_V t0 = DES_TERN(a3, a4, a5, 0xda);
-    DES_V t1 = DES_OR(a3, a4);
-    DES_V t2 = DES_TERN(t0, a2, t1, 0x78);
-    DES_V t3 = DES_XOR(a3, a5);
-    DES_V t4 = DES_TERN(a2, t3, a4, 0x93);
-    DES_V t5 = DES_TERN(t4, a6, t2, 0xe2);
-    DES_V t6 = DES_TERN(a3, a4, a5, 0x9c);
-    DES_V t7 = DES_TERN(a3, a4, a5, 0x4b);
-    DES_V t8 = DES_TERN(a2, t6, t7, 0xac);
-    DES_V t9 = DES_TERN(a3, a4, a5, 0xd2);
-    DES_V t10 = DES_TERN(t8, a6, t9, 0x78);
-    DES_V t11 = DES_TERN(t5, a1, t10, 0xb8);
-    DES_V t12 = DES_XOR(a4, a5);
-    DES_V t13 = DES_TERN(t12, a2, t3, 0x8b);
-    DES_V t14 = DES_TERN(a3, a4, a5, 0x19);
-    DES_V t15 = DES_TERN(t14, a2, t7, 0xb4);
-    DES_V t16 = DES_TERN(t13, a6, t15, 0xb8);
-    DES_V t17 = DES_AND(a3, a4);
-    DES_V t18 = DES_TERN(t3, a2, t17, 0x4b);
-    DES_V t19 = DES_TERN(t2, a6, t18, 0xb8);
-    DES_V t20 = DES_TERN(t16, a1, t19, 0xb8);
-    DES_V t21 = DES_TERN(a3, a4, a5, 0x1e);
-    DES_V t22 = DES_AND(a4, a5);
-    DES_V t23 = DES_TERN(t21, a2, t22, 0xb4);
-    DES_V t24 = DES_TERN(a3, a4, a5, 0x8c);
-    DES_V t25 = DES_TERN(t24, a2, t17, 0xb4);
-    DES_V t26 = DES_TERN(t23, a6, t25, 0xb8);
-    DES_V t27 = DES_TERN(a3, a4, a5, 0xe4);
-    DES_V t28 = DES_TERN(t27, a2, t6, 0xb4);
-    DES_V t29 = DES_XOR(a3, a4);
-    DES_V t30 = DES_ANDN(a4, a5);
-    DES_V t31 = DES_TERN(t29, a2, t30, 0x4b);
-    DES_V t32 = DES_TERN(t28, a6, t31, 0xb8);
-    DES_V t33 = DES_TERN(t26, a1, t32, 0xb8);
-    DES_V t34 = DES_TERN(a3, a4, a5, 0x92);
-    DES_V t35 = DES_TERN(t34, a2, a3, 0xb4);
-    DES_V t36 = DES_TERN(a2, a4, a5, 0xbf);
-    DES_V t37 = DES_TERN(t36, a6, t35, 0x6a);
-    DES_V t38 = DES_ANDN(a5, a4);
-    DES_V t39 = DES_TERN(a2, t7, t38, 0xc9);
-    DES_V t40 = DES_TERN(a6, t35, t39, 0xa3);
-    DES_V t41 = DES_TERN(a1, t37, t40, 0xac);
-    *o1 = DES_XOR(*o1, t11);
-    *o2 = DES_XOR(*o2, t20);
-    *o3 = DES_XOR(*o3, t33);
+    *o2 = DES_XOR(*o2, t32);
+    *o3 = DES_XOR(*o3, t23);
     *o4 = DES_XOR(*o4, t41);
 }
 
-/* S8: 39 operations (10 with a copy); split order a6 a1 a4 a2 a3 a5 */
+/* S7: 39 operations (9 with a copy); split order a1 a6 a3 a5 a4 a2 */
+DES_INLINE void DES_SB(s7)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
+    DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
+{
+    DES_V t0 = DES_TERN(a2, a4, a5, 0x9e);
+    DES_V t1 = DES_XOR(a3, t0);
+    DES_V t2 = DES_XOR(a2, a4);
+    DES_V t3 = DES_TERN(a2, a4, a5, 0xb8);
+    DES_V t4 = DES_TERN(a3, t2, t3, 0xac);
+    DES_V t5 = DES_TERN(t1, a6, t4, 0xb8);
+    DES_V t6 = DES_TERN(a2, a4, a5, 0x74);
+    DES_V t7 = DES_OR(a2, a5);
+    DES_V t8 = DES_TERN(t7, a3, t6, 0x6a);
+    DES_V t9 = DES_TERN(a2, a4, a5, 0x83);
+    DES_V t10 = DES_XOR(a3, t9);
+    DES_V t11 = DES_TERN(t8, a6, t10, 0xb8);
+    DES_V t12 = DES_TERN(t5, a1, t11, 0xb8);
+    DES_V t13 = DES_XOR(a4, a5);
+    DES_V t14 = DES_TERN(a2, a4, a5, 0x4b);
+    DES_V t15 = DES_TERN(t13, a3, t14, 0x2d);
+    DES_V t16 = DES_TERN(a2, a4, a5, 0xbf);
+    DES_V t17 = DES_TERN(t16, a6, t15, 0x6a);
+    DES_V t18 = DES_TERN(a2, a4, a5, 0xb6);
+    DES_V t19 = DES_XOR(a3, t18);
+    DES_V t20 = DES_TERN(t15, a6, t19, 0x8b);
+    DES_V t21 = DES_TERN(t17, a1, t20, 0xb8);
+    DES_V t22 = DES_TERN(a2, a4, a5, 0x6a);
+    DES_V t23 = DES_TERN(t22, a3, t3, 0xb4);
+    DES_V t24 = DES_XOR(a2, a5);
+    DES_V t25 = DES_AND(a2, a4);
+    DES_V t26 = DES_TERN(t24, a3, t25, 0x4b);
+    DES_V t27 = DES_TERN(t26, a6, t23, 0xe2);
+    DES_V t28 = DES_TERN(t2, a3, t6, 0x8b);
+    DES_V t29 = DES_TERN(t9, a3, t3, 0x4b);
+    DES_V t30 = DES_TERN(t28, a6, t29, 0xb8);
+    DES_V t31 = DES_TERN(t27, a1, t30, 0xd2);
+    DES_V t32 = DES_AND(a3, t3);
+    DES_V t33 = DES_TERN(t23, a6, t32, 0xb4);
+    DES_V t34 = DES_ANDN(a5, a2);
+    DES_V t35 = DES_TERN(t18, a3, t34, 0x1e);
+    DES_V t36 = DES_TERN(a3, a4, a5, 0xd2);
+    DES_V t37 = DES_TERN(a6, t35, t36, 0x6c);
+    DES_V t38 = DES_TERN(a1, t33, t37, 0xac);
+    *o1 = DES_XOR(*o1, t38);
+    *o2 = DES_XOR(*o2, t31);
+    *o3 = DES_XOR(*o3, t12);
+    *o4 = DES_XOR(*o4, t21);
+}
+
+/* S8: 38 operations (8 with a copy); split order a6 a1 a5 a3 a2 a4 */
 DES_INLINE void DES_SB(s8)(DES_V a1, DES_V a2, DES_V a3, DES_V a4, DES_V a5, DES_V a6,
     DES_V *o1, DES_V *o2, DES_V *o3, DES_V *o4)
 {
-    DES_V t0 = DES_TERN(a2, a3, a5, 0x39);
-    DES_V t1 = DES_TERN(a2, a3, a5, 0x65);
-    DES_V t2 = DES_TERN(t0, a4, t1, 0xb8);
-    DES_V t3 = DES_TERN(a2, a3, a5, 0x4e);
-    DES_V t4 = DES_OR(a2, a5);
-    DES_V t5 = DES_TERN(t4, a4, t3, 0x6a);
+    DES_V t0 = DES_TERN(a2, a3, a4, 0x34);
+    DES_V t1 = DES_ANDN(a2, a4);
+    DES_V t2 = DES_TERN(t1, a5, t0, 0xa9);
+    DES_V t3 = DES_TERN(a2, a3, a4, 0x6c);
+    DES_V t4 = DES_XOR(a2, a4);
+    DES_V t5 = DES_TERN(t3, a5, t4, 0x74);
     DES_V t6 = DES_TERN(t2, a1, t5, 0xb8);
-    DES_V t7 = DES_TERN(a2, a3, a5, 0x96);
-    DES_V t8 = DES_ANDN(a5, a2);
-    DES_V t9 = DES_TERN(t8, a4, t7, 0xa6);
-    DES_V t10 = DES_TERN(a2, a3, a5, 0x38);
-    DES_V t11 = DES_XOR(a2, a5);
-    DES_V t12 = DES_TERN(t10, a4, t11, 0xb4);
-    DES_V t13 = DES_TERN(t9, a1, t12, 0xb8);
-    DES_V t14 = DES_TERN(t6, a6, t13, 0xb8);
-    DES_V t15 = DES_TERN(a2, a3, a5, 0x4d);
-    DES_V t16 = DES_ANDN(a2, a5);
-    DES_V t17 = DES_TERN(t15, a4, t16, 0xb4);
-    DES_V t18 = DES_TERN(t7, a4, t1, 0x8b);
-    DES_V t19 = DES_TERN(t18, a1, t17, 0xe2);
-    DES_V t20 = DES_TERN(a2, a3, a5, 0xb4);
-    DES_V t21 = DES_XOR(a4, t20);
-    DES_V t22 = DES_TERN(t17, a1, t21, 0x8b);
-    DES_V t23 = DES_TERN(t19, a6, t22, 0xb8);
-    DES_V t24 = DES_TERN(a4, t20, a5, 0xc6);
-    DES_V t25 = DES_TERN(a2, a3, a5, 0xe3);
-    DES_V t26 = DES_XOR(a4, t25);
-    DES_V t27 = DES_TERN(t24, a1, t26, 0xb8);
-    DES_V t28 = DES_TERN(a2, a3, a5, 0x8e);
-    DES_V t29 = DES_TERN(t28, a4, t20, 0xb8);
-    DES_V t30 = DES_XOR(a2, a3);
-    DES_V t31 = DES_TERN(t30, a4, t1, 0x1e);
-    DES_V t32 = DES_TERN(t29, a1, t31, 0xb8);
-    DES_V t33 = DES_TERN(t27, a6, t32, 0xb8);
-    DES_V t34 = DES_TERN(t3, a4, t1, 0x9a);
-    DES_V t35 = DES_TERN(a2, a3, a5, 0xd2);
-    DES_V t36 = DES_TERN(a4, t35, t1, 0x5c);
-    DES_V t37 = DES_TERN(a1, t34, t36, 0xac);
-    DES_V t38 = DES_TERN(a6, t13, t37, 0xa3);
-    *o1 = DES_XOR(*o1, t14);
-    *o2 = DES_XOR(*o2, t23);
-    *o3 = DES_XOR(*o3, t33);
-    *o4 = DES_XOR(*o4, t38);
+    DES_V t7 = DES_TERN(a2, a3, a4, 0x63);
+    DES_V t8 = DES_ANDN(a4, a2);
+    DES_V t9 = DES_TERN(t8, a5, t7, 0xa9);
+    DES_V t10 = DES_TERN(a2, a3, a4, 0x3a);
+    DES_V t11 = DES_TERN(a5, t10, t7, 0x5c);
+    DES_V t12 = DES_TERN(t9, a1, t11, 0xb8);
+    DES_V t13 = DES_TERN(t6, a6, t12, 0xb8);
+    DES_V t14 = DES_TERN(a2, a3, a4, 0xa6);
+    DES_V t15 = DES_TERN(t10, a5, t14, 0x8b);
+    DES_V t16 = DES_XOR(a5, t0);
+    DES_V t17 = DES_TERN(t16, a1, t15, 0x2e);
+    DES_V t18 = DES_TERN(a5, t4, a3, 0xc6);
+    DES_V t19 = DES_TERN(t15, a1, t18, 0x8b);
+    DES_V t20 = DES_TERN(t17, a6, t19, 0xb8);
+    DES_V t21 = DES_ANDN(a3, a4);
+    DES_V t22 = DES_TERN(t0, a5, t21, 0x1e);
+    DES_V t23 = DES_TERN(a2, a3, a4, 0xfe);
+    DES_V t24 = DES_OR(a2, a4);
+    DES_V t25 = DES_TERN(t23, a5, t24, 0xe1);
+    DES_V t26 = DES_TERN(t22, a1, t25, 0xd2);
+    DES_V t27 = DES_TERN(t12, a6, t26, 0x8b);
+    DES_V t28 = DES_XOR(a2, a3);
+    DES_V t29 = DES_TERN(t28, a5, t4, 0x74);
+    DES_V t30 = DES_OR(a2, a3);
+    DES_V t31 = DES_TERN(t30, a5, a4, 0xd1);
+    DES_V t32 = DES_TERN(t29, a1, t31, 0x78);
+    DES_V t33 = DES_TERN(a2, a3, a4, 0xd3);
+    DES_V t34 = DES_TERN(t33, a5, a4, 0xb4);
+    DES_V t35 = DES_ANDN(a5, t7);
+    DES_V t36 = DES_TERN(a1, t34, t35, 0xc9);
+    DES_V t37 = DES_TERN(a6, t32, t36, 0xac);
+    *o1 = DES_XOR(*o1, t13);
+    *o2 = DES_XOR(*o2, t20);
+    *o3 = DES_XOR(*o3, t37);
+    *o4 = DES_XOR(*o4, t27);
 }
 
 #endif /* DES_SB_TERNARY */
