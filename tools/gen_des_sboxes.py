@@ -341,11 +341,12 @@ def replay(choices: str):
 def search(box: list[int], trials: int, seed: int, orders: int = 60, eps: float = 0.3):
     """Random choices of split form (each pick at random with probability eps, else
     fewest_new) over the `orders` best split orders, `trials` circuits each in a random
-    build order: the cheapest circuit's (cost, order, build order, choices)."""
+    build order: the cheapest circuit's (cost, order, build order, choices), and the cost
+    of the greedy circuit of the best order."""
     rng = random.Random(seed)
-    ranked = sorted(itertools.permutations(range(6)), key=lambda o: cost(*circuit_for(box, True, o), True))
+    ranked = ranked_orders(box, True)
     best = None
-    for order in ranked[:orders]:
+    for _, order, _, _ in ranked[:orders]:
         for _ in range(trials):
             made: list[str] = []
 
@@ -357,7 +358,7 @@ def search(box: list[int], trials: int, seed: int, orders: int = 60, eps: float 
             k = cost(*ternary_circuit(box, order, build_order, pick), True)
             if best is None or k < best[0]:
                 best = (k, order, build_order, "".join(made))
-    return best
+    return best, ranked[0][0]
 
 
 def copies(lines: list[str], outs: list[str]) -> int:
@@ -411,13 +412,15 @@ def best_circuit(box: list[int], ternary: bool, recorded=None):
     if ternary and recorded:
         order, build_order, choices = recorded
         return (*ternary_circuit(box, order, build_order, replay(choices)), order)
-    best = None
-    for order in itertools.permutations(range(6)):
-        c, outs = circuit_for(box, ternary, order)
-        k = cost(c, outs, ternary)
-        if best is None or k < best[0]:
-            best = (k, c, outs, order)
-    return best[1:]
+    _, order, c, outs = ranked_orders(box, ternary)[0]
+    return c, outs, order
+
+
+def ranked_orders(box: list[int], ternary: bool) -> list[tuple]:
+    """Every split order with its circuit, (cost, order, circuit, outputs), cheapest first
+    (ties in the order of itertools.permutations)."""
+    circuits = ((order, *circuit_for(box, ternary, order)) for order in itertools.permutations(range(6)))
+    return sorted(((cost(c, outs, ternary), order, c, outs) for order, c, outs in circuits), key=lambda t: t[0])
 
 
 def dead_first(lines: list[str], outs: list[str]) -> list[str]:
@@ -539,8 +542,7 @@ def search_all(trials: int) -> str:
     where that beats the greedy circuit of every order."""
     lines = ["RECORDED = {"]
     for s, box in enumerate(read_sboxes()):
-        greedy = cost(*best_circuit(box, True)[:2], True)
-        found = search(box, trials, seed=s + 1)
+        found, greedy = search(box, trials, seed=s + 1)
         print(f"S{s + 1}: greedy {greedy}, search {found[0]}", file=sys.stderr)
         if found[0] < greedy:
             lines.append(f"    {s + 1}: ({found[1]}, {found[2]}, \"{found[3]}\"),  # {found[0]}, greedy {greedy}")
