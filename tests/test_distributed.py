@@ -4,6 +4,7 @@ a worker killed in the middle of a job; the scheduler gone; export and import.""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -113,6 +114,13 @@ def test_plan_runs_on_every_machine_and_comes_home_tagged(cluster_run):
     store = Store(db)
     assert store.latest_run() == doc["run_id"]
     assert [store.run(c)["machine"] for c in store.machine_runs(doc["run_id"])] == [m["machine"] for m in doc["machines"]]
+
+
+def test_a_connected_client_silences_every_distributed_logger(cluster):
+    """A lost scheduler is one line (run.Stopped), never a dask traceback from any of its loggers."""
+    names = ["distributed", *(n for n in logging.root.manager.loggerDict if n.startswith("distributed."))]
+    assert "distributed.batched" in names
+    assert all(logging.getLogger(n).getEffectiveLevel() >= logging.CRITICAL for n in names)
 
 
 def test_compare_by_machine_and_two_runs(cluster_run):

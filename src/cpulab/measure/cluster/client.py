@@ -42,7 +42,11 @@ CONNECT_TIMEOUT_S = 15
 def connect(address: str, sec: Security | None) -> Client:
     """A client of the scheduler at `address`.  Its logging is silenced: a lost
     connection is reported once, as run.Stopped, not as dask's reconnect tracebacks."""
-    for name in ("distributed.client", "distributed.comm", "distributed.core", "distributed.utils"):
+    # Every distributed logger: the tree's root, and the children dask's config gave
+    # a level of their own (distributed.batched logged a CommClosedError traceback
+    # when only a named few were silenced).
+    named = [n for n in logging.root.manager.loggerDict if n.startswith("distributed.")]
+    for name in ["distributed", *named]:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         return Client(address, security=sec, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
