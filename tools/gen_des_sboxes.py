@@ -22,11 +22,14 @@ reused, never built twice.
       positive Davio  f = f0 ^ (x & d)           2 gates + f0 + d
       negative Davio  f = f1 ^ (d & ~x)          2 gates + f1 + d
   with the one-gate special cases (d all ones: f0 ^ x; f0 = 0: x & f1; ...).  A function
-  of at most two inputs is one gate (two if it needs a NOT).
+  of at most two inputs is one gate (two if it needs a NOT).  Before any split, a
+  function that is one gate on two values built already (any two: inputs, cofactors of
+  other outputs) is made so (one_gate).
 * Ternary form (AVX-512 vpternlog: any function of three vectors in one instruction).
-  A function of at most three inputs is one TERN (of two, one AND/ANDN/OR/XOR); a larger
-  one splits on x into x ? f1 : f0, f0 ^ (x & d) or f1 ^ (~x & d), each one TERN, taking
-  the one whose parts are built already (up to complement, which a TERN reads for free).
+  A function of up to three values built already (inputs or any earlier sub-function) is
+  one TERN on them, or of two, one AND/ANDN/OR/XOR (one_operation); any other splits on
+  x into x ? f1 : f0, f0 ^ (x & d) or f1 ^ (~x & d), each one TERN, taking the one whose
+  parts are built already (up to complement, which a TERN reads for free).
   Orders are ranked by operations plus the copies the compiler must make before a TERN
   whose operands all live on.  `--search TRIALS` also tries random choices of split
   form; the circuits it found are recorded below (RECORDED) and replayed.
@@ -43,6 +46,8 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ROOT / "src" / "cpulab" / "kernels" / "des_tables.h"
@@ -192,10 +197,23 @@ def binary_options(f: int, order, cost):
     return opts
 
 
+def one_gate(c: Circuit, f: int) -> tuple[str, int, int] | None:
+    """(kind, a, b): f is one binary operation on two values already built, or None."""
+    built = np.array(list(c.name), dtype=np.uint64)
+    a, b = built[:, None], built[None, :]
+    for kind, fn in BINOPS.items():
+        hit = np.argwhere(fn(a, b) == np.uint64(f))
+        if len(hit):
+            return kind, int(built[hit[0][0]]), int(built[hit[0][1]])
+    return None
+
+
 def binary_build(c: Circuit, f: int, order) -> str:
     n = c.have(f)
     if n:
         return n
+    if (gate := one_gate(c, f)) is not None:
+        return c.op(*gate)
     if f ^ FULL in c.name:
         return c.emit(f, f"DES_NOT({c.name[f ^ FULL]})")
     if f == 0 or f == FULL:
@@ -206,31 +224,26 @@ def binary_build(c: Circuit, f: int, order) -> str:
         return c.emit(f, f"DES_NOT({g})") if neg else g
     _, r = min(binary_options(f, order, lambda g: binary_cost(g, order, c.name)), key=lambda o: o[0])
     kind = r[0]
+    for g in (r[1:3] if kind in BINOPS or kind in ("SHANNON", "PDAVIO", "NDAVIO") else r[1:2]):
+        binary_build(c, g, order)
+    # A part's parts may have made f, or something f is one gate of.
+    if (n := c.have(f)) or (gate := one_gate(c, f)) is not None:
+        return n or c.op(*gate)
     if kind in BINOPS:
-        binary_build(c, r[1], order)
-        binary_build(c, r[2], order)
         return c.op(kind, r[1], r[2])
     if kind == "ORNOT":
         _, f1, X = r
-        binary_build(c, f1, order)
-        g = c.op("ANDN", X, f1)
-        return c.have(f) or c.emit(f, f"DES_NOT({g})")
+        return c.emit(f, f"DES_NOT({c.op('ANDN', X, f1)})")
     if kind == "SHANNON":
         _, f0, f1, X = r
-        binary_build(c, f0, order)
-        binary_build(c, f1, order)
         c.op("ANDN", f0, X)
         c.op("AND", f1, X)
         return c.op("OR", f0 & ~X & FULL, f1 & X)
     if kind == "PDAVIO":
         _, f0, d, X = r
-        binary_build(c, f0, order)
-        binary_build(c, d, order)
         c.op("AND", X, d)
         return c.op("XOR", f0, X & d)
     _, f1, d, X = r  # NDAVIO
-    binary_build(c, f1, order)
-    binary_build(c, d, order)
     c.op("ANDN", d, X)
     return c.op("XOR", f1, d & ~X & FULL)
 
@@ -296,17 +309,43 @@ class TernaryCircuit:
         return self.have[canon(f)]
 
 
+def bits(v: int) -> np.ndarray:
+    """A truth table as 64 bits, input 0 first."""
+    return (np.uint64(v) >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+
+
+def one_operation(c: TernaryCircuit, f: int) -> list[tuple[str, int]] | None:
+    """Two or three values already built (inputs included) of which f is a function, so
+    f is one operation on them; pairs are tried first, then triples, in the order they
+    were built; None if there are none.  f is a function of u, v, w when no combination
+    of their bits occurs both where f is 1 and where it is 0."""
+    built = list(c.have.values())
+    table = np.array([bits(v) for _, v in built], dtype=np.uint16)  # value x input
+    ones = bits(f).astype(bool)
+    for k in (2, 3):
+        sets = np.array(list(itertools.combinations(range(len(built)), k)))
+        code = np.zeros((len(sets), 64), dtype=np.uint16)
+        for j in range(k):
+            code = code << 1 | table[sets[:, j]]
+        seen = np.uint16(1) << code  # each input's combination, one bit of 8
+        at_one = np.bitwise_or.reduce(np.where(ones, seen, 0), axis=1)
+        at_zero = np.bitwise_or.reduce(np.where(ones, 0, seen), axis=1)
+        fits = np.flatnonzero((at_one & at_zero) == 0)
+        if len(fits):
+            return [built[i] for i in sets[fits[0]]]
+    return None
+
+
 def ternary_build(c: TernaryCircuit, f: int, order, pick) -> str:
-    """f by splitting on the first input of `order` it depends on, as a multiplexer of its
+    """f as one operation on values already built if it can be (one_operation), else by
+    splitting on the first input of `order` it depends on, as a multiplexer of its
     cofactors (f0, f1) or as f0 ^ (x & d) or f1 ^ (~x & d), d = f0 ^ f1: pick(c, options)
-    says which (fewest_new, or a recorded search's choice).  A function of at most three
-    inputs is one operation on them."""
+    says which (fewest_new, or a recorded search's choice)."""
     if canon(f) in c.have:
         return c.have[canon(f)][0]
-    sup = support(f)
-    if len(sup) <= 3:
-        return c.node(f, [c.operand(VAR[i]) for i in sup])
-    x = next(i for i in order if i in sup)
+    if (operands := one_operation(c, f)) is not None:  # always, for f of <= 3 inputs
+        return c.node(f, operands)
+    x = next(i for i in order if i in support(f))
     f0, f1 = cofactor(f, x, 0), cofactor(f, x, 1)
     options = [(f0, f1), (f0, f0 ^ f1), (f1, f0 ^ f1)]
     parts = options[pick(c, options)]
@@ -328,8 +367,8 @@ def ternary_circuit(box: list[int], order, build_order=(0, 1, 2, 3), pick=fewest
     c = TernaryCircuit()
     for o in build_order:
         ternary_build(c, output_tt(box, o), order, pick)
-    return c, [(c.operand(output_tt(box, o))[0], c.operand(output_tt(box, o))[1] != output_tt(box, o))
-               for o in range(4)]
+    return pruned(c, [(c.operand(output_tt(box, o))[0], c.operand(output_tt(box, o))[1] != output_tt(box, o))
+                      for o in range(4)])
 
 
 def replay(choices: str):
@@ -378,19 +417,19 @@ def last_uses(lines: list[str], outs: list[str]) -> dict[str, int]:
 
 # ---- search, check, emit --------------------------------------------------------------
 
-# Ternary S-boxes from a recorded search (--search 300, 2026-11-26): S-box number ->
+# Ternary S-boxes from a recorded search (--search 40, 2026-11-26): S-box number ->
 # (split order, build order of the outputs, the split form picked at each choice: an
 # index into ternary_build's options).  Replayed, they give the same circuit without the
 # minutes of search; an S-box not listed takes the greedy circuit of its best order.
 RECORDED: dict[int, tuple[tuple[int, ...], tuple[int, ...], str]] = {
-    1: ((5, 3, 0, 4, 2, 1), (0, 2, 1, 3), "000002001000010000210000110"),  # 58, greedy 61
-    2: ((0, 4, 5, 1, 3, 2), (0, 3, 2, 1), "0110100000001020111201101"),  # 49, greedy 52
-    3: ((0, 2, 3, 1, 5, 4), (2, 3, 0, 1), "02002010210210000100202"),  # 50, greedy 54
-    4: ((5, 0, 4, 1, 2, 3), (1, 0, 2, 3), "1011200200120210"),  # 35, greedy 38
-    5: ((5, 3, 2, 1, 4, 0), (3, 1, 0, 2), "10001000011010021001000010"),  # 53, greedy 61
-    6: ((0, 2, 3, 4, 1, 5), (0, 2, 1, 3), "0021010010100210000011202"),  # 51, greedy 53
-    7: ((0, 5, 2, 4, 3, 1), (2, 3, 1, 0), "001001101201201100101012"),  # 48, greedy 54
-    8: ((5, 0, 4, 2, 1, 3), (0, 1, 3, 2), "002002000000202220100210"),  # 46, greedy 49
+    1: ((0, 1, 3, 5, 4, 2), (0, 1, 3, 2), "01001000001000110"),  # 45, greedy 49
+    2: ((5, 1, 0, 3, 2, 4), (0, 3, 2, 1), "00111100200010201"),  # 40, greedy 42
+    3: ((0, 2, 3, 1, 5, 4), (2, 1, 3, 0), "2201000002010100"),  # 40, greedy 44
+    4: ((5, 0, 4, 2, 1, 3), (1, 0, 2, 3), "00110102102"),  # 30, greedy 36
+    5: ((3, 1, 5, 0, 2, 4), (1, 0, 3, 2), "011212020002011000"),  # 44, greedy 48
+    6: ((3, 2, 4, 1, 0, 5), (0, 1, 2, 3), "002021000211210"),  # 40, greedy 44
+    7: ((0, 5, 4, 3, 2, 1), (1, 2, 3, 0), "0011010011021100"),  # 40, greedy 44
+    8: ((5, 0, 4, 2, 3, 1), (1, 3, 2, 0), "001102022200000"),  # 37, greedy 42
 }
 
 
@@ -399,7 +438,24 @@ def circuit_for(box: list[int], ternary: bool, order):
     if ternary:
         return ternary_circuit(box, order)
     c = Circuit()
-    return c, [(binary_build(c, output_tt(box, o), order), False) for o in range(4)]
+    return pruned(c, [(binary_build(c, output_tt(box, o), order), False) for o in range(4)])
+
+
+def pruned(c, outs: list[tuple[str, bool]]):
+    """The circuit without the operations nothing reads (a part built for a split that
+    one_gate or one_operation then made without it), renumbered t0, t1, ..."""
+    lines = c.lines
+    while True:
+        read = {n for line in lines for n in re.findall(r"\bt\d+\b", line.split("=", 1)[1])}
+        read |= {n for n, _ in outs}
+        kept = [line for line in lines if line.split()[1] in read]
+        if len(kept) == len(lines):
+            break
+        lines = kept
+    new = {line.split()[1]: f"t{i}" for i, line in enumerate(lines)}
+    c.lines = [re.sub(r"\bt\d+\b", lambda m: new[m.group(0)], line) for line in lines]
+    c.ops = len(lines)
+    return c, [(new.get(n, n), neg) for n, neg in outs]
 
 
 def cost(c, outs, ternary: bool) -> int:
