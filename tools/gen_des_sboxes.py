@@ -224,7 +224,7 @@ def binary_build(c: Circuit, f: int, order) -> str:
         return c.emit(f, f"DES_NOT({g})") if neg else g
     _, r = min(binary_options(f, order, lambda g: binary_cost(g, order, c.name)), key=lambda o: o[0])
     kind = r[0]
-    for g in (r[1:3] if kind in BINOPS or kind in ("SHANNON", "PDAVIO", "NDAVIO") else r[1:2]):
+    for g in r[1:2] if kind == "ORNOT" else r[1:3]:  # the recipe's parts (an input is built)
         binary_build(c, g, order)
     # A part's parts may have made f, or something f is one gate of.
     if (n := c.have(f)) or (gate := one_gate(c, f)) is not None:
