@@ -6,7 +6,7 @@
  * significant bit of the key number); the key schedule is free - round r's key bit j
  * is just the word k[des_bs_ks[r][j]] - and the permutations E and P are free too
  * (they pick which word feeds an S-box and which word its output goes to).  What costs
- * is the S-box logic (des_sboxes_bitslice.h): per S-box ~75 binary or ~40 ternary
+ * is the S-box logic (des_sboxes_bitslice.h): per S-box ~68 binary or ~32 ternary
  * operations, plus 6 XORs with key bits and 4 XORs into the output half.
  *
  * The includer defines:
