@@ -59,17 +59,25 @@ static int fp_roots_init(struct fp_roots *w, size_t m)
     return 0;
 }
 
+/* w^t (t < m) in long double: the product of its two tabled factors. */
+static inline void fp_root(const struct fp_roots *w, size_t t, long double *cr, long double *ci)
+{
+    const size_t mask = ((size_t)1 << w->lo_bits) - 1;
+    long double ar = w->hr[t >> w->lo_bits], ai = w->hi[t >> w->lo_bits];
+    long double br = w->lr[t & mask], bi = w->li[t & mask];
+    *cr = ar * br - ai * bi;
+    *ci = ar * bi + ai * br;
+}
+
 /* X_k = sum_j x_j w^(jk) in long double, for x in float (elem == 4) or double arrays. */
 static void fp_dft_bin(const struct fp_roots *w, size_t k, const void *xr, const void *xi, size_t elem,
                        long double *Xr, long double *Xi)
 {
-    const size_t m = w->m, mask = ((size_t)1 << w->lo_bits) - 1;
+    const size_t m = w->m;
     long double sr = 0, si = 0;
     for (size_t j = 0; j < m; j++) {
-        size_t t = (j * k) & (m - 1); /* (j k) mod m; wraps harmlessly in size_t */
-        long double ar = w->hr[t >> w->lo_bits], ai = w->hi[t >> w->lo_bits];
-        long double br = w->lr[t & mask], bi = w->li[t & mask];
-        long double cr = ar * br - ai * bi, ci = ar * bi + ai * br;
+        long double cr, ci;
+        fp_root(w, (j * k) & (m - 1), &cr, &ci); /* (j k) mod m; wraps harmlessly in size_t */
         long double vr = elem == sizeof(float) ? (long double)((const float *)xr)[j] : (long double)((const double *)xr)[j];
         long double vi = elem == sizeof(float) ? (long double)((const float *)xi)[j] : (long double)((const double *)xi)[j];
         sr += vr * cr - vi * ci;

@@ -59,15 +59,23 @@ FP_FFT_API int FN(fft_plan_init)(struct FN(fft_plan) *p, size_t n)
     }
     /* Stage h's twiddles are exp(-i pi j / h), j < h, at wr/wi[h + j].  The last stage's
      * (h = n/2) hold every other stage's: pi (j k) / (h k) with k a power of two rounds
-     * exactly as pi j / h, so the copies are bit for bit what cosl/sinl would give.  Its
-     * second half mirrors the first (cos(pi - a) = -cos a, sin(pi - a) = sin a): n/4
-     * cosl/sinl pairs in all, where one per twiddle took 0.2-0.5 s at n = 2^20 (x87)
-     * in every measured process's set-up. */
+     * exactly as pi j / h, so the copies are bit for bit what cosl/sinl would give.  Of
+     * its angles only those up to pi/4 go through cosl/sinl, which need no argument
+     * reduction there (beyond pi/4 glibc's long double reduction took 40% of an x87
+     * process's set-up at n = 2^20); those up to pi/2 swap them (cos(pi/2 - b) = sin b),
+     * each still within half an ulp of FT (and a hair) of the exact value; the second half
+     * mirrors the first (cos(pi - a) = -cos a, sin(pi - a) = sin a): n/8 cosl/sinl pairs
+     * in all, where one per twiddle took 0.2-0.5 s at n = 2^20 (x87) in every measured
+     * process's set-up. */
     size_t top = n / 2;
-    for (size_t j = 0; j <= top / 2 && top; j++) {
+    for (size_t j = 0; j <= top / 4 && top; j++) {
         long double a = FP_PI_L * (long double)j / (long double)top;
         p->wr[top + j] = (FT)cosl(a);
         p->wi[top + j] = (FT)-sinl(a);
+    }
+    for (size_t j = top / 4 + 1; j <= top / 2; j++) {
+        p->wr[top + j] = -p->wi[top + top / 2 - j];
+        p->wi[top + j] = -p->wr[top + top / 2 - j];
     }
     for (size_t j = top / 2 + 1; j < top; j++) {
         p->wr[top + j] = -p->wr[2 * top - j];
@@ -232,15 +240,23 @@ static int FN(fft_verify)(FN(fft_xform) f, void *arg, size_t n, const char *prec
         }
     }
 
-    /* 2. A pure tone exp(2 pi i t j / n) transforms to n at bin t, 0 elsewhere. */
+    /* 2. A pure tone exp(2 pi i t j / n) transforms to n at bin t, 0 elsewhere.  Its
+     * samples are the conjugates of fp_roots' w^(j t mod n), in long double: a cosl/sinl
+     * per sample reduced its argument, most of this check's time at n = 2^20 (x87). */
     {
         size_t t = (n / 3) | 1;
         t %= n;
-        for (size_t j = 0; j < n; j++) {
-            long double a = 2 * FP_PI_L * (long double)((j * t) % n) / (long double)n;
-            re[j] = (FT)cosl(a);
-            im[j] = (FT)sinl(a);
+        if (fp_roots_init(&w, n)) {
+            k_fail("cannot allocate DFT tables for m = %zu", n);
+            goto out;
         }
+        for (size_t j = 0; j < n; j++) {
+            long double cr, ci;
+            fp_root(&w, (j * t) % n, &cr, &ci);
+            re[j] = (FT)cr;
+            im[j] = (FT)-ci;
+        }
+        fp_roots_free(&w);
         if (FN(fft_call)(f, arg, n, re, im, "tone check"))
             goto out;
         long double err = 0;
