@@ -443,7 +443,7 @@ check_block(const struct isa *s, const int batch, struct keyno start, uint64_t n
         r.digest ^= digest;
         if (candidates) /* rare */
             for (int l = 0; l < count; l++)
-                    if (ca[l] == ct[0]) {
+                if (ca[l] == ct[0]) {
                     uint8_t K[9];
                     uint32_t c2[2];
                     keyno_bytes(keyno_add(k, (uint64_t)l), K);
