@@ -2,7 +2,7 @@
 """Derive boolean circuits for the eight DES S-boxes and write them as a C header.
 
     python3 tools/gen_des_sboxes.py -o src/cpulab/kernels/des_sboxes_bitslice.h
-    python3 tools/gen_des_sboxes.py --search 300     # minutes: prints RECORDED anew
+    python3 tools/gen_des_sboxes.py --search 40      # half an hour: prints RECORDED anew
 
 The S-box tables are read from src/cpulab/kernels/des_tables.h (FIPS 46-3), the one
 place they are written down.  Each S-box is four boolean functions of six inputs; a
