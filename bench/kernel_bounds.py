@@ -67,11 +67,8 @@ def classify(disassembly: str) -> Counter:
             n["store" if "[" in dst else "load" if "[" in srcs else "copy"] += 1
         elif ROTATE.match(mnemonic):
             n["rotate"] += 1
-        elif TERN.match(mnemonic):
-            n["tern"] += 1
-            n["load"] += "[" in srcs
         else:
-            n["vector"] += 1
+            n["tern" if TERN.match(mnemonic) else "vector"] += 1
             n["load"] += "[" in srcs  # a folded memory operand
     return n
 

@@ -446,8 +446,7 @@ def pruned(c, outs: list[tuple[str, bool]]):
     one_gate or one_operation then made without it), renumbered t0, t1, ..."""
     lines = c.lines
     while True:
-        read = {n for line in lines for n in re.findall(r"\bt\d+\b", line.split("=", 1)[1])}
-        read |= {n for n, _ in outs}
+        read = last_uses(lines, [n for n, _ in outs])
         kept = [line for line in lines if line.split()[1] in read]
         if len(kept) == len(lines):
             break

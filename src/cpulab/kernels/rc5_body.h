@@ -117,18 +117,19 @@
  *   schedule 8 per subkey pair, so the cipher keeps up with the schedule. */
 #define RC5_MIX2(v)                                                                   \
     if (I <= RC5_LAST) {                                                              \
-    A[v] = V_ADD(S[I][v], A[v]);                                                      \
-    V_APART(A[v]);                                                                    \
-    A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                                \
-    if (I == 0)                                                                       \
-        X[v] = V_ADD(V_SET1(pa), A[v]);                                               \
-    else if (I == 1)                                                                  \
-        Y[v] = V_ADD(V_SET1(pb), A[v]);                                               \
-    else if (I % 2 == 0)                                                              \
-        X[v] = V_ADD(V_ROTLV(V_XOR(X[v], Y[v]), Y[v]), A[v]);                         \
-    else                                                                              \
-        Y[v] = V_ADD(V_ROTLV(V_XOR(Y[v], X[v]), X[v]), A[v]);                         \
-    if (I < RC5_LAST) { RC5_LMIX(v) } }
+        A[v] = V_ADD(S[I][v], A[v]);                                                  \
+        V_APART(A[v]);                                                                \
+        A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                            \
+        if (I == 0)                                                                   \
+            X[v] = V_ADD(V_SET1(pa), A[v]);                                           \
+        else if (I == 1)                                                              \
+            Y[v] = V_ADD(V_SET1(pb), A[v]);                                           \
+        else if (I % 2 == 0)                                                          \
+            X[v] = V_ADD(V_ROTLV(V_XOR(X[v], Y[v]), Y[v]), A[v]);                     \
+        else                                                                          \
+            Y[v] = V_ADD(V_ROTLV(V_XOR(Y[v], X[v]), X[v]), A[v]);                     \
+        if (I < RC5_LAST) { RC5_LMIX(v) }                                             \
+    }
 
 #define RC5_STEP(p, i)                                                                \
     { enum { I = (i), J = ((p) * RC5_T + (i)) % RC5_C }; RC5_EACH(RC5_MIX##p) }
