@@ -5,10 +5,11 @@ executes per key.
 
 For each kernel and build:
 
-* the instructions per key, counted statically in the core's straight-line function (the
-  RC5-72 SIMD core checks `keys_per_batch` keys per call; the DES bitslice round runs
-  14.375 times per 512 keys: 14 rounds, then 3 of round 15's 8 S-boxes before the early
-  abort), by class: rotates (`vprol*`, `vpror*`, `vpshld*`), other vector ALU operations,
+* the instructions per key, counted statically in the core's straight-line function
+  times the calls a key, which the kernel notes (the RC5-72 SIMD core checks
+  `keys_per_batch` keys per call; the DES bitslice core does `rounds_per_key` rounds' worth
+  of S-boxes a key over 512 lanes, about 11.8 with its kept rounds and early abort), by
+  class: rotates (`vprol*`, `vpror*`, `vpshld*`), other vector ALU operations,
   register copies, loads and stores;
 * this core's throughput of each class, measured with the loop probe (8 independent
   zmm instructions; on Zen 4: adds 2 a cycle, rotates 1, a rotate and an add together 2);
@@ -41,11 +42,10 @@ from cpulab.compile.artifacts import build_artifact
 from cpulab.measure.probes.loop import measure_loop
 from cpulab.plan.toolchain import get as variant_of
 
-DES_ROUNDS_PER_BATCH = 14 + 3 / 8  # rounds 1-14, then 3 S-boxes of round 15 (early abort)
 KERNELS = {
-    # name: (workload, params, function, keys per call of the function or None: from notes)
-    "rc5-72 simd": ("rc5-72", {"core": "simd"}, "avx512_c3", None),
-    "des bitslice": ("des", {"core": "bitslice"}, "bs512_round", 512 / DES_ROUNDS_PER_BATCH),
+    # name: (workload, params, function, its calls a key from the result's notes)
+    "rc5-72 simd": ("rc5-72", {"core": "simd"}, "avx512_c3", lambda notes: 1 / notes["keys_per_batch"]),
+    "des bitslice": ("des", {"core": "bitslice"}, "bs512_round", lambda notes: notes["rounds_per_key"] / 512),
 }
 ROTATE = re.compile(r"^vp(rol|ror|shld|shrd)")
 TERN = re.compile(r"^vpternlog")
@@ -108,7 +108,7 @@ def measured_cycles(variants: list[str], processes: int) -> dict[tuple[str, str]
             doc = json.loads(subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout)
             for r in doc["results"]:
                 out[(kernel, r["variant"])] = r["cycles_per_unit"]
-                out[(kernel, r["variant"], "keys_per_batch")] = (r.get("notes") or {}).get("keys_per_batch")
+                out[(kernel, r["variant"], "notes")] = r.get("notes") or {}
     return out
 
 
@@ -124,12 +124,12 @@ def main() -> None:
     rates = throughputs()
     cycles = measured_cycles(variants, a.processes)
     rows = []
-    for kernel, (wl, _, fn, per_call) in KERNELS.items():
+    for kernel, (wl, _, fn, calls_a_key) in KERNELS.items():
         for v in variants:
             art = build_artifact(workloads.get(wl), variant_of(v))
             n = classify(function_text(art.path, fn))
-            keys = per_call or cycles[(kernel, v, "keys_per_batch")]
-            per_key = {k: c / keys for k, c in n.items()}
+            calls = calls_a_key(cycles[(kernel, v, "notes")])
+            per_key = {k: c * calls for k, c in n.items()}
             alu = (per_key.get("vector", 0) + per_key.get("rotate", 0)) / rates["vector"] \
                 + per_key.get("tern", 0) / rates["tern"]
             bound = max(alu, per_key.get("rotate", 0) / rates["rotate"])
