@@ -29,16 +29,23 @@
 
 /* S-box n (s = n - 1) of one round: its six inputs are the expansion E of src (bits
  * 4s .. 4s+5, 1-based, cyclic) XOR six round-key words; its four outputs go through P
- * into dst.  Every index is a compile-time constant except the key-bit numbers. */
-#define BS_SBOX(n, j, dst, src, k, ks)                                                    \
-    BS_FN(s##n)(DES_XOR(src[(4 * j + 31) & 31], k[ks[6 * j + 0]]),                        \
-                DES_XOR(src[4 * j + 0], k[ks[6 * j + 1]]),                                 \
-                DES_XOR(src[4 * j + 1], k[ks[6 * j + 2]]),                                 \
-                DES_XOR(src[4 * j + 2], k[ks[6 * j + 3]]),                                 \
-                DES_XOR(src[4 * j + 3], k[ks[6 * j + 4]]),                                 \
-                DES_XOR(src[(4 * j + 4) & 31], k[ks[6 * j + 5]]),                          \
-                &dst[des_po[4 * j + 0]], &dst[des_po[4 * j + 1]],                          \
-                &dst[des_po[4 * j + 2]], &dst[des_po[4 * j + 3]])
+ * and are XORed with base's words into dst's (base may be dst: a round in place).  Every
+ * index is a compile-time constant except the key-bit numbers (the S-box XORs into o0-o3,
+ * zero: the compiler drops those XORs). */
+#define BS_SBOX(n, j, dst, base, src, k, ks)                                              \
+    do {                                                                                  \
+        V o0 = V_ZERO, o1 = V_ZERO, o2 = V_ZERO, o3 = V_ZERO;                             \
+        BS_FN(s##n)(DES_XOR(src[(4 * j + 31) & 31], k[ks[6 * j + 0]]),                    \
+                    DES_XOR(src[4 * j + 0], k[ks[6 * j + 1]]),                             \
+                    DES_XOR(src[4 * j + 1], k[ks[6 * j + 2]]),                             \
+                    DES_XOR(src[4 * j + 2], k[ks[6 * j + 3]]),                             \
+                    DES_XOR(src[4 * j + 3], k[ks[6 * j + 4]]),                             \
+                    DES_XOR(src[(4 * j + 4) & 31], k[ks[6 * j + 5]]), &o0, &o1, &o2, &o3); \
+        dst[des_po[4 * j + 0]] = DES_XOR(base[des_po[4 * j + 0]], o0);                    \
+        dst[des_po[4 * j + 1]] = DES_XOR(base[des_po[4 * j + 1]], o1);                    \
+        dst[des_po[4 * j + 2]] = DES_XOR(base[des_po[4 * j + 2]], o2);                    \
+        dst[des_po[4 * j + 3]] = DES_XOR(base[des_po[4 * j + 3]], o3);                    \
+    } while (0)
 
 /* Lanes still alive after S-box s of round 13: a lane dies (bit set in m) as soon as
  * one of the R13 bits computed so far differs from the one the ciphertext gives. */
@@ -48,18 +55,19 @@
                          DES_OR(DES_XOR(A[des_po[4 * s + 2]], T[des_po[4 * s + 2]]),     \
                                 DES_XOR(A[des_po[4 * s + 3]], T[des_po[4 * s + 3]]))))
 
-/* One DES round: dst ^= f(src, K_r).  Not inlined: ~600 operations already. */
-BS_ATTR __attribute__((noinline)) static void BS_FN(round)(V *restrict dst, const V *restrict src,
+/* One DES round: dst = base ^ f(src, K_r), base dst itself (in place) or a kept half (no
+ * copy of it first).  Not inlined: ~600 operations already. */
+BS_ATTR __attribute__((noinline)) static void BS_FN(round)(V *dst, const V *base, const V *restrict src,
                                                           const V *restrict k, const uint8_t *ks)
 {
-    BS_SBOX(1, 0, dst, src, k, ks);
-    BS_SBOX(2, 1, dst, src, k, ks);
-    BS_SBOX(3, 2, dst, src, k, ks);
-    BS_SBOX(4, 3, dst, src, k, ks);
-    BS_SBOX(5, 4, dst, src, k, ks);
-    BS_SBOX(6, 5, dst, src, k, ks);
-    BS_SBOX(7, 6, dst, src, k, ks);
-    BS_SBOX(8, 7, dst, src, k, ks);
+    BS_SBOX(1, 0, dst, base, src, k, ks);
+    BS_SBOX(2, 1, dst, base, src, k, ks);
+    BS_SBOX(3, 2, dst, base, src, k, ks);
+    BS_SBOX(4, 3, dst, base, src, k, ks);
+    BS_SBOX(5, 4, dst, base, src, k, ks);
+    BS_SBOX(6, 5, dst, base, src, k, ks);
+    BS_SBOX(7, 6, dst, base, src, k, ks);
+    BS_SBOX(8, 7, dst, base, src, k, ks);
 }
 
 /* A kept round, out = base ^ f(src, K_r): recompute the S-boxes that are both wanted and
@@ -74,26 +82,24 @@ BS_ATTR __attribute__((noinline)) static uint32_t BS_FN(refresh)(V *restrict out
     *stale &= ~redo;
     des_bs_sboxes += (uint64_t)__builtin_popcount(redo);
     for (unsigned r = redo; r; r &= r - 1)
-        for (int i = 4 * __builtin_ctz(r); i < 4 * __builtin_ctz(r) + 4; i++) {
-            out[des_po[i]] = base[des_po[i]];
+        for (int i = 4 * __builtin_ctz(r); i < 4 * __builtin_ctz(r) + 4; i++)
             words |= 1u << des_po[i];
-        }
     if (redo & 1)
-        BS_SBOX(1, 0, out, src, k, ks);
+        BS_SBOX(1, 0, out, base, src, k, ks);
     if (redo & 2)
-        BS_SBOX(2, 1, out, src, k, ks);
+        BS_SBOX(2, 1, out, base, src, k, ks);
     if (redo & 4)
-        BS_SBOX(3, 2, out, src, k, ks);
+        BS_SBOX(3, 2, out, base, src, k, ks);
     if (redo & 8)
-        BS_SBOX(4, 3, out, src, k, ks);
+        BS_SBOX(4, 3, out, base, src, k, ks);
     if (redo & 16)
-        BS_SBOX(5, 4, out, src, k, ks);
+        BS_SBOX(5, 4, out, base, src, k, ks);
     if (redo & 32)
-        BS_SBOX(6, 5, out, src, k, ks);
+        BS_SBOX(6, 5, out, base, src, k, ks);
     if (redo & 64)
-        BS_SBOX(7, 6, out, src, k, ks);
+        BS_SBOX(7, 6, out, base, src, k, ks);
     if (redo & 128)
-        BS_SBOX(8, 7, out, src, k, ks);
+        BS_SBOX(8, 7, out, base, src, k, ks);
     return words;
 }
 
@@ -102,7 +108,7 @@ BS_ATTR __attribute__((noinline)) static uint32_t BS_FN(refresh)(V *restrict out
 #define BS_CHECK(n, j)                                                                    \
     if (stale15 >> j & 1)                                                                 \
         BS_FN(refresh)(T13, T15, T14, k, des_bs_ks[14], &stale15, 1u << j);               \
-    BS_SBOX(n, j, A, B, k, des_bs_ks[12]);                                                \
+    BS_SBOX(n, j, A, A, B, k, des_bs_ks[12]);                                             \
     des_bs_sboxes++;                                                                      \
     BS_MISS(j, m, A, T13);                                                                \
     if (V_ALL_ONES(m))                                                                    \
@@ -170,12 +176,12 @@ BS_ATTR static int BS_FN(check)(const struct des_pair *p, uint64_t first, uint64
         stale15 |= des_sboxes_keyed(14, changed) |
                    des_sboxes_reading(BS_FN(refresh)(T14, T16, T15, k, des_bs_ks[15], &stale16, 0xff));
 
-        /* Rounds 3-12: A holds L, B holds R, and the halves swap roles each round. */
-        memcpy(A, R1, sizeof A);
-        memcpy(B, R2, sizeof B);
-        for (int r = 2; r < 12; r += 2) {
-            BS_FN(round)(A, B, k, des_bs_ks[r]);
-            BS_FN(round)(B, A, k, des_bs_ks[r + 1]);
+        /* Rounds 3-12: A and B take turns as the half that changes. */
+        BS_FN(round)(A, R1, R2, k, des_bs_ks[2]);
+        BS_FN(round)(B, R2, A, k, des_bs_ks[3]);
+        for (int r = 4; r < 12; r += 2) {
+            BS_FN(round)(A, A, B, k, des_bs_ks[r]);
+            BS_FN(round)(B, B, A, k, des_bs_ks[r + 1]);
         }
         des_bs_sboxes += 80;
         /* Round 13 into A (R11 -> R13) S-box by S-box; first the three whose backward
@@ -190,7 +196,7 @@ BS_ATTR static int BS_FN(check)(const struct des_pair *p, uint64_t first, uint64
         BS_CHECK(6, 5);
         BS_CHECK(7, 6);
         /* All of R13 matches: R14 must match as well (B: R12 -> R14). */
-        BS_FN(round)(B, A, k, des_bs_ks[13]);
+        BS_FN(round)(B, B, A, k, des_bs_ks[13]);
         des_bs_sboxes += 8;
         for (int i = 0; i < 32; i++)
             m = DES_OR(m, DES_XOR(B[i], T14[i]));
