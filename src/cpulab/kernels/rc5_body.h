@@ -13,6 +13,7 @@
  *   V_KEEP(x)    an optimisation barrier on x (or nothing)
  *   V_APART(x)   the barrier of passes 2 and 3 (or nothing): S + A apart from + B
  *   V_SAVE(m, x) store x to the subkey m (m = x, or a store the compiler cannot see through)
+ *   V_SAVEL(m, x) the same for the key word m
  *   V_PQ(i)      the vector of pass 1's S[i] = P + i*Q (rc5_pq[i])
  *   rc5_lane     uint32_t[64] = 0, 1, 2, ...: each lane's offset in a run (`run`, below)
  *
@@ -77,8 +78,8 @@
  * operations: about 4 cycles a step for one key, 78 steps = ~310 cycles. */
 #if RC5_NV <= 2
 #define RC5_LMIX(v)                                                                   \
-    L[J][v] = V_ROTLV(V_ADD(V_ADD(L[J][v], B[v]), A[v]), V_ADD(A[v], B[v]));          \
-    B[v] = L[J][v];
+    B[v] = V_ROTLV(V_ADD(V_ADD(L[J][v], B[v]), A[v]), V_ADD(A[v], B[v]));            \
+    V_SAVEL(L[J][v], B[v]);
 #else
 /* With three or four chains in flight the core is bound by issue, not by the chain: L +
  * (A + B) reuses the rotate count's sum, one add fewer per step (78 a key), at the cost
@@ -86,8 +87,8 @@
 #define RC5_LMIX(v)                                                                   \
     {                                                                                 \
         V ab = V_ADD(A[v], B[v]);                                                     \
-        L[J][v] = V_ROTLV(V_ADD(L[J][v], ab), ab);                                    \
-        B[v] = L[J][v];                                                               \
+        B[v] = V_ROTLV(V_ADD(L[J][v], ab), ab);                                       \
+        V_SAVEL(L[J][v], B[v]);                                                       \
     }
 #endif
 
