@@ -64,17 +64,31 @@ def test_a_waiting_member_takes_no_cpu_from_the_one_measuring(sha256_o2):
     assert switched <= 0.25 * 60
 
 
-def test_only_a_sample_after_another_member_is_re_warmed(sha256_o2):
-    """A member re-warms a whole call at least (here 200, a sample being one) only when
-    another member ran since its last sample: alone in its group it does so once, before
-    its first sample (which follows nothing of its own); alternating with another,
-    before each."""
+def _rewarm_runs(path, size):
+    """The same one-call-a-sample job (200 whole calls of re-warm asked) alone in its group
+    and alternating with a twin: (the alternating member's output, its mean sample ns)."""
     def job():
-        return HarnessJob(sha256_o2, {"size": "1024"}, samples=6, warmup=0.0, turns=True, timeout=20,
+        return HarnessJob(path, {"size": size}, samples=6, warmup=0.0, turns=True, timeout=60,
                           reps=1, verified=True, rewarm_calls=200)
     alone, = LocalExecutor(seed=6).execute_group([job()], [[0]] * 6)
     first, _ = LocalExecutor(seed=6).execute_group([job(), job()], [[0, 1]] * 6)
     assert alone.status == first.status == Status.OK
-    per_sample = sum(first.data["ns"]) / 6
+    return alone, first, sum(first.data["ns"]) / 6
+
+
+def test_only_a_sample_after_another_member_is_re_warmed(sha256_o2):
+    """A member re-warms a whole call at least (here 200, a sample being one) only when
+    another member ran since its last sample: alone in its group it does so once, before
+    its first sample (which follows nothing of its own); alternating with another,
+    before each.  (256 KiB: more than the harness's small working set.)"""
+    alone, first, per_sample = _rewarm_runs(sha256_o2, "262144")
     assert first.data["around_ns"] > 6 * 50 * per_sample  # 200 calls before each of 6 samples
     assert alone.data["around_ns"] < 0.5 * first.data["around_ns"]  # 1 re-warm of 6
+
+
+def test_a_small_working_set_is_not_re_warmed_by_whole_calls(sha256_o2):
+    """A kernel that notes a working set of at most 128 KiB refills it in microseconds
+    after another member: an eighth of a sample at most, no whole calls."""
+    alone, first, per_sample = _rewarm_runs(sha256_o2, "1024")
+    assert first.data["notes"]["working_set_bytes"] <= 128 * 1024
+    assert first.data["around_ns"] < 6 * 50 * per_sample

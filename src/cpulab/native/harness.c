@@ -176,6 +176,18 @@ void k_note(const char *key, double value)
     }
 }
 
+/* A working set (the kernel's note working_set_bytes) that a sample of another member
+ * of the same size leaves in L2 (512 KiB and more on x86 cores since 2017). */
+#define SMALL_WORKING_SET (128 * 1024)
+
+static int small_working_set(void)
+{
+    for (int i = 0; i < n_notes; i++)
+        if (strcmp(note_key[i], "working_set_bytes") == 0)
+            return note_val[i] > 0 && note_val[i] <= SMALL_WORKING_SET;
+    return 0;
+}
+
 /* ---- JSON output ----------------------------------------------------------- */
 
 static void json_str(const char *s)
@@ -867,10 +879,15 @@ int main(int argc, char **argv)
          * over, and another member's sample when the token says one ran since ours
          * ('o'; 's': none did).  After another member at least --rewarm-calls whole
          * calls (default 1: a 2^20-point FFT of one call per sample ran 10-12% slower
-         * right after another build without it); after itself, under 8 repetitions,
-         * none (a whole call would cost up to 100% more, to refill what it left). */
+         * right after another build without it), unless the kernel notes a working set
+         * of at most SMALL_WORKING_SET: another member's sample leaves it in L2, whence
+         * it refills in microseconds (DES's table core, 14 KiB in a call as long as a
+         * sample, re-warmed a whole call before each).  After itself, under 8
+         * repetitions, none (a whole call would cost up to 100% more, to refill what it
+         * left). */
         const uint64_t rewarm = reps / 8;
-        const uint64_t rewarm_other = rewarm > (uint64_t)rewarm_calls ? rewarm : (uint64_t)rewarm_calls;
+        const uint64_t rewarm_least = small_working_set() ? 0 : (uint64_t)rewarm_calls;
+        const uint64_t rewarm_other = rewarm > rewarm_least ? rewarm : rewarm_least;
         int taken = 0;
         char token = 'r';
         /* Ready: set up, warmed and calibrated alone on the CPU; the group's next member
