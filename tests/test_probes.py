@@ -14,9 +14,21 @@ import pytest
 from conftest import compile_command, skip_unless_buildable
 from cpulab.measure import probes
 from cpulab.compile.artifacts import NATIVE_DIR
-from cpulab.measure.probes.loop import TEMPLATE
+from cpulab.measure.probes.loop import TEMPLATE, without_fixed_cost
 
 FAST = dict(samples=10, repeats=4, min_sample_time=0.002)
+
+
+def test_the_calls_fixed_cost_comes_off_every_run():
+    """Runs of n and 2n executions a call read c + f/n and c + f/2n: each loses its share
+    of f, estimated from the pairs' median a - b, so one pair a co-tenant split (its N run
+    at half speed) neither biases the others nor survives as the median."""
+    c, f_n = 3.0, 0.06
+    a = [c + f_n] * 4 + [2 * c + f_n]
+    b = [c + f_n / 2] * 5
+    runs = without_fixed_cost(a, b)
+    assert len(runs) == 10 and sorted(runs)[4] == pytest.approx(c) and sorted(runs)[5] == pytest.approx(c)
+    assert without_fixed_cost([c, None, -1.0], [c, c, c]) == [c, c, c, c]  # no fixed cost; bad runs dropped
 
 
 def test_dependent_add_is_one_cycle():

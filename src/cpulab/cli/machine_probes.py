@@ -102,8 +102,9 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
     """Cycles per iteration, IPC and ns of a few x86-64 instructions, e.g. 'imul rax, rbx'.
 
     The body is unrolled in an aligned loop and run at two lengths (N and 2N) in several
-    processes; the median run per execution is the headline.  Registers: rsi points at a zeroed 4 KiB buffer
-    whose first qword holds its own address; rax = rsi (so 'mov rax, [rax]' chases in L1)."""
+    processes; the median run per execution, less the call's fixed cost, is the headline.
+    Registers: rsi points at a zeroed 4 KiB buffer whose first qword holds its own
+    address; rax = rsi (so 'mov rax, [rax]' chases in L1)."""
     if (body is None) == (table is None):
         fail("give an instruction sequence or --table seed004 (one of them)")
     store = open_store(db)

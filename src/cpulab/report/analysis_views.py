@@ -17,7 +17,8 @@ def probe_tables(data: dict) -> list[Table]:
         ["loop", "instr.", "cycles/iter", "min..max", "IPC", "ns/iter", "llvm-mca", "timer"] + \
         [f"{c} (seed: cycles, IPC)" for c in published]
     title = ("004 · Table 2: cycles per iteration of tiny loops (RDTSC, calibrated to core cycles)" if published
-             else "cycles per iteration (core cycles; median of the N and 2N runs; min..max over all runs)")
+             else "cycles per iteration (core cycles; median of the N and 2N runs less the call's fixed cost; "
+                  "min..max over all runs)")
     t = Table("probe", title, columns(*names, left=3 if published else 1))
     for r in rows:
         mca = r.get("mca_cycles_per_iteration", (r.get("mca") or {}).get("cycles_per_iteration"))

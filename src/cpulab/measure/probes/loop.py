@@ -37,10 +37,13 @@ headline is therefore the median over every run of either length, per execution 
 the body: not the fastest run, because cycles are TSC ticks x a core/TSC ratio
 measured beside each sample, and the fastest of many such products picks the runs
 whose ratio read low (on an Ice Lake host imul read 2.87 cycles and an L1 load 4.36
-where their medians were 3 and 5).  What overhead it still holds is the loop control
-spread over N or 2N executions (under 0.03 cycles at the defaults).  2b - a over the
-fastest runs is kept as cycles_difference, and the spread of every run as
-cycles_median, cycles_min, cycles_max and cycles_runs.
+where their medians were 3 and 5).  Each run's figure first loses the call's fixed cost
+spread over it: a - b = fixed / 2n for a pair, and its median over the pairs comes off
+every 2N run and twice off every N run (on a Zen 4 guest the fixed cost, an mfence
+among it, was ~70 cycles: an add read 1.035 and 1.015 at 2048 and 4096 executions a
+call, a median of 1.025, and 0.996 without it).  2b - a over the fastest runs is kept
+as cycles_difference, and the spread of the corrected runs as cycles_median, cycles_min,
+cycles_max and cycles_runs.
 
 Cycles are the harness's core cycles (perf counters where they work, else TSC ticks x
 the core/TSC ratio the harness calibrates in every run).  With timer="clock" there are
@@ -49,6 +52,7 @@ no cycles and only ns are reported.
 from __future__ import annotations
 
 import hashlib
+import statistics
 from pathlib import Path
 
 from cpulab import paths
@@ -127,6 +131,16 @@ def build_probe(stmts: list[str], syntax: str, copies: int, as_loop: bool, count
         raise ProbeError(str(e)) from None
 
 
+def without_fixed_cost(a: list[float | None], b: list[float | None]) -> list[float]:
+    """Per-execution figures of runs of n (a) and 2n (b) executions a call, less the
+    call's fixed cost f: a = c + f/n and b = c + f/2n, so a - b = f/2n for each pair of
+    runs, whose median (robust to a pair split across a co-tenant's modes) comes off
+    every b and twice off every a.  Runs <= 0 or missing are dropped."""
+    pairs = [x - y for x, y in zip(a, b) if x is not None and y is not None and x > 0 and y > 0]
+    f = statistics.median(pairs) if pairs else 0.0
+    return [x - 2 * f for x in a if x is not None and x > 0] + [y - f for y in b if y is not None and y > 0]
+
+
 def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL, samples: int = 10,
                  timer: str = "auto", *, as_loop: bool = False, counter: str = "rcx",
                  iterations: int | None = None, repeats: int = 5, variant: str = "O2",
@@ -186,9 +200,10 @@ def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL,
 
     cyc_diff, _ = difference("cycles")
     ns_diff, _ = difference("ns")
-    # The headline and the spread: every run's figure per execution (either length).
-    c = spread([v for v in per_run["a_cycles"] + per_run["b_cycles"] if v is not None and v > 0])
-    t = spread([v for v in per_run["a_ns"] + per_run["b_ns"] if v is not None and v > 0])
+    # The headline and the spread: every run's figure per execution (either length), less
+    # the call's fixed cost spread over it.
+    c = spread(without_fixed_cost(per_run["a_cycles"], per_run["b_cycles"]))
+    t = spread(without_fixed_cost(per_run["a_ns"], per_run["b_ns"]))
     cyc, nsi = c["median"], t["median"]
     n_insns = len(insns)
     return {
@@ -206,7 +221,9 @@ def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL,
         "timer": last["timer"], "core_per_tsc": last["core_per_tsc"], "tsc_hz": last["tsc_hz"],
         "repeats": repeats, "samples": samples, "estimator": estimator,
         "unroll": None if as_loop else unroll,
-        "method": method + "; the headline is the median run per execution, 2*b - a is kept as cycles_difference",
+        "method": method + "; the headline is the median run per execution less the call's fixed cost (the "
+                           "median a - b over the pairs, twice that off the shorter runs); 2*b - a over the "
+                           "fastest runs is kept as cycles_difference",
         "artifacts": sorted({a.path for a, _ in runs}),
         "code_hashes": sorted({a.code_hash for a, _ in runs}),
         "commands": [list(cmd) for cmd in runs[0][0].commands],
