@@ -47,6 +47,9 @@
         dst[des_po[4 * j + 3]] = DES_XOR(base[des_po[4 * j + 3]], o3);                    \
     } while (0)
 
+/* X(n, j) for each S-box n = j + 1. */
+#define BS_EACH_SBOX(X) X(1, 0) X(2, 1) X(3, 2) X(4, 3) X(5, 4) X(6, 5) X(7, 6) X(8, 7)
+
 /* Lanes still alive after S-box s of round 13: a lane dies (bit set in m) as soon as
  * one of the R13 bits computed so far differs from the one the ciphertext gives. */
 #define BS_MISS(s, m, A, T)                                                               \
@@ -60,14 +63,9 @@
 BS_ATTR __attribute__((noinline)) static void BS_FN(round)(V *dst, const V *base, const V *restrict src,
                                                           const V *restrict k, const uint8_t *ks)
 {
-    BS_SBOX(1, 0, dst, base, src, k, ks);
-    BS_SBOX(2, 1, dst, base, src, k, ks);
-    BS_SBOX(3, 2, dst, base, src, k, ks);
-    BS_SBOX(4, 3, dst, base, src, k, ks);
-    BS_SBOX(5, 4, dst, base, src, k, ks);
-    BS_SBOX(6, 5, dst, base, src, k, ks);
-    BS_SBOX(7, 6, dst, base, src, k, ks);
-    BS_SBOX(8, 7, dst, base, src, k, ks);
+#define BS_ROUND_SBOX(n, j) BS_SBOX(n, j, dst, base, src, k, ks);
+    BS_EACH_SBOX(BS_ROUND_SBOX)
+#undef BS_ROUND_SBOX
 }
 
 /* A kept round, out = base ^ f(src, K_r): recompute the S-boxes that are both wanted and
@@ -84,22 +82,11 @@ BS_ATTR __attribute__((noinline)) static uint32_t BS_FN(refresh)(V *restrict out
     for (unsigned r = redo; r; r &= r - 1)
         for (int i = 4 * __builtin_ctz(r); i < 4 * __builtin_ctz(r) + 4; i++)
             words |= 1u << des_po[i];
-    if (redo & 1)
-        BS_SBOX(1, 0, out, base, src, k, ks);
-    if (redo & 2)
-        BS_SBOX(2, 1, out, base, src, k, ks);
-    if (redo & 4)
-        BS_SBOX(3, 2, out, base, src, k, ks);
-    if (redo & 8)
-        BS_SBOX(4, 3, out, base, src, k, ks);
-    if (redo & 16)
-        BS_SBOX(5, 4, out, base, src, k, ks);
-    if (redo & 32)
-        BS_SBOX(6, 5, out, base, src, k, ks);
-    if (redo & 64)
-        BS_SBOX(7, 6, out, base, src, k, ks);
-    if (redo & 128)
-        BS_SBOX(8, 7, out, base, src, k, ks);
+#define BS_REFRESH_SBOX(n, j)                                                             \
+    if (redo >> j & 1)                                                                    \
+        BS_SBOX(n, j, out, base, src, k, ks);
+    BS_EACH_SBOX(BS_REFRESH_SBOX)
+#undef BS_REFRESH_SBOX
     return words;
 }
 
@@ -213,5 +200,6 @@ BS_ATTR static int BS_FN(check)(const struct des_pair *p, uint64_t first, uint64
 }
 
 #undef BS_SBOX
+#undef BS_EACH_SBOX
 #undef BS_MISS
 #undef BS_CHECK
