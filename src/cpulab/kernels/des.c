@@ -527,10 +527,12 @@ void *k_setup(void)
         k_note("rounds_per_key", (double)(des_bs_sboxes - before) / 8 * c->core->lanes / (double)c->keys);
     }
     /* Tables the inner loop touches: table core SP 2 KiB + PC1 8 KiB + PC2 4 KiB;
-     * bitslice: 120 data/key words + round-key indices 768 bytes. */
+     * bitslice: 56 key words, the two halves being computed and 8 kept or constant ones
+     * (L0 R0 R1 R2, R13 R14 R15 R16 from the ciphertext), 32 words each, + round-key
+     * indices 768 bytes. */
     k_note("working_set_bytes", c->core == &core_table
                                     ? (double)(sizeof des_sp + sizeof des_pc1n + sizeof des_pc2c + sizeof des_pc2d)
-                                    : (double)(c->core->lanes / 8 * (56 + 4 * 32 + 64) + sizeof des_bs_ks));
+                                    : (double)(c->core->lanes / 8 * (56 + 10 * 32) + sizeof des_bs_ks));
     return c;
 }
 

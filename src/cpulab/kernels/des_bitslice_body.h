@@ -108,11 +108,11 @@ BS_ATTR __attribute__((noinline)) static uint32_t BS_FN(refresh)(V *restrict out
  * Meet in the middle.  The plaintext fixes L0 and R0, the ciphertext R15 (= L16) and
  * R16, so rounds 1 and 2 forward and rounds 16 and 15 backward (R14 = R16 ^ f(R15, K16),
  * R13 = R15 ^ f(R14, K15)) depend on the key alone.  From one group to the next only
- * key bits above the lane bits change, mostly one or two, so those four rounds are kept
- * across groups and an S-box of theirs is recomputed only when one of its key or input
- * bits changed (`stale`): about 8 S-boxes a group instead of 32 (with only the 3 first
- * checked S-boxes of round 15 wanted at once).  Rounds 3-12 are computed whole, then round 13 S-box by
- * S-box against the backward R13: after 3 S-boxes (12 bits) a lane survives with
+ * key bits above the lane bits change, mostly one, so those four rounds are kept across
+ * groups and an S-box of theirs is recomputed only when one of its key or input bits
+ * changed (`stale`; of round 15 only the S-boxes checked so far): about 8 S-boxes a group
+ * instead of 32.  Rounds 3-12 are computed whole, then round 13 S-box by S-box against
+ * the backward R13: after 3 S-boxes (12 bits) a lane survives with
  * probability 2^-12, a group of 512 with 1/8.  A lane that matches all of R13 and then
  * R14 has the whole state of the forward and backward halves equal: its key encrypts the
  * plaintext to the ciphertext.  About 11.4 rounds a key (the note rounds_per_key). */
