@@ -38,10 +38,12 @@ the body: not the fastest run, because cycles are TSC ticks x a core/TSC ratio
 measured beside each sample, and the fastest of many such products picks the runs
 whose ratio read low (on an Ice Lake host imul read 2.87 cycles and an L1 load 4.36
 where their medians were 3 and 5).  Each run's figure first loses the call's fixed cost
-spread over it: a - b = fixed / 2n for a pair, and its median over the pairs comes off
-every 2N run and twice off every N run (on a Zen 4 guest the fixed cost, an mfence
-among it, was ~70 cycles: an add read 1.035 and 1.015 at 2048 and 4096 executions a
-call, a median of 1.025, and 0.996 without it).  2b - a over the fastest runs is kept
+spread over it: a - b = fixed / 2n, taken between the median runs of each length (as
+robust as the headline; the median of the pairs' differences once read a vpaddd loop at
+2.25 a cycle from 3 pairs, and the fastest runs hold the low ratio reads above), comes
+off every 2N run and twice off every N run (on a Zen 4 guest the fixed cost, an
+mfence among it, was ~70 cycles: an add read 1.035 and 1.015 at 2048 and 4096
+executions a call, a median of 1.025, and 0.996 without it).  2b - a over the fastest runs is kept
 as cycles_difference, and the spread of the corrected runs as cycles_median, cycles_min,
 cycles_max and cycles_runs.
 
@@ -133,12 +135,14 @@ def build_probe(stmts: list[str], syntax: str, copies: int, as_loop: bool, count
 
 def without_fixed_cost(a: list[float | None], b: list[float | None]) -> list[float]:
     """Per-execution figures of runs of n (a) and 2n (b) executions a call, less the
-    call's fixed cost f: a = c + f/n and b = c + f/2n, so a - b = f/2n for each pair of
-    runs, whose median (robust to a pair split across a co-tenant's modes) comes off
-    every b and twice off every a.  Runs <= 0 or missing are dropped."""
-    pairs = [x - y for x, y in zip(a, b) if x is not None and y is not None and x > 0 and y > 0]
-    f = statistics.median(pairs) if pairs else 0.0
-    return [x - 2 * f for x in a if x is not None and x > 0] + [y - f for y in b if y is not None and y > 0]
+    call's fixed cost f: a = c + f/n and b = c + f/2n, so f/2n is the median a less the
+    median b (a minority of runs slowed by a co-tenant, or read low, moves neither), at
+    least 0; it comes off every b and twice off every a.  Runs <= 0 or missing are
+    dropped."""
+    a = [x for x in a if x is not None and x > 0]
+    b = [y for y in b if y is not None and y > 0]
+    f = max(0.0, statistics.median(a) - statistics.median(b)) if a and b else 0.0
+    return [x - 2 * f for x in a] + [y - f for y in b]
 
 
 def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL, samples: int = 10,
@@ -222,7 +226,7 @@ def measure_loop(body: str, syntax: str = "intel", unroll: int = DEFAULT_UNROLL,
         "repeats": repeats, "samples": samples, "estimator": estimator,
         "unroll": None if as_loop else unroll,
         "method": method + "; the headline is the median run per execution less the call's fixed cost (the "
-                           "median a - b over the pairs, twice that off the shorter runs); 2*b - a over the "
+                           "median a less the median b, twice that off the shorter runs); 2*b - a over the "
                            "fastest runs is kept as cycles_difference",
         "artifacts": sorted({a.path for a, _ in runs}),
         "code_hashes": sorted({a.code_hash for a, _ in runs}),
