@@ -8,7 +8,7 @@ For each kernel and build:
 * the instructions per key, counted statically in the core's straight-line function
   times the calls a key, which the kernel notes (the RC5-72 SIMD core checks
   `keys_per_batch` keys per call; the DES bitslice core does `rounds_per_key` rounds' worth
-  of S-boxes a key over 512 lanes, about 11.8 with its kept rounds and early abort), by
+  of S-boxes a key over 512 lanes, about 11.4 with its kept rounds and early abort), by
   class: rotates (`vprol*`, `vpror*`, `vpshld*`), other vector ALU operations,
   register copies, loads and stores;
 * this core's throughput of each class, measured with the loop probe (8 independent

@@ -66,7 +66,8 @@ def test_a_waiting_member_takes_no_cpu_from_the_one_measuring(sha256_o2):
 
 def _rewarm_runs(path, size):
     """The same one-call-a-sample job (200 whole calls of re-warm asked) alone in its group
-    and alternating with a twin: (the alternating member's output, its mean sample ns)."""
+    and alternating with a twin: the lone member's output, the alternating one's, and the
+    latter's mean sample ns."""
     def job():
         return HarnessJob(path, {"size": size}, samples=6, warmup=0.0, turns=True, timeout=60,
                           reps=1, verified=True, rewarm_calls=200)
@@ -88,7 +89,8 @@ def test_only_a_sample_after_another_member_is_re_warmed(sha256_o2):
 
 def test_a_small_working_set_is_not_re_warmed_by_whole_calls(sha256_o2):
     """A kernel that notes a working set of at most 128 KiB refills it in microseconds
-    after another member: an eighth of a sample at most, no whole calls."""
-    alone, first, per_sample = _rewarm_runs(sha256_o2, "1024")
+    after another member: an eighth of a sample at most, no whole calls.  (64 KiB: a call
+    long enough that 200 of them before each sample stand far above preemptions.)"""
+    alone, first, per_sample = _rewarm_runs(sha256_o2, "65536")
     assert first.data["notes"]["working_set_bytes"] <= 128 * 1024
     assert first.data["around_ns"] < 6 * 50 * per_sample

@@ -9,8 +9,8 @@
  *         interleaves independent vectors to hide the latency of the chain: two with
  *         SSE2, three with AVX2 (their L words kept in memory: 16 registers), four with
  *         AVX-512's 32, where the core is then bound by issue (about 20 cycles a key on
- *         a Zen 4 guest against an issue bound of 17: bench/kernel_bounds.py).  On other architectures the
- *         simd core is the portable one (note simd_lanes = 1).
+ *         a Zen 4 guest against an issue bound of 16.4: bench/kernel_bounds.py).  On
+ *         other architectures the simd core is the portable one (note simd_lanes = 1).
  *   keys  keys checked per repetition (one block), default 4096.
  *   isa   auto | avx512 | avx2 | sse2 (default auto): force one simd path (tests);
  *         a path this CPU lacks is "skipped".
@@ -233,8 +233,8 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 /* Three vectors in flight (24 keys), their L words in memory too: 16 registers hold the
  * three chains' A and B and the temporaries, and a step's L word is read again only 3
  * steps later.  Left to the compilers, gcc spilled whatever it chose (~480 more stack
- * accesses).  Zen 4 (isa=avx2), cycles a key: gcc -O2 57.4 -> 46.5-46.7, clang 52.7 ->
- * 46.0-46.1; with four vectors 51.8 and 47.8. */
+ * accesses).  Zen 4 (isa=avx2), cycles a key: gcc -O2 57.4 -> 46.5-47.5, clang 52.7 ->
+ * 46.0-46.2; with four vectors 51.8 and 47.8. */
 #undef V_SAVEL
 #define V_SAVEL(m, x) V_SAVE(m, x)
 #define RC5_C 3

@@ -43,9 +43,9 @@ robust as the headline; the median of the pairs' differences once read a vpaddd 
 2.25 a cycle from 3 pairs, and the fastest runs hold the low ratio reads above), comes
 off every 2N run and twice off every N run (on a Zen 4 guest the fixed cost, an
 mfence among it, was ~70 cycles: an add read 1.035 and 1.015 at 2048 and 4096
-executions a call, a median of 1.025, and 0.996 without it).  2b - a over the fastest runs is kept
-as cycles_difference, and the spread of the corrected runs as cycles_median, cycles_min,
-cycles_max and cycles_runs.
+executions a call, a median of 1.025, and 0.996 without it).  2b - a over the fastest
+runs is kept as cycles_difference, and the spread of the corrected runs as
+cycles_median, cycles_min, cycles_max and cycles_runs.
 
 Cycles are the harness's core cycles (perf counters where they work, else TSC ticks x
 the core/TSC ratio the harness calibrates in every run).  With timer="clock" there are
