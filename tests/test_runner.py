@@ -90,6 +90,25 @@ def test_artifacts_are_cached_by_content(tmp_path):
     assert any("-O1" in cmd for cmd in c.commands) and "gcc" in c.compiler_version.lower()
 
 
+def test_builds_share_the_objects_they_compile_alike(tmp_path):
+    """A link variant reuses the kernel.o of an earlier build compiled alike, and every
+    build of one compiler reuses its harness.o: O2 then static compile two objects, O1
+    adds only its kernel.o, and a cached object has the bytes its compile writes."""
+    from cpulab.compile import artifacts
+    from cpulab.plan import toolchain
+    from cpulab import workloads
+    w = workloads.get("sha256")
+    built = [artifacts.build_artifact(w, toolchain.BUILTIN[v], cache_dir=tmp_path) for v in ("O2", "static")]
+    assert len(list((tmp_path / "objects").glob("*.o"))) == 2 and built[0].code_hash != built[1].code_hash
+    o1 = artifacts.build_artifact(w, toolchain.BUILTIN["O1"], cache_dir=tmp_path)
+    objects = {f.read_bytes() for f in (tmp_path / "objects").glob("*.o")}
+    assert len(objects) == 3
+    compile_kernel = list(o1.commands[1])
+    compile_kernel[compile_kernel.index("-o") + 1] = str(tmp_path / "again.o")
+    subprocess.run(compile_kernel, check=True)
+    assert (tmp_path / "again.o").read_bytes() in objects
+
+
 def test_identical_builds_are_same(tmp_path):
     """An A/A test of the whole method: one artifact measured as 20 pairs of 'variants'.
     The raw p (before Holm and before the 1% effect floor) must hold alpha: more than 4
