@@ -389,15 +389,23 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
 def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, monkeypatch):
     """Two share_machine experiments run in two lanes at once (their samples overlap in
     time), each complete, and the plan's probe table in a lane after them; the run
-    records which ones shared; the third has the machine to itself after them."""
-    from cpulab.measure import probes
+    records which ones shared; the third has the machine to itself after them.  A shared
+    experiment's instructions are counted in its lane, on its CPU alone, before the
+    third starts; the third's after it, on every CPU."""
+    from cpulab.measure import instructions, probes
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: nothing to share")
     probe = probes.get("seed004-table3")
     monkeypatch.setitem(probes.registry(), "seed004-table3", dataclasses.replace(
         probe, measure=lambda timer, executor: {"cpu": executor.cpu, "at": time.monotonic_ns()}))
+    counted = []  # per count: when, and the CPUs it could run on
+
+    def count(*args):
+        counted.append((time.monotonic_ns(), os.sched_getaffinity(0)))
+        return instructions.Count(1.0, [])
+    monkeypatch.setattr(instructions, "count", count)
     exps = [plans.Experiment(name, ["sha256"], ["O2", "O3"], "O2", params={"sha256": {"size": ["256"]}},
-                             share_machine=name != "alone") for name in ("a", "b", "alone")]
+                             share_machine=name != "alone", instructions=True) for name in ("a", "b", "alone")]
     p = plans.validate(plans.Plan("lanes", exps, **{**FAST, "processes": 4, "samples": 20},
                                   probe_tables=["seed004-table3"]))
     store = Store(tmp_path / "db.sqlite")
@@ -414,6 +422,10 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     assert span["a"][0] < span["b"][1] and span["b"][0] < span["a"][1]  # a and b overlap
     assert span["alone"][0] > max(span["a"][1], span["b"][1])
     assert table["data"]["at"] < span["alone"][0]  # in a lane, before the experiment that runs alone
+    in_lanes = [cpus for at, cpus in counted if at < span["alone"][0]]
+    after = [cpus for at, cpus in counted if at > span["alone"][1]]
+    assert len(in_lanes) == 4 and all(len(cpus) == 1 for cpus in in_lanes)  # a's and b's
+    assert len(after) == 2 and all(cpus == os.sched_getaffinity(0) for cpus in after)
 
 
 def test_share_machine_must_be_true_or_false(tmp_path):

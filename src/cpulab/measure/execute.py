@@ -198,6 +198,19 @@ def claimed_cpu() -> int:
     return _claimed
 
 
+@contextlib.contextmanager
+def on_cpu(cpu: int):
+    """This thread on one CPU meanwhile, and so every process and thread it starts
+    meanwhile, for life (children inherit the affinity: no preexec_fn, which would force
+    a full fork of this process)."""
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, own)
+
+
 class LocalExecutor:
     """Runs each job here, pinned to one CPU, one at a time, holding the CPU's host-wide
     lock while it measures (cpulock): `waited_s` says how long it waited for it, and
@@ -248,18 +261,12 @@ class LocalExecutor:
         return out
 
     def _spawn_and_reap(self, argv: list[str], env: dict[str, str], timeout: float) -> Finished:
-        # The child inherits this thread's affinity: pin the thread around the spawn
-        # instead of a preexec_fn, which would force a full fork of this process.
-        own = os.sched_getaffinity(0)
         timed_out = threading.Event()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            os.sched_setaffinity(0, {self.cpu})
-            try:
+            with on_cpu(self.cpu):
                 t0 = time.perf_counter()
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
                                         start_new_session=True)
-            finally:
-                os.sched_setaffinity(0, own)
             self.live.add(proc.pid)
             try:
                 status, ru = _wait4_within(proc.pid, timeout, lambda: (timed_out.set(), _kill_group(proc.pid)))
@@ -343,16 +350,13 @@ class _Member:
         token_r, m.token_w = os.pipe()
         m.done_r, done_w = os.pipe()
         m.out, m.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
-        own = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {cpu})  # inherited by the child, as in execute()
         try:
-            with open(os.devnull, "rb") as null:
+            with on_cpu(cpu), open(os.devnull, "rb") as null:
                 m.pid = os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
                     (os.POSIX_SPAWN_DUP2, null.fileno(), 0), (os.POSIX_SPAWN_DUP2, m.out.fileno(), 1),
                     (os.POSIX_SPAWN_DUP2, m.err.fileno(), 2), (os.POSIX_SPAWN_DUP2, token_r, 3),
                     (os.POSIX_SPAWN_DUP2, done_w, 4)])
         finally:
-            os.sched_setaffinity(0, own)
             os.close(token_r)  # the child's ends: its exit then reads as EOF here
             os.close(done_w)
         return m

@@ -35,6 +35,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -126,10 +127,13 @@ def count_process(argv: list[str], env: dict[str, str] | None = None) -> Count:
     return Count((a + b) / 2, [(fn, float(n)) for fn, n in first.functions.most_common(FUNCTIONS)])
 
 
-def count_all(jobs: list[Callable[[], object]], workers: int = 2) -> list:
+def count_all(jobs: list[Callable[[], object]], workers: int = 2, stop: threading.Event | None = None) -> list:
     """job() of every count job, `workers` at a time (counts do not depend on what else
-    runs); a job that raises CountError gives the error in its place."""
+    runs); a job that raises CountError gives the error in its place, one not started
+    before `stop` was set None."""
     def one(job):
+        if stop is not None and stop.is_set():
+            return None
         try:
             return job()
         except CountError as e:

@@ -21,7 +21,7 @@ from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import built_here
 from cpulab.machine import toolchains
 from cpulab.measure import instructions, probes, programs, time_split
-from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor
+from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor, on_cpu
 from cpulab.measure.explain.largest import (
     Difference,
     explain_difference,
@@ -111,14 +111,34 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
     schedule = Schedule.of_plan(plan)
+    tsc_hz = store.run(run_id)["timing"].get("tsc_hz")
 
     def table_in_lane(name: str):  # most probes measure one fact of the core: they may share the machine
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
-    shared = _measure(plan, schedule, store, targets, site, progress, rng, split,
-                      store.run(run_id)["timing"].get("tsc_hz"),
-                      [table_in_lane(name) for name in tables if not probes.get(name).alone])
+    def analyse(experiments: set[str] | None, executors: list[Executor], a_store: Store, a_rng: random.Random,
+                a_progress: Progress, ran: list = (), stop: threading.Event | None = None) -> None:
+        """The experiments' (None: all) instructions counted, then (explain shows them by
+        function) their largest differences explained, on the executors' CPUs."""
+        if not isinstance(site.executor, LocalExecutor):  # the builds' files are elsewhere
+            return
+        with split.timing(time_split.RUN, "instructions"):
+            _count_instructions(plan, a_store, [t for t in targets if t.live and t.done and not t.emulator and
+                                                (experiments is None or t.experiment in experiments)],
+                                [t for t in ran if t.live and t.done], site, tsc_hz, a_progress, len(executors), stop)
+        with split.timing(time_split.RUN, "explain"):
+            _explain(a_store, run_id, schedule, executors, a_rng, a_progress, experiments, stop)
+
+    def analyse_in_lane(exp: str, executor: Executor, lane_store: Store, lane_rng: random.Random,
+                        stop: threading.Event) -> None:
+        # As soon as the experiment is measured, on its lane's CPU (with what it starts),
+        # while the other lane measures: counts and profiles depend on nothing beside them.
+        with on_cpu(executor.cpu):
+            analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
+
+    shared = _measure(plan, schedule, store, targets, site, progress, rng, split, tsc_hz,
+                      [table_in_lane(name) for name in tables if not probes.get(name).alone], analyse_in_lane)
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
         tables = [name for name in tables if probes.get(name).alone]  # the others were measured in the lanes
@@ -129,35 +149,32 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     progress.phase("tables", len(tables))
     for name in tables:
         _probe_table(store, run_id, name, site.probe_table, plan.timer, split, progress)
-    if isinstance(site.executor, LocalExecutor):  # the builds' files are here to be profiled and counted
-        with split.timing(time_split.RUN, "instructions"):  # before explain, which shows them by function
-            _count_instructions(plan, store, [t for t in targets if t.live and t.done and not t.emulator],
-                                [t for t in ran if t.live and t.done], site,
-                                store.run(run_id)["timing"].get("tsc_hz"), progress)
-        with split.timing(time_split.RUN, "explain"):
-            _explain(store, run_id, schedule, site, rng, progress)
+    spare = site.spare_executor()  # nothing is measured any more: both CPUs count and profile
+    analyse(None, [site.executor] + ([spare] if spare else []), store, rng, progress, ran)
 
 
-def _explain(store: Store, run_id: int, schedule: Schedule, site: Site, rng: random.Random,
-             progress: Progress) -> None:
-    """The largest difference of each experiment's workload explained and stored, two at
-    a time where a second CPU is free: a profile gives the shares of a kernel's time by
-    instruction, which work on the other CPU hardly moves."""
-    todo = largest_differences(store, run_id, schedule)
+def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Executor], rng: random.Random,
+             progress: Progress, experiments: set[str] | None = None, stop: threading.Event | None = None) -> None:
+    """The largest difference of each experiment's (of `experiments`) workload explained
+    and stored, one per executor at a time: a profile gives the shares of a kernel's time
+    by instruction, which work on the other CPU hardly moves."""
+    todo = largest_differences(store, run_id, schedule, experiments)
     progress.phase("explain", len(todo))
 
     def explain(d: Difference):
-        def item(executor, lane_store, lane_rng, stop):
+        def item(executor, lane_store, lane_rng, lanes_stop):
+            if stop is not None and stop.is_set():  # the run is stopping
+                return
             if (doc := explain_difference(d, executor)) is not None:
                 lane_store.add_analysis(run_id, "explain", doc, key=d.key)
             progress.advance(f"explain  {d.key}")
         return item
-    spare = site.spare_executor() if len(todo) > 1 else None
-    in_lanes([explain(d) for d in todo], [site.executor] + ([spare] if spare else []), store.path, rng)
+    in_lanes([explain(d) for d in todo], executors, store.path, rng)
 
 
 def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],
-                        site: Site, tsc_hz: float | None, progress: Progress) -> None:
+                        site: Site, tsc_hz: float | None, progress: Progress, workers: int = 2,
+                        stop: threading.Event | None = None) -> None:
     """Each measured native result of an experiment that asks for it gets its
     instructions per unit (measure/instructions.py) in its notes, or why it has none: a
     kernel's per unit of its timed work (a memory kernel's with its simulated cache
@@ -166,7 +183,7 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
         if not plan.counts_instructions(experiment):
             return None
         notes = store.result(rid)["notes"] or {}
-        return None if "instructions_per_unit" in notes else notes
+        return None if "instructions_per_unit" in notes or "instructions_why" in notes else notes
     jobs = {}
     for t in targets:
         if (notes := uncounted(t.result_id, t.experiment)) is not None:
@@ -179,7 +196,10 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
     if not jobs:
         return
     progress.phase("instructions", len(jobs))
-    for (rid, (label, _)), c in zip(jobs.items(), instructions.count_all([job for _, job in jobs.values()])):
+    for (rid, (label, _)), c in zip(jobs.items(), instructions.count_all([job for _, job in jobs.values()],
+                                                                         workers, stop)):
+        if c is None:  # not counted: the run stopped first
+            continue
         store.set_notes(rid, {"instructions_why": str(c)} if isinstance(c, instructions.CountError) else c.notes())
         progress.advance(f"instructions  {label}")
 
@@ -201,7 +221,8 @@ def _probe_table(store: Store, run_id: int, name: str, measure, timer: str, spli
 
 def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target], site: Site, progress: Progress,
              rng: random.Random, split: TimeSplit, tsc_hz: float | None = None,
-             beside: list[Callable[[Executor, Store, threading.Event], None]] = ()) -> list[str]:
+             beside: list[Callable[[Executor, Store, threading.Event], None]] = (),
+             after: Callable[[str, Executor, Store, random.Random, threading.Event], None] | None = None) -> list[str]:
     """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
     targets run as one group: processes alive together on one CPU taking their samples
     in turns, in a fresh random order each cycle, so sample j of a variant and of its
@@ -209,10 +230,11 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     to back in the round's random order.
 
     Experiments that share the machine (plan: share_machine) run first, two at a time,
-    one per CPU when the site has a spare one (in_lanes), with the work in `beside`
-    (called with the lane's executor, store and stop event) after them; the others then
-    run alone.  Returns the experiments that ran in lanes (none: nothing did, `beside`
-    neither)."""
+    one per CPU when the site has a spare one (in_lanes), each followed in its lane by
+    `after` (called with its name and the lane's executor, store, rng and stop event),
+    with the work in `beside` (called with the lane's executor, store and stop event)
+    after them; the others then run alone.  Returns the experiments that ran in lanes
+    (none: nothing did, `beside` neither)."""
     prepared: dict[int, dict[str, str]] = {}
     for t in targets:  # each target's processes draw its placements without replacement
         if t.artifact and t.artifact.placements:
@@ -250,8 +272,13 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     if spare is not None:
         progress.phase("measure (two CPUs)", sum(schedule.first[k[0]] * len(ts) for k, ts in points.items()
                                                  if k[0] in sharing))
-        work = [lambda executor, lane_store, lane_rng, stop, exp=exp: rounds(
-                    {exp}, executor, lane_store, lane_rng, LaneProgress(progress), stop) for exp in sharing]
+        def shared_experiment(exp: str):
+            def item(executor, lane_store, lane_rng, stop):
+                rounds({exp}, executor, lane_store, lane_rng, LaneProgress(progress), stop)
+                if after is not None and not stop.is_set():
+                    after(exp, executor, lane_store, lane_rng, stop)
+            return item
+        work = [shared_experiment(exp) for exp in sharing]
         work += [lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop) for w in beside]
         in_lanes(work, [site.executor, spare], store.path, rng)
     rounds({k[0] for k in points} - (set(sharing) if spare else set()), site.executor, store, rng, progress)

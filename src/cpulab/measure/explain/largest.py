@@ -33,11 +33,13 @@ class Difference:
     executed: tuple[list, list] | None
 
 
-def largest_differences(store: Store, run_id: int, schedule: Schedule) -> list[Difference]:
-    """For each experiment and workload not yet explained, the largest faster/slower
-    comparison of the run as it stands, whose builds are still on disk."""
+def largest_differences(store: Store, run_id: int, schedule: Schedule,
+                        experiments: set[str] | None = None) -> list[Difference]:
+    """For each experiment (of `experiments`, None: all) and workload not yet explained,
+    the largest faster/slower comparison of the run as it stands, whose builds are still
+    on disk."""
     done = {a["key"] for a in store.analyses(run_id) if a["kind"] == "explain"}
-    rows = store.results(run_id)
+    rows = [r for r in store.results(run_id) if experiments is None or r["experiment"] in experiments]
     results = [result_summary(r, store.samples(r["id"])) for r in rows]
     largest: dict[tuple, Comparison] = {}
     for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against):
