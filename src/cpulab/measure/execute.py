@@ -200,8 +200,8 @@ def claimed_cpu() -> int:
 
 @contextlib.contextmanager
 def on_cpu(cpu: int):
-    """This thread on one CPU meanwhile, and so every process and thread it starts
-    meanwhile, for life (children inherit the affinity: no preexec_fn, which would force
+    """This thread pinned to one CPU for the block: a process or thread started in it
+    keeps the pin for life (so a child is pinned without a preexec_fn, which would force
     a full fork of this process)."""
     own = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})

@@ -129,8 +129,8 @@ def count_process(argv: list[str], env: dict[str, str] | None = None) -> Count:
 
 def count_all(jobs: list[Callable[[], object]], workers: int = 2, stop: threading.Event | None = None) -> list:
     """job() of every count job, `workers` at a time (counts do not depend on what else
-    runs); a job that raises CountError gives the error in its place, one not started
-    before `stop` was set None."""
+    runs); a job that raises CountError gives the error in its place, a job not yet
+    started when `stop` is set None."""
     def one(job):
         if stop is not None and stop.is_set():
             return None

@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections import defaultdict
-from typing import Callable
+from typing import Callable, Sequence
 
 from cpulab import stats, workloads
 from cpulab.compile.inputs import input_file
@@ -118,7 +118,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
     def analyse(experiments: set[str] | None, executors: list[Executor], a_store: Store, a_rng: random.Random,
-                a_progress: Progress, ran: list = (), stop: threading.Event | None = None) -> None:
+                a_progress: Progress, ran: Sequence[programs.ProcessTarget] = (), stop: threading.Event | None = None) -> None:
         """The experiments' (None: all) instructions counted, then (explain shows them by
         function) their largest differences explained, on the executors' CPUs."""
         if not isinstance(site.executor, LocalExecutor):  # the builds' files are elsewhere
@@ -162,7 +162,7 @@ def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Exec
     progress.phase("explain", len(todo))
 
     def explain(d: Difference):
-        def item(executor, lane_store, lane_rng, lanes_stop):
+        def item(executor, lane_store, lane_rng, _):
             if stop is not None and stop.is_set():  # the run is stopping
                 return
             if (doc := explain_difference(d, executor)) is not None:
