@@ -34,14 +34,15 @@ def test_noise_is_read_around_the_steps():
     assert history.noise(stepped) < 0.05
 
 
-def add_run(store, label: str, commit_time: int, rate: float, machine: str = "m1") -> int:
+def add_run(store, label: str, commit_time: int, rate: float, machine: str = "m1", sizes=("1024",)) -> int:
     run_id = store.start_run({"cpu_model": machine}, machine, {"name": "p"}, {}, {}, [], label=label,
                              origin={"commit": f"{commit_time:040x}", "dirty": False, "commit_time": commit_time})
-    rid = store.add_result(run_id, "sha256", "O2", {"size": "1024"}, "bytes", Status.PENDING, experiment="e")
-    for i in range(3):
-        ns = 1e9 / rate * (1 + 0.001 * i)
-        store.add_process(rid, i, {"ns": [ns], "cycles": [None], "instructions": [None], "work": 1, "reps": 1,
-                                      "user_s": [None], "sys_s": [None], "timer": "clock"}, 0)
+    for size in sizes:
+        rid = store.add_result(run_id, "sha256", "O2", {"size": size}, "bytes", Status.PENDING, experiment="e")
+        for i in range(3):
+            ns = 1e9 / rate * (1 + 0.001 * i)
+            store.add_process(rid, i, {"ns": [ns], "cycles": [None], "instructions": [None], "work": 1, "reps": 1,
+                                          "user_s": [None], "sys_s": [None], "timer": "clock"}, 0)
     store.finish_run(run_id, "done")
     return run_id
 
@@ -57,3 +58,20 @@ def test_series_follow_commit_order_and_find_the_inserted_step(store):
     s = history.with_changes(s)
     assert [c["at"] for c in s["changes"]] == [6] and abs(s["changes"][0]["change"] - 0.9) < 0.01
     assert history.series(store, "sha256", label="v3") == []  # one run is not a history
+
+
+def test_a_runs_history_holds_its_results_series_on_its_machine_up_to_it(store):
+    """run_history: each of the run's results, over the runs of its machine up to it (not
+    later ones, not another machine's), with the step found; the store read once a run."""
+    runs = [add_run(store, f"v{i}", 1000 + i, 1e6 * (0.9 if i >= 6 else 1.0) * (1 + 0.002 * (i % 3)),
+                    sizes=("1024", "64")) for i in range(12)]
+    add_run(store, "later", 2000, 5e5, sizes=("1024", "64"))
+    add_run(store, "other machine", 1500, 5e5, machine="m2", sizes=("1024", "64"))
+    reads = []
+    results = store.results
+    store.results = lambda run_id: reads.append(run_id) or results(run_id)
+    found = history.run_history(store, runs[-1])
+    assert sorted(s["params"]["size"] for s in found) == ["1024", "64"]
+    for s in found:
+        assert [p["run"] for p in s["points"]] == runs and [c["at"] for c in s["changes"]] == [6]
+    assert sorted(reads) == sorted(runs + [runs[-1]])  # each earlier run once, and the run itself
