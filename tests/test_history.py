@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from cpulab.analysis import history
+from cpulab.estimates import result_summary
 from cpulab.model import Status
 
 
@@ -75,3 +78,23 @@ def test_a_runs_history_holds_its_results_series_on_its_machine_up_to_it(store):
     for s in found:
         assert [p["run"] for p in s["points"]] == runs and [c["at"] for c in s["changes"]] == [6]
     assert sorted(reads) == sorted(runs + [runs[-1]])  # each earlier run once, and the run itself
+
+
+def test_a_result_is_estimated_once_per_estimator_and_again_after_new_samples(store, monkeypatch):
+    """Histories keep each result's estimate (store: estimates) and read it back; a result
+    that gets another process is estimated afresh, and so is every result under another
+    estimator."""
+    runs = [add_run(store, f"v{i}", 1000 + i, 1e6) for i in range(4)]
+    first = history.series(store, "sha256")
+    assert all(len(store.estimates(r, history.ESTIMATOR)) == 1 for r in runs)
+    monkeypatch.setattr(history, "result_summary", lambda *a: pytest.fail("estimated again"))
+    assert history.series(store, "sha256") == first
+    (rid,) = store.estimates(runs[0], history.ESTIMATOR)
+    store.add_process(rid, 3, {"ns": [500.0], "cycles": [None], "instructions": [None], "work": 1, "reps": 1,
+                               "user_s": [None], "sys_s": [None], "timer": "clock"}, 0)
+    assert store.estimates(runs[0], history.ESTIMATOR) == {}
+    monkeypatch.setattr(history, "ESTIMATOR", "another")
+    estimated = []
+    monkeypatch.setattr(history, "result_summary", lambda r, s: estimated.append(r["id"]) or result_summary(r, s))
+    (s,) = history.series(store, "sha256")
+    assert len(estimated) == 4 and s["points"][0]["median"] > first[0]["points"][0]["median"]  # its new process twice as fast

@@ -8,8 +8,10 @@ point under one policy.DecisionPolicy; geomeans combine a variant's points.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -27,6 +29,13 @@ PLACEMENT_BAND = (0.1, 0.9)
 def io_bound(workload: str) -> bool:
     """Whether a workload's waits for a device are its time (programs and `time` are not kernels)."""
     return workload in workloads.registry() and workloads.get(workload).io_bound
+
+
+# Which code made a kept estimate (store: estimates): the bytes of this file and of
+# stats.py, so that a change to how a result is estimated makes every one afresh (a
+# history mixing two estimators could show a step where only cpulab changed).  A
+# workload's io_bound flag, which the estimate also reads, is not part of it.
+ESTIMATOR = hashlib.sha256(Path(__file__).read_bytes() + Path(stats.__file__).read_bytes()).hexdigest()[:16]
 
 
 def result_summary(r: dict, samples: list[dict]) -> Result:

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import ruptures
 
-from cpulab.estimates import result_summary
+from cpulab.estimates import ESTIMATOR, result_summary
 from cpulab.model import params_key
 from cpulab.store.db import Store
 
@@ -42,24 +42,32 @@ def series(store: Store, workload: str, variant: str | None = None, params: dict
 def _series_of(store: Store, runs: list[dict], upto: int | None, wanted: Callable[[dict], bool]) -> list[dict]:
     """The series (series()) of the results `wanted` takes, over these runs up to `upto`:
     each run's results read once, whatever the number of series (a run's history read a
-    stored run's results once per result of the run: 9 s of analysis over 24 runs)."""
+    stored run's results once per result of the run: 9 s of analysis over 24 runs), and
+    each result estimated once per estimator (kept in the store, `estimates`)."""
     found: dict[tuple, dict] = {}
     for run in runs:
         if run["status"] not in ("done", "interrupted") or (upto is not None and run["id"] > upto):
             continue
+        kept, made = store.estimates(run["id"], ESTIMATOR), []
         for r in store.results(run["id"]):
             if r["status"] != "ok" or not wanted(r):
                 continue
-            est = result_summary(r, store.samples(r["id"]))
-            if est.median is None:
-                continue
+            if r["id"] not in kept:
+                est = result_summary(r, store.samples(r["id"]))
+                if est.median is None:
+                    continue
+                kept[r["id"]] = (est.median, est.ci, est.rate_unit)
+                made.append((r["id"], *kept[r["id"]]))
+            median, ci, unit = kept[r["id"]]
             key = (r["workload"], r["variant"], params_key(r["params"]), run["machine_id"])
             s = found.setdefault(key, {"workload": r["workload"], "variant": r["variant"], "params": r["params"],
-                                       "machine_id": run["machine_id"], "unit": est.rate_unit, "points": []})
+                                       "machine_id": run["machine_id"], "unit": unit, "points": []})
             o = run["origin"]
             s["points"].append({"run": run["id"], "label": run["label"], "commit": o.get("commit", ""),
                                 "dirty": bool(o.get("dirty")), "commit_time": o.get("commit_time"),
-                                "started": run["started"], "median": est.median, "ci": est.ci})
+                                "started": run["started"], "median": median, "ci": ci})
+        if made:
+            store.keep_estimates(ESTIMATOR, made)
     out = []
     for s in found.values():
         pts = s["points"]

@@ -1,4 +1,5 @@
-"""The SQLite store: machines, runs, variants, results, every raw sample, and analyses.
+"""The SQLite store: machines, runs, variants, results, every raw sample, and analyses,
+and the results' estimates kept for histories.
 
 WAL mode and a busy timeout let several `cpulab run` processes write at once; each
 write is one short IMMEDIATE transaction, so nothing measured is lost on Ctrl-C.
@@ -137,6 +138,20 @@ MIGRATIONS: list[str] = [
     # 7: one word per idea: a measured process is a process (it was an invocation)
     """
     ALTER TABLE samples RENAME COLUMN invocation TO process;
+    """,
+    # 8: each result's rate estimate as one estimator made it, kept so that a run's history
+    # does not estimate every stored result of its points again (2.7 ms each); a result's
+    # are dropped when it gets more samples
+    """
+    CREATE TABLE estimates (
+        result_id INTEGER NOT NULL REFERENCES results(id),
+        estimator TEXT NOT NULL,        -- estimates.ESTIMATOR: which code made it
+        median REAL NOT NULL,
+        ci_low REAL,                    -- NULL: no interval (one process)
+        ci_high REAL,
+        rate_unit TEXT NOT NULL,
+        PRIMARY KEY (result_id, estimator)
+    );
     """,
 ]
 
@@ -386,6 +401,22 @@ class Store:
             c.executemany(f"INSERT INTO samples ({cols}) VALUES ({', '.join('?' * len(rows[0]))})", rows)
             c.execute("UPDATE results SET notes = ?, status = 'ok' WHERE id = ? AND status = 'pending'",
                       (json.dumps(out.get("notes", {})), result_id))
+            c.execute("DELETE FROM estimates WHERE result_id = ?", (result_id,))  # made without these samples
+
+    def estimates(self, run_id: int, estimator: str) -> dict[int, tuple[float, list[float] | None, str]]:
+        """The run's kept rate estimates by this estimator: result id -> (median, [ci low,
+        high] or None, rate unit)."""
+        rows = self.con.execute("SELECT e.* FROM estimates e JOIN results r ON r.id = e.result_id"
+                                " WHERE r.run_id = ? AND e.estimator = ?", (run_id, estimator))
+        return {r["result_id"]: (r["median"], None if r["ci_low"] is None else [r["ci_low"], r["ci_high"]],
+                                 r["rate_unit"]) for r in rows}
+
+    def keep_estimates(self, estimator: str, rows: list[tuple[int, float, list[float] | None, str]]) -> None:
+        """Keep (result id, median, ci or None, rate unit) rows as this estimator's."""
+        with self.tx() as c:
+            c.executemany("INSERT OR REPLACE INTO estimates VALUES (?, ?, ?, ?, ?, ?)",
+                          [(rid, estimator, m, ci[0] if ci else None, ci[1] if ci else None, unit)
+                           for rid, m, ci, unit in rows])
 
     def add_conditions(self, run_id: int, conditions: dict) -> None:
         """Add to a run's conditions what is known only once it has measured (its CPU's wait)."""
