@@ -117,8 +117,9 @@ def run_history(store: Store, run_id: int, limit: int = 12) -> list[dict] | None
     earlier = [r for r in store.runs(machine=run["machine_id"]) if r["id"] <= run_id]
     if len(earlier) < MIN_RUNS:  # no series can be long enough: skip reading every result again
         return None
-    keys = {(r["workload"], r["variant"], params_key(r["params"])) for r in store.results(run_id) if r["status"] == "ok"}
-    out = [with_changes(s) for s in _series_of(store, earlier, run_id, lambda r: (
-        r["workload"], r["variant"], params_key(r["params"])) in keys)]
+    def point(r: dict) -> tuple:
+        return r["workload"], r["variant"], params_key(r["params"])
+    keys = {point(r) for r in store.results(run_id) if r["status"] == "ok"}
+    out = [with_changes(s) for s in _series_of(store, earlier, run_id, lambda r: point(r) in keys)]
     out.sort(key=lambda s: (not s["changes"], s["workload"], s["variant"]))
     return out[:limit] or None

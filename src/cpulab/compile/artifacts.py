@@ -78,11 +78,11 @@ def placement_pads(key: str, count: int) -> tuple[int, ...]:
     return tuple(rng.randrange(0, PAD_LIMIT, PAD_STEP) for _ in range(count))
 
 
-def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...]) -> str:
+def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], version: str) -> str:
     h = hashlib.sha256()
     for f in HARNESS_SOURCES + sorted(sources):
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps([variant.compiler, compiler_version(variant.compiler), list(HARNESS_CFLAGS),
+    h.update(json.dumps([variant.compiler, version, list(HARNESS_CFLAGS),
                          list(variant.cflags), list(variant.ldflags), list(variant.abi_flags),
                          list(libs)]).encode())
     return h.hexdigest()
@@ -132,14 +132,14 @@ def _run_step(cmd: list[str]) -> None:
         raise BuildError("; ".join(lines) or f"{cmd[0]} exited with {p.returncode}")
 
 
-def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path) -> None:
+def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path, version: str) -> None:
     """One compile step of a build (cmd writes an object into work), copied from the
     object cache when an earlier build ran the same command (bar the work folder) on the
-    same sources with the same compiler: one harness.o serves every build of a compiler
-    and ABI, and link variants share their kernel.o (0.3 s and up to 3.5 s a compile; 39
-    builds of the seeds share 7 harness.o).  Compilers write no path of the output into
-    an object, so a copied one has the bytes a compile would."""
-    h = hashlib.sha256(json.dumps([[a.replace(str(work), "") for a in cmd], compiler_version(cmd[0])]).encode())
+    same sources with the same compiler (`version`): one harness.o serves every build of
+    a compiler and ABI, and link variants share their kernel.o (0.3 s and up to 3.5 s a
+    compile; 39 builds of the seeds share 7 harness.o).  Compilers write no path of the
+    output into an object, so a copied one has the bytes a compile would."""
+    h = hashlib.sha256(json.dumps([[a.replace(str(work), "") for a in cmd], version]).encode())
     for f in sources:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     cached, out = root / "objects" / f"{h.hexdigest()[:24]}.o", cmd[cmd.index("-o") + 1]
@@ -163,7 +163,8 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
     placements: how many placements to link beside the executable (module docstring).
     """
     kernel = Path(kernel)
-    key = _input_hash([kernel, *extra_sources], variant, tuple(libs))
+    version = compiler_version(variant.compiler)  # a subprocess: asked once per build
+    key = _input_hash([kernel, *extra_sources], variant, tuple(libs), version)
     if placements:
         key = hashlib.sha256(f"{key}:placements={placements}".encode()).hexdigest()
     root = Path(cache_dir or paths.artifact_dir())
@@ -178,8 +179,8 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
         pads = placement_pads(key, placements)
         _write_pads(work, pads)
         cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs), pads)
-        _compile_once(cmds[0], HARNESS_SOURCES, work, root)
-        _compile_once(cmds[1], HARNESS_SOURCES + [kernel, *extra_sources], work, root)
+        _compile_once(cmds[0], HARNESS_SOURCES, work, root, version)
+        _compile_once(cmds[1], HARNESS_SOURCES + [kernel, *extra_sources], work, root, version)
         _run_step(cmds[2])
         # The placements' pads and links depend only on the objects: two at a time (both
         # CPUs: builds run before anything is measured).
@@ -189,7 +190,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
         # Paths inside the commands name the final place, not the temporary one.
         final_cmds = tuple(tuple(a.replace(str(work), str(final)) for a in c) for c in cmds)
         art = Artifact(path=str(final / kernel.stem), hash=key, code_hash=hashlib.sha256(data).hexdigest(),
-                       size_bytes=len(data), compiler_version=compiler_version(variant.compiler),
+                       size_bytes=len(data), compiler_version=version,
                        commands=final_cmds, placements=pads)
         (work / "artifact.json").write_text(json.dumps(art.as_dict(), indent=1))
         try:
@@ -197,8 +198,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
         except OSError:
             if not meta.exists():
                 raise
-        return build_executable(kernel, variant, libs=libs, extra_sources=extra_sources, include_dirs=include_dirs,
-                                cache_dir=cache_dir, placements=placements)
+        return Artifact.from_dict(json.loads(meta.read_text()))  # ours, or a concurrent builder's
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

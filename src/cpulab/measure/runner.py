@@ -118,7 +118,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
     def analyse(experiments: set[str] | None, executors: list[Executor], a_store: Store, a_rng: random.Random,
-                a_progress: Progress, ran: Sequence[programs.ProcessTarget] = (), stop: threading.Event | None = None) -> None:
+                a_progress: Progress, ran: Sequence[programs.ProcessTarget] = (),
+                stop: threading.Event | None = None) -> None:
         """The experiments' (None: all) instructions counted, then (explain shows them by
         function) their largest differences explained, on the executors' CPUs."""
         if not isinstance(site.executor, LocalExecutor):  # the builds' files are elsewhere
