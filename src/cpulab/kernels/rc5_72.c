@@ -6,11 +6,12 @@
  *         clients do (~75.5 dependent steps a key).  portable: plain C, one key at a
  *         time.  simd: several keys at once, the widest of AVX-512F (16 keys per
  *         vector), AVX2 (8) and SSE2 (4) the CPU has, chosen at run time; each path
- *         interleaves independent vectors to hide the latency of the chain: two with
- *         SSE2, three with AVX2 (their L words kept in memory: 16 registers), four with
- *         AVX-512's 32, where the core is then bound by issue (about 20 cycles a key on
- *         a Zen 4 guest against an issue bound of 16.4: bench/kernel_bounds.py).  On
- *         other architectures the simd core is the portable one (note simd_lanes = 1).
+ *         interleaves four independent vectors to hide the latency of the chain (with
+ *         SSE2's and AVX2's 16 registers, their L words kept in memory, and the passes
+ *         kept loops: unrolled, those cores outgrow the instruction cache), where the
+ *         core is then bound by issue (on a Zen 4 guest about 20 cycles a key with
+ *         AVX-512 and 41 with AVX2, against bounds of 16.4 and 33: bench/kernel_bounds.py).
+ *         On other architectures the simd core is the portable one (note simd_lanes = 1).
  *   keys  keys checked per repetition (one block), default 4096.
  *   isa   auto | avx512 | avx2 | sse2 (default auto): force one simd path (tests);
  *         a path this CPU lacks is "skipped".
@@ -95,12 +96,12 @@ static const uint32_t rc5_lane[64] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10
                                       32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
                                       48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
 
-/* A plain subkey store and no barrier in passes 2 and 3, except in the AVX2 and AVX-512
- * cores.  There gcc keeps a spilled A in no register of its own: it reloads it from the
- * subkey just stored, a store-to-load round trip on the key's chain; a store it cannot
- * see through (V_SAVE) leaves it a real spill.  And it adds S last (V_APART).  Zen 4,
- * gcc -O2, cycles a key: AVX-512 25.6 -> 24.7 (V_SAVE) -> 23.9 (V_APART); AVX2 74 ->
- * 64 (both). */
+/* A plain subkey store and no barrier in passes 2 and 3, except in the vector cores.
+ * There gcc keeps a spilled A in no register of its own: it reloads it from the subkey
+ * just stored, a store-to-load round trip on the key's chain; a store it cannot see
+ * through (V_SAVE) leaves it a real spill.  And it adds S last (V_APART).  Zen 4, gcc
+ * -O2, cycles a key: AVX-512 25.6 -> 24.7 (V_SAVE) -> 23.9 (V_APART); AVX2 74 -> 64
+ * (both). */
 #define V_SAVE(m, x) ((m) = (x))
 #define V_SAVEL(m, x) ((m) = (x)) /* the same for an L word */
 #define V_APART(x) ((void)0)
@@ -113,11 +114,18 @@ static const uint32_t rc5_pq[RC5_T] = {
     RC5_PQ(14), RC5_PQ(15), RC5_PQ(16), RC5_PQ(17), RC5_PQ(18), RC5_PQ(19), RC5_PQ(20),
     RC5_PQ(21), RC5_PQ(22), RC5_PQ(23), RC5_PQ(24), RC5_PQ(25)};
 #define V_PQ(i) V_SET1(rc5_pq[i])
+/* A pass's loop (rc5_body.h) unrolled whole, every index a constant, or kept a loop: the
+ * SSE2 and AVX2 cores unrolled are 22-33 KB of code, as much as the 32 KB L1
+ * instruction cache holds (a loop of 5,800 instructions of 5.5 bytes ran at 2.7 a cycle
+ * on Zen 4 where 5,400 ran at 6: the loop probe); kept loops, 6-8 KB. */
+#define RC5_UNROLLED _Pragma("GCC unroll 26")
+#define RC5_ROLLED _Pragma("GCC unroll 1")
 
 /* Portable C, one key at a time. */
 #define V uint32_t
 #define RC5_W 1
 #define RC5_NV 1
+#define RC5_UNROLL RC5_UNROLLED
 #define RC5_ATTR
 #define V_LOAD(p) (*(p))
 #define V_STORE(p, x) (*(p) = (x))
@@ -144,6 +152,7 @@ static const uint32_t rc5_pq[RC5_T] = {
 #undef V
 #undef RC5_W
 #undef RC5_NV
+#undef RC5_UNROLL
 #undef RC5_ATTR
 #undef V_LOAD
 #undef V_STORE
@@ -155,6 +164,13 @@ static const uint32_t rc5_pq[RC5_T] = {
 #undef V_KEEP
 
 #ifdef RC5_X86
+/* The vector cores keep S + A apart from + B and store their subkeys (and, but for
+ * AVX-512 with its 32 registers, their L words) where the compiler cannot see. */
+#undef V_APART
+#define V_APART(x) V_KEEP(x)
+#undef V_SAVEL
+#define V_SAVEL(m, x) V_SAVE(m, x)
+
 /* SSE2, 4 keys per vector.  SSE2 has no per-lane shift, so x <<< n is a multiply:
  * x * 2^n as a 64-bit product holds x << n in its low half and x >> (32 - n) in its
  * high half.  2^n comes from a float exponent (2^31 converts to 0x80000000, the
@@ -173,7 +189,8 @@ __attribute__((target("sse2"), always_inline)) static inline __m128i sse2_rotlv(
 }
 #define V __m128i
 #define RC5_W 4
-#define RC5_NV 2
+#define RC5_NV 4
+#define RC5_UNROLL RC5_ROLLED
 #define RC5_ATTR __attribute__((target("sse2")))
 #define V_LOAD(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 #define V_STORE(p, x) _mm_storeu_si128((__m128i *)(void *)(p), (x))
@@ -182,7 +199,19 @@ __attribute__((target("sse2"), always_inline)) static inline __m128i sse2_rotlv(
 #define V_XOR(a, b) _mm_xor_si128((a), (b))
 #define V_ROTL3(x) _mm_or_si128(_mm_slli_epi32((x), 3), _mm_srli_epi32((x), 29))
 #define V_ROTLV(x, n) sse2_rotlv((x), (n))
-#define V_KEEP(x) ((void)0)
+#define V_KEEP(x) __asm__("" : "+x"(x))
+/* The store in the encoding of the code around it: a file built for AVX (-march=native)
+ * has VEX code in this core too, and a legacy SSE instruction among VEX ones costs a
+ * state transition on some Intel cores. */
+#undef V_SAVE
+#ifdef __AVX__
+#define V_SAVE(m, x) __asm__("vmovdqa {%1, %0|%0, %1}" : "=m"(m) : "x"(x))
+#else
+#define V_SAVE(m, x) __asm__("movdqa {%1, %0|%0, %1}" : "=m"(m) : "x"(x))
+#endif
+/* Four vectors in flight, their L words in memory, as in the AVX2 core (below).  Zen 4
+ * (isa=sse2), cycles a key: two vectors unrolled, gcc -O2 256, clang 228; four vectors
+ * as loops, 187 and 178; with V_SAVE, V_SAVEL and V_APART, 174 and 174. */
 #define RC5_C 3
 #define RC5_FN sse2_c3
 #include "rc5_body.h"
@@ -205,6 +234,7 @@ __attribute__((target("sse2"), always_inline)) static inline __m128i sse2_rotlv(
 #undef V_ROTL3
 #undef V_ROTLV
 #undef V_KEEP
+#undef RC5_UNROLL
 
 /* AVX2, 8 keys per vector: per-lane shifts exist, a variable rotate is 5 operations
  * (mask the count, shift left, shift right by 32 - n, or). */
@@ -216,7 +246,8 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 }
 #define V __m256i
 #define RC5_W 8
-#define RC5_NV 3
+#define RC5_NV 4
+#define RC5_UNROLL RC5_ROLLED
 #define RC5_ATTR __attribute__((target("avx2")))
 #define V_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
 #define V_STORE(p, x) _mm256_storeu_si256((__m256i *)(void *)(p), (x))
@@ -226,17 +257,17 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #define V_ROTL3(x) _mm256_or_si256(_mm256_slli_epi32((x), 3), _mm256_srli_epi32((x), 29))
 #define V_ROTLV(x, n) avx2_rotlv((x), (n))
 #define V_KEEP(x) __asm__("" : "+x"(x))
-#undef V_APART
-#define V_APART(x) V_KEEP(x)
 #undef V_SAVE
 #define V_SAVE(m, x) __asm__("vmovdqa {%1, %0|%0, %1}" : "=m"(m) : "x"(x))
-/* Three vectors in flight (24 keys), their L words in memory too: 16 registers hold the
- * three chains' A and B and the temporaries, and a step's L word is read again only 3
- * steps later.  Left to the compilers, gcc spilled whatever it chose (~480 more stack
- * accesses).  Zen 4 (isa=avx2), cycles a key: gcc -O2 57.4 -> 46.5-47.5, clang 52.7 ->
- * 46.0-46.2; with four vectors 51.8 and 47.8. */
-#undef V_SAVEL
-#define V_SAVEL(m, x) V_SAVE(m, x)
+/* Four vectors in flight (32 keys), their L words in memory too: 16 registers hold the
+ * chains' A and B and the temporaries, and a step's L word is read again only 3 steps
+ * later.  Left to the compilers, gcc spilled whatever it chose (~480 more stack
+ * accesses).  The chain of a step is 8 operations (A: add, shift, or; B: add, mask,
+ * 32 - n, shift, or) of its 12; on Zen 4, 12-step loops of the bare steps in the loop
+ * probe took 4.2 cycles a vector-step with 3 vectors, 3.7 with 4, 3.6 with 5 (at 4
+ * operations a cycle, 3.0).  Zen 4 (isa=avx2), cycles a key: gcc -O2 57.4 -> 47
+ * (3 vectors unrolled; 4 unrolled 49-52, 30 KB of code) -> 40.5-40.7 (4 as loops; 5 as
+ * loops 41.5), clang 52.7 -> 46.1 -> 40.7-40.8. */
 #define RC5_C 3
 #define RC5_FN avx2_c3
 #include "rc5_body.h"
@@ -259,6 +290,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #undef V_ROTL3
 #undef V_ROTLV
 #undef V_KEEP
+#undef RC5_UNROLL
 #undef V_SAVEL
 #define V_SAVEL(m, x) ((m) = (x))
 
@@ -267,6 +299,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #define V __m512i
 #define RC5_W 16
 #define RC5_NV 4
+#define RC5_UNROLL RC5_UNROLLED /* 17 KB: as loops, no faster (gcc 1% slower) */
 #define RC5_ATTR __attribute__((target("avx512f")))
 #define V_LOAD(p) _mm512_loadu_si512((const void *)(p))
 #define V_STORE(p, x) _mm512_storeu_si512((void *)(p), (x))
@@ -276,8 +309,6 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #define V_ROTL3(x) _mm512_rol_epi32((x), 3)
 #define V_ROTLV(x, n) _mm512_rolv_epi32((x), (n))
 #define V_KEEP(x) __asm__("" : "+v"(x))
-#undef V_APART
-#define V_APART(x) V_KEEP(x)
 #undef V_SAVE
 #define V_SAVE(m, x) __asm__("vmovdqa64 {%1, %0|%0, %1}" : "=m"(m) : "v"(x))
 /* gcc makes each from an immediate in a general register, two operations more on a vector
@@ -317,6 +348,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
 #undef V_APART
 #undef V_SAVE
 #undef V_PQ
+#undef RC5_UNROLL
 #endif /* RC5_X86 */
 
 struct isa {
@@ -331,8 +363,8 @@ static const struct isa isa_portable = {"portable", 1, 1, NULL, portable_c4};
 #ifdef RC5_X86
 static const struct isa isa_list[] = {
     {"avx512", 16, 64, avx512_c3, avx512_c4},
-    {"avx2", 8, 24, avx2_c3, avx2_c4},
-    {"sse2", 4, 8, sse2_c3, sse2_c4},
+    {"avx2", 8, 32, avx2_c3, avx2_c4},
+    {"sse2", 4, 16, sse2_c3, sse2_c4},
 };
 
 static int isa_supported(const struct isa *s)
@@ -472,12 +504,10 @@ static struct block_result check_with(const struct isa *s, struct keyno start, u
     switch (s->batch) {
     case 64:
         return check_block(s, 64, start, n, pt, ct);
-    case 24:
-        return check_block(s, 24, start, n, pt, ct);
-    case 16:
-        return check_block(s, 16, start, n, pt, ct);
+    case 32:
+        return check_block(s, 32, start, n, pt, ct);
     default:
-        return check_block(s, 8, start, n, pt, ct);
+        return check_block(s, 16, start, n, pt, ct);
     }
 }
 

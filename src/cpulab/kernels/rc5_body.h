@@ -15,6 +15,7 @@
  *   V_SAVE(m, x) store x to the subkey m (m = x, or a store the compiler cannot see through)
  *   V_SAVEL(m, x) the same for the key word m
  *   V_PQ(i)      the vector of pass 1's S[i] = P + i*Q (rc5_pq[i])
+ *   RC5_UNROLL   a pragma for the loops over a pass's steps: unroll them whole or not
  *   rc5_lane     uint32_t[64] = 0, 1, 2, ...: each lane's offset in a run (`run`, below)
  *
  * With 72-bit keys (RC5_C == 3) the first 2.5 steps, which depend on L[0] and L[1] only,
@@ -31,8 +32,10 @@
  * key[j * RC5_NV * RC5_W + lane] is word j of lane `lane`; with `run` set the lanes are
  * one run of consecutive keys and only lane 0's words are read.
  *
- * Everything is unrolled by the preprocessor: every array index below is a constant,
- * so L[], A, B and the cipher state live in registers (only S[] goes to memory).
+ * The steps go in groups of RC5_C, so that every key word index is a constant and L[],
+ * A, B and the cipher state live in registers (only S[] goes to memory); a pass is a loop
+ * over such groups, which RC5_UNROLL unrolls whole (every index then a constant too) or
+ * not at all (a core whose unrolled code would not fit the instruction cache).
  * The key schedule is Rivest's: S[i] = P + i*Q; then 3*max(t, c) = 78 steps
  *     A = S[i] = (S[i] + A + B) <<< 3;   B = L[j] = (L[j] + A + B) <<< (A + B)
  * each depending on the previous one, so one key is a chain of 78 such steps.  The
@@ -92,68 +95,93 @@
     }
 #endif
 
-/* Pass 1: S[i] is still the constant P + i*Q (V_PQ).  (P + iQ) + A is computed apart
- * from + B: merged, they become one 3-operand LEA, 2 cycles on Zen instead of 1 on the
- * chain; V_KEEP (an empty asm in the portable core) keeps them apart. */
-#define RC5_MIX0(v)                                                                   \
-    if (!(RC5_PRE && I <= 2)) {                                                       \
-        A[v] = V_ADD(V_PQ(I), A[v]);                                                  \
-        V_KEEP(A[v]);                                                                 \
-        A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                            \
-        V_SAVE(S[I][v], A[v]);                                                        \
-    }                                                                                 \
-    if (!(RC5_PRE && I < 2)) { RC5_LMIX(v) }
-/* Pass 2: S[i] from pass 1 (one load, off the critical path).  S + A is kept apart from
- * + B where V_APART is a barrier: gcc otherwise adds B first and S last, one more
- * operation on the chain. */
-#define RC5_MIX1(v)                                                                   \
-    A[v] = V_ADD(S[I][v], A[v]);                                                      \
-    V_APART(A[v]);                                                                    \
+/* The A half of a step of pass 1: S[i] is still the constant P + i*Q (V_PQ).  (P + iQ)
+ * + A is computed apart from + B: merged, they become one 3-operand LEA, 2 cycles on Zen
+ * instead of 1 on the chain; V_KEEP (an empty asm in the portable core) keeps them apart. */
+#define RC5_A0(v)                                                                     \
+    A[v] = V_ADD(V_PQ(i), A[v]);                                                      \
+    V_KEEP(A[v]);                                                                     \
     A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                                \
-    V_SAVE(S[I][v], A[v]);                                                            \
-    RC5_LMIX(v)
-/* Pass 3: the new S[i] is used at once by the encryption:
- *   A = P0 + S[0]; B = P1 + S[1]; then per round A = ((A ^ B) <<< B) + S[2r],
- *   B = ((B ^ A) <<< A) + S[2r+1].  The half-round is 3 operations, the key
- *   schedule 8 per subkey pair, so the cipher keeps up with the schedule. */
-#define RC5_MIX2(v)                                                                   \
-    if (I <= RC5_LAST) {                                                              \
-        A[v] = V_ADD(S[I][v], A[v]);                                                  \
-        V_APART(A[v]);                                                                \
-        A[v] = V_ROTL3(V_ADD(A[v], B[v]));                                            \
-        if (I == 0)                                                                   \
-            X[v] = V_ADD(V_SET1(pa), A[v]);                                           \
-        else if (I == 1)                                                              \
-            Y[v] = V_ADD(V_SET1(pb), A[v]);                                           \
-        else if (I % 2 == 0)                                                          \
-            X[v] = V_ADD(V_ROTLV(V_XOR(X[v], Y[v]), Y[v]), A[v]);                     \
-        else                                                                          \
-            Y[v] = V_ADD(V_ROTLV(V_XOR(Y[v], X[v]), X[v]), A[v]);                     \
-        if (I < RC5_LAST) { RC5_LMIX(v) }                                             \
+    V_SAVE(S[i][v], A[v]);
+/* Passes 2 and 3: S[i] from the pass before (one load, off the critical path).  S + A is
+ * kept apart from + B where V_APART is a barrier: gcc otherwise adds B first and S last,
+ * one more operation on the chain. */
+#define RC5_AS(v)                                                                     \
+    A[v] = V_ADD(S[i][v], A[v]);                                                      \
+    V_APART(A[v]);                                                                    \
+    A[v] = V_ROTL3(V_ADD(A[v], B[v]));
+#define RC5_A1(v) RC5_AS(v) V_SAVE(S[i][v], A[v]);
+/* Pass 3: the new S[i] is used at once by the encryption, A = P0 + S[0], B = P1 + S[1],
+ * then per round A = ((A ^ B) <<< B) + S[2r], B = ((B ^ A) <<< A) + S[2r+1]: every
+ * half-round is new = ((P ^ Q) <<< Q) + S[i] of the word before last (P) and the last
+ * (Q).  The half-round is 3 operations, the key schedule 8 per subkey pair, so the
+ * cipher keeps up with the schedule. */
+#define RC5_A2(v)                                                                     \
+    RC5_AS(v)                                                                         \
+    {                                                                                 \
+        V new_ = V_ADD(V_ROTLV(V_XOR(P[v], Q[v]), Q[v]), A[v]);                       \
+        P[v] = Q[v];                                                                  \
+        Q[v] = new_;                                                                  \
+    }
+#define RC5_AP2(v) RC5_AS(v) P[v] = V_ADD(V_SET1(pa), A[v]); /* step 0 of pass 3 */
+#define RC5_AQ2(v) RC5_AS(v) Q[v] = V_ADD(V_SET1(pb), A[v]); /* step 1 */
+
+/* Step i of pass p, whose key word is the constant J; its vectors one after another. */
+#define RC5_STEP_(p, v) RC5_A##p(v) RC5_LMIX(v)
+#define RC5_STEP0(v) RC5_STEP_(0, v)
+#define RC5_STEP1(v) RC5_STEP_(1, v)
+#define RC5_STEP2(v) RC5_STEP_(2, v)
+#define RC5_STEPP2(v) RC5_STEP_(P2, v)
+#define RC5_STEPQ2(v) RC5_STEP_(Q2, v)
+#define RC5_STEP(p, at, j)                                                            \
+    {                                                                                 \
+        const int i = (at);                                                           \
+        enum { J = (j) % RC5_C };                                                     \
+        RC5_EACH(RC5_STEP##p)                                                         \
+    }
+/* Steps from .. to - 1 of pass p: a loop over groups of RC5_C steps (step `from`'s key
+ * word is (26p + from) mod c, and again after each group), then the 0 to c - 1 left. */
+#define RC5_RUN(p, from, to)                                                          \
+    {                                                                                 \
+        enum { J0 = (RC5_T * (p) + (from)) % RC5_C, LEFT = ((to) - (from)) % RC5_C };  \
+        int g = (from);                                                               \
+        RC5_UNROLL                                                                    \
+        for (; g + RC5_C <= (to); g += RC5_C) {                                       \
+            RC5_STEP(p, g, J0) RC5_STEP(p, g + 1, J0 + 1) RC5_STEP(p, g + 2, J0 + 2)  \
+            if (RC5_C > 3) RC5_STEP(p, g + 3, J0 + 3)                                 \
+        }                                                                             \
+        if (LEFT > 0) RC5_STEP(p, g, J0)                                              \
+        if (LEFT > 1) RC5_STEP(p, g + 1, J0 + 1)                                      \
+        if (LEFT > 2) RC5_STEP(p, g + 2, J0 + 2)                                      \
     }
 
-#define RC5_STEP(p, i)                                                                \
-    { enum { I = (i), J = ((p) * RC5_T + (i)) % RC5_C }; RC5_EACH(RC5_MIX##p) }
-#define RC5_PASS(p)                                                                   \
-    RC5_STEP(p, 0) RC5_STEP(p, 1) RC5_STEP(p, 2) RC5_STEP(p, 3) RC5_STEP(p, 4)        \
-    RC5_STEP(p, 5) RC5_STEP(p, 6) RC5_STEP(p, 7) RC5_STEP(p, 8) RC5_STEP(p, 9)        \
-    RC5_STEP(p, 10) RC5_STEP(p, 11) RC5_STEP(p, 12) RC5_STEP(p, 13) RC5_STEP(p, 14)   \
-    RC5_STEP(p, 15) RC5_STEP(p, 16) RC5_STEP(p, 17) RC5_STEP(p, 18) RC5_STEP(p, 19)   \
-    RC5_STEP(p, 20) RC5_STEP(p, 21) RC5_STEP(p, 22) RC5_STEP(p, 23) RC5_STEP(p, 24)   \
-    RC5_STEP(p, 25)
 #define RC5_ZERO(v) A[v] = B[v] = V_SET1(0u);
-#define RC5_OUT(v) V_STORE(ca + (v) * RC5_W, X[v]); if (!RC5_ONLY_A) V_STORE(cb + (v) * RC5_W, Y[v]);
+#define RC5_OUT(v)                                                                    \
+    if (RC5_ONLY_A) {                                                                 \
+        V_STORE(ca + (v) * RC5_W, Q[v]);                                              \
+    } else {                                                                          \
+        V_STORE(ca + (v) * RC5_W, P[v]);                                              \
+        V_STORE(cb + (v) * RC5_W, Q[v]);                                              \
+    }
 
 static RC5_ATTR void RC5_FN(const uint32_t *restrict key, int run, uint32_t pa, uint32_t pb,
                             uint32_t *restrict ca, uint32_t *restrict cb)
 {
-    V S[RC5_T][RC5_NV], L[4][RC5_NV], A[RC5_NV], B[RC5_NV], X[RC5_NV], Y[RC5_NV];
+    V S[RC5_T][RC5_NV], L[4][RC5_NV], A[RC5_NV], B[RC5_NV], P[RC5_NV], Q[RC5_NV];
     RC5_LOADJ(0) RC5_LOADJ(1) RC5_LOADJ(2) RC5_LOADJ(3)
     RC5_EACH(RC5_ZERO)
-    if (RC5_PRE) { RC5_EACH(RC5_LOADPRE) }
-    RC5_PASS(0)
-    RC5_PASS(1)
-    RC5_PASS(2)
+    if (RC5_PRE) { /* steps 0, 1 and step 2's A half done: its L half, then steps 3 on */
+        RC5_EACH(RC5_LOADPRE)
+        { enum { J = 2 }; RC5_EACH(RC5_LMIX) }
+        RC5_RUN(0, 3, RC5_T)
+    } else {
+        RC5_RUN(0, 0, RC5_T)
+    }
+    RC5_RUN(1, 0, RC5_T)
+    RC5_STEP(P2, 0, 2 * RC5_T)
+    RC5_STEP(Q2, 1, 2 * RC5_T + 1)
+    RC5_RUN(2, 2, RC5_LAST)
+    { const int i = RC5_LAST; RC5_EACH(RC5_A2) } /* the last word: no L half */
     RC5_EACH(RC5_OUT)
 }
 
@@ -167,10 +195,19 @@ static RC5_ATTR void RC5_FN(const uint32_t *restrict key, int run, uint32_t pa, 
 #undef RC5_LOADJ
 #undef RC5_LOADPRE
 #undef RC5_LMIX
-#undef RC5_MIX0
-#undef RC5_MIX1
-#undef RC5_MIX2
+#undef RC5_A0
+#undef RC5_AS
+#undef RC5_A1
+#undef RC5_A2
+#undef RC5_AP2
+#undef RC5_AQ2
+#undef RC5_STEP_
+#undef RC5_STEP0
+#undef RC5_STEP1
+#undef RC5_STEP2
+#undef RC5_STEPP2
+#undef RC5_STEPQ2
 #undef RC5_STEP
-#undef RC5_PASS
+#undef RC5_RUN
 #undef RC5_ZERO
 #undef RC5_OUT
