@@ -37,11 +37,13 @@ def test_noise_is_read_around_the_steps():
     assert history.noise(stepped) < 0.05
 
 
-def add_run(store, label: str, commit_time: int, rate: float, machine: str = "m1", sizes=("1024",)) -> int:
+def add_run(store, label: str, commit_time: int, rate: float, machine: str = "m1", sizes=("1024",),
+            experiments=("e",)) -> int:
     run_id = store.start_run({"cpu_model": machine}, machine, {"name": "p"}, {}, {}, [], label=label,
                              origin={"commit": f"{commit_time:040x}", "dirty": False, "commit_time": commit_time})
-    for size in sizes:
-        rid = store.add_result(run_id, "sha256", "O2", {"size": size}, "bytes", Status.PENDING, experiment="e")
+    for experiment, size in ((e, size) for e in experiments for size in sizes):
+        rid = store.add_result(run_id, "sha256", "O2", {"size": size}, "bytes", Status.PENDING,
+                               experiment=experiment)
         for i in range(3):
             ns = 1e9 / rate * (1 + 0.001 * i)
             store.add_process(rid, i, {"ns": [ns], "cycles": [None], "instructions": [None], "work": 1, "reps": 1,
@@ -78,6 +80,18 @@ def test_a_runs_history_holds_its_results_series_on_its_machine_up_to_it(store):
     for s in found:
         assert [p["run"] for p in s["points"]] == runs and [c["at"] for c in s["changes"]] == [6]
     assert sorted(reads) == sorted(runs + [runs[-1]])  # each earlier run once, and the run itself
+
+
+def test_two_experiments_measuring_one_point_are_two_series(store):
+    """A point measured by two experiments of each run (their own ways) is a series each,
+    not one series with two points a run; --experiment picks one."""
+    runs = [add_run(store, f"v{i}", 1000 + i, 1e6, experiments=("alone", "in-turns")) for i in range(4)]
+    found = history.series(store, "sha256")
+    assert sorted(s["experiment"] for s in found) == ["alone", "in-turns"]
+    assert all([p["run"] for p in s["points"]] == runs for s in found)
+    (s,) = history.series(store, "sha256", experiment="alone")
+    assert s["experiment"] == "alone"
+    assert sorted(s["experiment"] for s in history.run_history(store, runs[-1])) == ["alone", "in-turns"]
 
 
 def test_a_result_is_estimated_once_per_estimator_and_again_after_new_samples(store, monkeypatch):

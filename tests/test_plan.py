@@ -175,6 +175,24 @@ def test_origin_is_the_commit_of_the_first_directory_git_knows(tmp_path):
     assert origin_of([plain]) == {}
 
 
+def test_cpulabs_own_checkout_is_one_that_tracks_its_code_not_any_work_tree_around_it(tmp_path):
+    """An installed cpulab inside another work tree (pyenv's site-packages) has no origin;
+    a checkout of cpulab is its own."""
+    import shutil
+    import subprocess
+
+    from cpulab.plan.origin import own_checkout
+    if not shutil.which("git"):
+        pytest.skip("install git")
+    here = tmp_path / "src" / "cpulab" / "plan" / "origin.py"
+    here.parent.mkdir(parents=True)
+    here.write_text("# origin\n")
+    subprocess.run(["git", "-C", str(tmp_path), "init", "-q"], check=True)
+    assert own_checkout(here) == []  # inside a work tree that does not track it
+    subprocess.run(["git", "-C", str(tmp_path), "add", str(here)], check=True)
+    assert own_checkout(here) == [tmp_path]
+
+
 def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_path):
     p = plans.load(write(tmp_path, 'metric = "instructions"\n' + GOOD))
     assert p.metric == "instructions" and p.counts_instructions("x")

@@ -1,7 +1,8 @@
 """One result's history over stored runs, and where it changed.
 
-A series is one (workload, variant, parameter point) measured on one machine in many
-runs: each run's estimate and interval (estimates.result_summary), in the order of the
+A series is one (experiment, workload, variant, parameter point) measured on one machine
+in many runs (two experiments measuring one point do so their own ways: RC5's portable O2
+alone in link-format, in turns with other builds in per-clock): each run's estimate and interval (estimates.result_summary), in the order of the
 code's commits when every run carries one (plan.origin), else in the order the runs
 started.  Change points are found over the logs of the estimates with ruptures' PELT and
 a penalty of 5 sigma^2 ln n per change, sigma^2 the series' own noise read from successive
@@ -30,13 +31,20 @@ PENALTY = 5.0  # x sigma^2 ln n: see the module's docstring
 
 
 def series(store: Store, workload: str, variant: str | None = None, params: dict[str, str] | None = None,
-           machine: str | None = None, label: str | None = None, upto: int | None = None) -> list[dict]:
-    """Every series of this workload (one per variant and parameter point, on one machine):
-    {workload, variant, params, machine_id, unit, points: [{run, label, commit, dirty, started,
-    commit_time, median, ci}]}, its points in commit (else start) order."""
+           machine: str | None = None, label: str | None = None, upto: int | None = None,
+           experiment: str | None = None) -> list[dict]:
+    """Every series of this workload (one per experiment, variant and parameter point, on one
+    machine): {experiment, workload, variant, params, machine_id, unit, points: [{run, label,
+    commit, dirty, started, commit_time, median, ci}]}, its points in commit (else start) order."""
     return _series_of(store, store.runs(label=label, machine=machine), upto, lambda r: (
         r["workload"] == workload and (not variant or r["variant"] == variant)
+        and (not experiment or r["experiment"] == experiment)
         and not (params and any(r["params"].get(k) != v for k, v in params.items()))))
+
+
+def point_of(r: dict) -> tuple:
+    """What a stored result's series is of (on one machine)."""
+    return r["experiment"], r["workload"], r["variant"], params_key(r["params"])
 
 
 def _series_of(store: Store, runs: list[dict], upto: int | None, wanted: Callable[[dict], bool]) -> list[dict]:
@@ -59,9 +67,9 @@ def _series_of(store: Store, runs: list[dict], upto: int | None, wanted: Callabl
                 kept[r["id"]] = (est.median, est.ci, est.rate_unit)
                 made.append((r["id"], *kept[r["id"]]))
             median, ci, unit = kept[r["id"]]
-            key = (r["workload"], r["variant"], params_key(r["params"]), run["machine_id"])
-            s = found.setdefault(key, {"workload": r["workload"], "variant": r["variant"], "params": r["params"],
-                                       "machine_id": run["machine_id"], "unit": unit, "points": []})
+            s = found.setdefault((*point_of(r), run["machine_id"]), {
+                "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
+                "params": r["params"], "machine_id": run["machine_id"], "unit": unit, "points": []})
             o = run["origin"]
             s["points"].append({"run": run["id"], "label": run["label"], "commit": o.get("commit", ""),
                                 "dirty": bool(o.get("dirty")), "commit_time": o.get("commit_time"),
@@ -117,9 +125,7 @@ def run_history(store: Store, run_id: int, limit: int = 12) -> list[dict] | None
     earlier = [r for r in store.runs(machine=run["machine_id"]) if r["id"] <= run_id]
     if len(earlier) < MIN_RUNS:  # no series can be long enough: skip reading every result again
         return None
-    def point(r: dict) -> tuple:
-        return r["workload"], r["variant"], params_key(r["params"])
-    keys = {point(r) for r in store.results(run_id) if r["status"] == "ok"}
-    out = [with_changes(s) for s in _series_of(store, earlier, run_id, lambda r: point(r) in keys)]
+    keys = {point_of(r) for r in store.results(run_id) if r["status"] == "ok"}
+    out = [with_changes(s) for s in _series_of(store, earlier, run_id, lambda r: point_of(r) in keys)]
     out.sort(key=lambda s: (not s["changes"], s["workload"], s["variant"]))
     return out[:limit] or None

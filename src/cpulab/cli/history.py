@@ -20,13 +20,14 @@ from cpulab.report.analysis_views import history_tables
 @click.argument("workload")
 @click.option("-v", "--variant", default=None, help="Only this variant (default: each its own series).")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value: only this parameter point.")
+@click.option("-e", "--experiment", default=None, help="Only this experiment (default: each its own series).")
 @click.option("--machine", default=None, help="Only runs on this machine (fingerprint id prefix, worker name, CPU model).")
 @click.option("--label", default=None, help="Only runs with this label.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write the first series' plot here (.png, else SVG).")
 @db_option
 @json_option
-def history(workload, variant, param_flags, machine, label, plot, db, as_json):
+def history(workload, variant, param_flags, experiment, machine, label, plot, db, as_json):
     """A workload's estimate and interval per stored run, in commit order (else start order),
     and where it changed (PELT over the whole history, penalised by its own noise)."""
     try:
@@ -34,10 +35,10 @@ def history(workload, variant, param_flags, machine, label, plot, db, as_json):
     except (plans.PlanError, ParamError) as e:
         fail(str(e))
     found = [histories.with_changes(s) for s in histories.series(open_store(db), workload, variant, params,
-                                                                  machine, label)]
+                                                                  machine, label, experiment=experiment)]
     if not found:
         fail(f"no history of {workload}: fewer than {histories.MIN_RUNS} stored runs measured it"
-             + (" with those filters" if variant or params or machine or label else ""))
+             + (" with those filters" if variant or params or experiment or machine or label else ""))
     if plot:
         png = plot.lower().endswith(".png")
         data = plots.history(found[0], png=png)

@@ -1,8 +1,10 @@
 """Where the measured code came from: the git commit of the directory it was built from.
 
 A `[program]` plan's source tree, else the plan file's directory, else (the built-in plans)
-cpulab's own checkout.  A directory outside git, or a machine without git, gives {}: a run
-records what it can learn and nothing is refused for it.
+cpulab's own checkout, when it runs from one: an installed cpulab (`pip install .`) has
+none, though its site-packages may lie in some other work tree (pyenv's is one: every
+run then named pyenv's commit).  A directory outside git, or a machine without git, gives
+{}: a run records what it can learn and nothing is refused for it.
 """
 from __future__ import annotations
 
@@ -40,8 +42,14 @@ def source_dirs(plan: Plan, plan_file: str | None) -> list[Path]:
     dirs = [Path(p.source) for p in plan.programs.values() if Path(p.source).is_dir()]
     if plan_file and Path(plan_file).is_file():
         dirs.append(Path(plan_file).resolve().parent)
-    dirs.append(Path(__file__).resolve().parents[3])
-    return dirs
+    return dirs + own_checkout(Path(__file__).resolve())
+
+
+def own_checkout(here: Path) -> list[Path]:
+    """cpulab's checkout (src/cpulab/plan/origin.py is `here`), if git tracks this file
+    there: else cpulab is installed, wherever that is."""
+    tracked = _git(here.parent, "ls-files", "--error-unmatch", here.name)
+    return [here.parents[3]] if tracked else []
 
 
 def origin_of(dirs: list[Path]) -> dict:

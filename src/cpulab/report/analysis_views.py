@@ -215,7 +215,7 @@ def history_tables(histories: list[dict]) -> list[Table]:
                          Cell(p["ci"], f"{fmt_num(p['ci'][0])} .. {fmt_num(p['ci'][1])}" if p["ci"] else "-"),
                          Cell(c and c["change"], f"change {(c['change'] - 1) * 100:+.1f}%" if c else "")])
         params = " ".join(f"{k}={v}" for k, v in s["params"].items())
-        out.append(Table("history", f"{s['workload']} {s['variant']} {params}: {s['unit']} over runs "
+        out.append(Table("history", f"{s['experiment']}: {s['workload']} {s['variant']} {params}: {s['unit']} over runs "
                                     f"({s['order']} order; machine {s['machine_id']})",
                          columns("run", "label", "commit", s["unit"], "interval", "change point"), rows))
     return out

@@ -100,7 +100,7 @@ def history(s: dict, png: bool = False) -> str | bytes:
                   rotation=30, ha="right")
     ax.set_ylabel(s["unit"])
     params = " ".join(f"{k}={v}" for k, v in s["params"].items())
-    ax.set_title(f"{s['workload']} {s['variant']} {params}: history in {s['order']} order")
+    ax.set_title(f"{s['experiment']}: {s['workload']} {s['variant']} {params}: history in {s['order']} order")
     if not png:
         return _svg(fig)
     buf = io.BytesIO()
