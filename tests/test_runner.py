@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -140,6 +141,23 @@ class CountingProgress(QuietProgress):
 
     def note(self, text):
         self.notes.append(text)
+
+
+class PhaseLog(QuietProgress):
+    """Each phase's [name, total with what grew, steps advanced], from any thread."""
+    def __init__(self):
+        self.phases, self.lock = [], threading.Lock()
+
+    def phase(self, name, total):
+        self.phases.append([name, total, 0])
+
+    def grow(self, more):
+        with self.lock:
+            self.phases[-1][1] += more
+
+    def advance(self, label):
+        with self.lock:
+            self.phases[-1][2] += 1
 
 
 def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
@@ -409,8 +427,14 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     p = plans.validate(plans.Plan("lanes", exps, **{**FAST, "processes": 4, "samples": 20},
                                   probe_tables=["seed004-table3"]))
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, seed=4)
+    progress = PhaseLog()
+    run_id = runner.run_plan(p, store, seed=4, progress=progress)
     assert store.run(run_id)["conditions"]["shared_machine"] == ["a", "b"]
+    # the lanes' bar: as many steps as it announced, among them its lanes' rounds (4 of 2
+    # variants each), counts (2 each) and the table
+    ((_, total, advanced),) = [ph for ph in progress.phases if ph[0] == "measure (two CPUs)"]
+    assert total == advanced >= 2 * (4 * 2 + 2) + 1
+    assert all(advanced <= total for _, total, advanced in progress.phases), progress.phases
     (table,) = store.analyses(run_id, probe.kind)
     span = {}
     for r in store.results(run_id):

@@ -4,6 +4,7 @@ progress bar, and the options several commands take.
 from __future__ import annotations
 
 import json
+import threading
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,11 +55,18 @@ class RichProgress:
 
     def __init__(self, progress: Progress, name: str = ""):
         self.p, self.task, self.name = progress, None, name
+        self.total, self.lock = 0, threading.Lock()  # lanes grow one phase from two threads
 
     def phase(self, name, total):
         if self.task is not None:
             self.p.update(self.task, visible=False)
+        self.total = total
         self.task = self.p.add_task(f"{self.name} {name}" if self.name else name, total=total, status="")
+
+    def grow(self, more):
+        with self.lock:
+            self.total += more
+            self.p.update(self.task, total=self.total)
 
     def advance(self, label):
         self.p.update(self.task, advance=1, status=label)

@@ -14,13 +14,17 @@ from cpulab.store.db import Store
 
 class LaneProgress:
     """A lane's progress: its steps and notes go to the run's bar, whose phase is set once
-    for all lanes."""
+    for all lanes; each phase of a lane (its rounds, later rounds, counts, explanations)
+    adds its steps to that phase's."""
 
     def __init__(self, progress: Progress):
         self.progress = progress
 
     def phase(self, name, total):
-        pass
+        self.progress.grow(total)
+
+    def grow(self, more):
+        self.progress.grow(more)
 
     def advance(self, label):
         self.progress.advance(label)

@@ -26,12 +26,14 @@ from cpulab.store.db import Store
 
 class Progress(Protocol):
     def phase(self, name: str, total: int) -> None: ...
+    def grow(self, more: int) -> None: ...  # more steps in this phase, found while it runs
     def advance(self, label: str) -> None: ...
     def note(self, text: str) -> None: ...
 
 
 class QuietProgress:
     def phase(self, name, total): pass
+    def grow(self, more): pass
     def advance(self, label): pass
     def note(self, text): pass
 

@@ -271,8 +271,7 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
     if spare is not None:
-        progress.phase("measure (two CPUs)", sum(schedule.first[k[0]] * len(ts) for k, ts in points.items()
-                                                 if k[0] in sharing))
+        progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         def shared_experiment(exp: str):
             def item(executor, lane_store, lane_rng, stop):
                 rounds({exp}, executor, lane_store, lane_rng, LaneProgress(progress), stop)
