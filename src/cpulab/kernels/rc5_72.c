@@ -115,9 +115,9 @@ static const uint32_t rc5_pq[RC5_T] = {
     RC5_PQ(21), RC5_PQ(22), RC5_PQ(23), RC5_PQ(24), RC5_PQ(25)};
 #define V_PQ(i) V_SET1(rc5_pq[i])
 /* A pass's loop (rc5_body.h) unrolled whole, every index a constant, or kept a loop: the
- * SSE2 and AVX2 cores unrolled are 22-33 KB of code, as much as the 32 KB L1
+ * SSE2 and AVX2 cores unrolled are 21-33 KB of code, as much as the 32 KB L1
  * instruction cache holds (a loop of 5,800 instructions of 5.5 bytes ran at 2.7 a cycle
- * on Zen 4 where 5,400 ran at 6: the loop probe); kept loops, 6-8 KB. */
+ * on Zen 4 where 5,400 ran at 6: the loop probe); kept loops, 7-15 KB. */
 #define RC5_UNROLLED _Pragma("GCC unroll 26")
 #define RC5_ROLLED _Pragma("GCC unroll 1")
 
@@ -211,7 +211,7 @@ __attribute__((target("sse2"), always_inline)) static inline __m128i sse2_rotlv(
 #endif
 /* Four vectors in flight, their L words in memory, as in the AVX2 core (below).  Zen 4
  * (isa=sse2), cycles a key: two vectors unrolled, gcc -O2 256, clang 228; four vectors
- * as loops, 187 and 178; with V_SAVE, V_SAVEL and V_APART, 174 and 174. */
+ * as loops, 187 and 178; with V_SAVE, V_SAVEL and V_APART, 174-176 and 174-175. */
 #define RC5_C 3
 #define RC5_FN sse2_c3
 #include "rc5_body.h"
@@ -266,7 +266,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
  * 32 - n, shift, or) of its 12; on Zen 4, 12-step loops of the bare steps in the loop
  * probe took 4.2 cycles a vector-step with 3 vectors, 3.7 with 4, 3.6 with 5 (at 4
  * operations a cycle, 3.0).  Zen 4 (isa=avx2), cycles a key: gcc -O2 57.4 -> 47
- * (3 vectors unrolled; 4 unrolled 49-52, 30 KB of code) -> 40.5-40.7 (4 as loops; 5 as
+ * (3 vectors unrolled; 4 unrolled 49-52, 30 KB of code) -> 40.5-40.9 (4 as loops; 5 as
  * loops 41.5), clang 52.7 -> 46.1 -> 40.7-40.8. */
 #define RC5_C 3
 #define RC5_FN avx2_c3
