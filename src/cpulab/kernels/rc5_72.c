@@ -267,7 +267,8 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i avx2_rotlv(
  * probe took 4.2 cycles a vector-step with 3 vectors, 3.7 with 4, 3.6 with 5 (at 4
  * operations a cycle, 3.0).  Zen 4 (isa=avx2), cycles a key: gcc -O2 57.4 -> 47
  * (3 vectors unrolled; 4 unrolled 49-52, 30 KB of code) -> 40.5-40.9 (4 as loops; 5 as
- * loops 41.5), clang 52.7 -> 46.1 -> 40.7-40.8. */
+ * loops 41.5, but a batch of 40 keys straddles the runs of 256 that check_block hands
+ * over whole), clang 52.7 -> 46.1 -> 40.7-40.8. */
 #define RC5_C 3
 #define RC5_FN avx2_c3
 #include "rc5_body.h"
