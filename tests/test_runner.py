@@ -133,20 +133,9 @@ def test_identical_builds_are_same(tmp_path):
 
 
 class CountingProgress(QuietProgress):
+    """Each phase's [name, total with what grew, steps advanced], and the notes, from any thread."""
     def __init__(self):
-        self.phases, self.notes = [], []
-
-    def phase(self, name, total):
-        self.phases.append((name, total))
-
-    def note(self, text):
-        self.notes.append(text)
-
-
-class PhaseLog(QuietProgress):
-    """Each phase's [name, total with what grew, steps advanced], from any thread."""
-    def __init__(self):
-        self.phases, self.lock = [], threading.Lock()
+        self.phases, self.notes, self.lock = [], [], threading.Lock()
 
     def phase(self, name, total):
         self.phases.append([name, total, 0])
@@ -158,6 +147,9 @@ class PhaseLog(QuietProgress):
     def advance(self, label):
         with self.lock:
             self.phases[-1][2] += 1
+
+    def note(self, text):
+        self.notes.append(text)
 
 
 def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
@@ -427,7 +419,7 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     p = plans.validate(plans.Plan("lanes", exps, **{**FAST, "processes": 4, "samples": 20},
                                   probe_tables=["seed004-table3"]))
     store = Store(tmp_path / "db.sqlite")
-    progress = PhaseLog()
+    progress = CountingProgress()
     run_id = runner.run_plan(p, store, seed=4, progress=progress)
     assert store.run(run_id)["conditions"]["shared_machine"] == ["a", "b"]
     # the lanes' bar: as many steps as it announced, among them its lanes' rounds (4 of 2

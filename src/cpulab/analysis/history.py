@@ -2,15 +2,16 @@
 
 A series is one (experiment, workload, variant, parameter point) measured on one machine
 in many runs (two experiments measuring one point do so their own ways: RC5's portable O2
-alone in link-format, in turns with other builds in per-clock): each run's estimate and interval (estimates.result_summary), in the order of the
-code's commits when every run carries one (plan.origin), else in the order the runs
-started.  Change points are found over the logs of the estimates with ruptures' PELT and
-a penalty of 5 sigma^2 ln n per change, sigma^2 the series' own noise read from successive
-differences (robust to the steps themselves).  A pairwise test between neighbours cries
-wolf on a noisy host (MongoDB's and Mozilla's experience); a penalised segmentation of the
-whole history does not.  On synthetic histories with 2% noise (300 each): 2 of 300 flat
-ones of 30 runs get a false change point (22 with 3 sigma^2 ln n, 44 of 200 with 2), and a
-5% step after 12 of 24 runs is found within one run in 256 of 300.
+alone in link-format, in turns with other builds in per-clock): each run's estimate and
+interval (estimates.result_summary), in the order of the code's commits when every run
+carries one (plan.origin), else in the order the runs started.  Change points are found
+over the logs of the estimates with ruptures' PELT and a penalty of 5 sigma^2 ln n per
+change, sigma^2 the series' own noise read from successive differences (robust to the
+steps themselves).  A pairwise test between neighbours cries wolf on a noisy host
+(MongoDB's and Mozilla's experience); a penalised segmentation of the whole history does
+not.  On synthetic histories with 2% noise (300 each): 2 of 300 flat ones of 30 runs get
+a false change point (22 with 3 sigma^2 ln n, 44 of 200 with 2), and a 5% step after 12
+of 24 runs is found within one run in 256 of 300.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ progress bar, and the options several commands take.
 from __future__ import annotations
 
 import json
-import threading
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
