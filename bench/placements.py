@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Where each built-in kernel's placements put its timed code, and proof that the code is
 the same in all of them: per kernel (built at O2 here, cached as `cpulab run` builds it),
-the offsets of k_run within a page over its placements, and how many of kernel.o's
-functions were checked byte for byte (outside relocated fields) and which differ.
-Usage: python bench/placements.py [--json]
+the offsets of k_run within a page over its first placements, how many orders of its
+functions they link, and how many of kernel.o's functions were checked byte for byte
+(outside relocated fields) and which differ.
+Usage: python bench/placements.py [--placements N] [--json]
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from cpulab.machine import toolchains
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--placements", type=int, default=48, help="placements to inspect per kernel (default 48)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     o2 = toolchain.get("O2")
@@ -32,20 +34,23 @@ def main() -> None:
         except BuildError as e:
             rows.append({"kernel": name, "skipped": str(e)})
             continue
-        got = placement.inspect(art.path, len(art.placements))
-        rows.append({"kernel": name, "pads": list(art.placements), "offsets": list(got.offsets),
+        got = placement.inspect(art, a.placements)
+        rows.append({"kernel": name, "placements": a.placements, "offsets": list(got.offsets),
+                     "orders": len(set(got.orders)),
                      "distinct_offsets": len(set(got.offsets)), "lines_64b": len({o // 64 for o in got.offsets}),
                      "functions_checked": got.functions, "differing": list(got.differing)})
     if a.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"{'kernel':14} {'placements':>10} {'offsets (k_run mod 4096)':>28} {'64B lines':>9} {'checked':>7}  differing")
+    print(f"{'kernel':14} {'placements':>10} {'offsets (k_run mod 4096)':>28} {'64B lines':>9} {'orders':>6} "
+          f"{'checked':>7}  differing")
     for r in rows:
         if "skipped" in r:
             print(f"{r['kernel']:14} skipped: {r['skipped']}")
             continue
         span = f"{min(r['offsets'])}..{max(r['offsets'])} ({r['distinct_offsets']} distinct)"
-        print(f"{r['kernel']:14} {len(r['pads']):>10} {span:>28} {r['lines_64b']:>9} {r['functions_checked']:>7}  "
+        print(f"{r['kernel']:14} {r['placements']:>10} {span:>28} {r['lines_64b']:>9} {r['orders']:>6} "
+              f"{r['functions_checked']:>7}  "
               f"{', '.join(r['differing']) or 'none'}")
 
 

@@ -181,7 +181,8 @@ class FakeExecutor:
 
 class FakeSite:
     """A site that builds and calibrates nothing: each (workload, variant) 'builds' to an
-    artifact named after it with two placements, and its processes run on `executor`."""
+    artifact named after it with placements (named after it too: nothing is linked), and
+    its processes run on `executor`."""
 
     def __init__(self, executor):
         self.executor = executor
@@ -195,7 +196,10 @@ class FakeSite:
     def build(self, w, v):
         from cpulab.compile.artifacts import Artifact, Built
         name = f"/fake/{w.name}-{v.name}"
-        return Built(Status.PENDING, "", Artifact(name, name, name, 1, "fake", (), placements=(0, 64)))
+        return Built(Status.PENDING, "", Artifact(name, name, name, 1, "fake", (), placeable=True))
+
+    def place(self, art, i):
+        return art.placement_path(i)
 
     def prepare(self, w, params):
         return dict(params)

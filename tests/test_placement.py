@@ -1,9 +1,10 @@
 """Placements: each kernel's artifact is the same machine code at several addresses.
 
 For every built-in kernel that builds here: the placements put the timed function at
-different offsets within a page, the bytes of every kernel.o function are the object's
-own in each (outside the fields the linker fills in), and the harness reports the offset
-it really ran at."""
+different offsets within a page and the kernel's functions in different orders, the bytes
+of every kernel.o function are the object's own in each (outside the fields the linker
+fills in), and the harness reports the offset it really ran at."""
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -30,22 +31,24 @@ def cache(tmp_path_factory) -> Path:
 
 def build(name: str, cache: Path) -> artifacts.Artifact:
     w = workloads.get(name)
-    return build_executable(w.source, O2, libs=w.libs, cache_dir=cache, placements=4,
+    return build_executable(w.source, O2, libs=w.libs, cache_dir=cache, placeable=True,
                             extra_sources=tuple(workloads.KERNEL_DIR / s for s in w.extra_sources))
 
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_placements_move_the_code_and_keep_its_bytes(name, cache):
     art = build(name, cache)
-    got = placement.inspect(art.path, len(art.placements))
+    got = placement.inspect(art, 6)
     assert got is not None and got.functions > 0
     assert len(set(got.offsets)) > 1, got.offsets  # the timed function sits elsewhere in its page
+    if got.functions > 1:
+        assert len(set(got.orders)) > 1, got.orders  # among the kernel's other functions in another order
     assert got.differing == ()  # and is the same code in every placement
 
 
 def test_the_harness_reports_the_offset_it_ran_at(cache):
     art = build("sha256", cache)
-    offsets = placement.inspect(art.path, len(art.placements)).offsets
+    offsets = placement.inspect(art, 4).offsets
     for i, want in enumerate(offsets):
         out = subprocess.run([art.placement_path(i), "--samples", "1", "--min-sample-time", "0", "--warmup", "0"],
                              capture_output=True, text=True, timeout=60)
@@ -57,7 +60,7 @@ def test_a_changed_instruction_is_found(cache, tmp_path):
     art = build("sha256", cache)
     copy = tmp_path / "art"
     shutil.copytree(Path(art.path).parent, copy)
-    exe = copy / f"{Path(art.path).name}.p1"
+    exe = Path(copy / Path(art.placement_path(1)).name)
     with open(exe, "rb") as f:
         elf = ELFFile(f)
         sym = next(s for s in elf.get_section_by_name(".symtab").iter_symbols() if s.name == "k_run")
@@ -67,4 +70,27 @@ def test_a_changed_instruction_is_found(cache, tmp_path):
     data = bytearray(exe.read_bytes())
     data[at] ^= 0xFF
     exe.write_bytes(bytes(data))
-    assert placement.inspect(str(copy / Path(art.path).name), len(art.placements)).differing == ("k_run",)
+    moved = dataclasses.replace(art, path=str(copy / Path(art.path).name))
+    assert placement.inspect(moved, 4).differing == ("k_run",)
+
+
+LINKS = [name for name in ("static", "nopie", "clang-O2", "musl-static", "i386-sse2", "armhf", "aarch64")
+         if not toolchains.unavailable_reason(toolchain.get(name))]
+
+
+@pytest.mark.parametrize("variant", LINKS)
+def test_every_kind_of_link_takes_a_placement(variant, cache):
+    """Static, non-PIE, clang, musl, the i686 and ARM cross builds: a placement's linker
+    script links under each, and the placed executable passes its known-answer test (run
+    under qemu-user for a foreign ISA).  Toolchains missing here are left out."""
+    from cpulab.compile import emulation
+    w = workloads.get("sha256")
+    art = build_executable(w.source, toolchain.get(variant), libs=w.libs, cache_dir=cache, placeable=True)
+    exe = artifacts.place(art, 20)  # beyond the ones linked with the build
+    try:
+        prefix = list(emulation.emulator_for(exe))
+    except emulation.CannotRun as e:
+        pytest.skip(str(e))
+    out = subprocess.run([*prefix, exe, "--samples", "1", "--min-sample-time", "0", "--warmup", "0",
+                          "--param", "size=256"], capture_output=True, text=True, timeout=120)
+    assert json.loads(out.stdout.splitlines()[-1])["status"] == "ok", out.stdout + out.stderr

@@ -166,7 +166,7 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     jitter = {"O0": 0.002, "O2": 0.3, "twin": 0.3}
 
     def wall(job):
-        v = job.artifact_path.rsplit("-", 1)[1].split(".")[0]  # /fake/sha256-O2.p1: placement 1 of O2
+        v = job.artifact_path.rsplit("-", 1)[1].split(".")[0]  # /fake/sha256-O2.layout1: placement 1 of O2
         return 0.001 * slow[v] * (1 + jitter[v] * rng.uniform(-1, 1))
 
     custom = {"twin": Variant("twin", cflags=("-O2",))}
@@ -181,6 +181,11 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
               for r in store.results(run_id)}
     assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
     assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 32  # looks at 8, 16, 32: no more
+    # Each round ran a placement of its own: the signed-rank test counts rounds as
+    # independent, which a placement run again in a later round is not.
+    for r in store.results(run_id):
+        ran = {s["process"]: s["placement"] for s in store.samples(r["id"])}
+        assert len(set(ran.values())) == len(ran), (r["variant"], sorted(ran.values()))
     assert any("twin/O2" in n for n in progress.notes)
     comps = {c.experiment: c for c in analysis.summarise(store, run_id).comparisons}
     assert comps["far"].verdict == "slower" and comps["far"].method == "turns"

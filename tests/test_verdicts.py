@@ -119,3 +119,66 @@ def test_carryover_is_found_when_it_is_there_and_not_otherwise():
     assert hit["ci"][1] < 1 and hit["ratio"] == pytest.approx(0.98, abs=0.005)
     assert none["ci"][0] <= 1 <= none["ci"][1]
     assert carryover(carryover_ratios({"variant": "A"}, [{**s, "follows": None} for s in samples_after("A", 1.0, rng)])) is None
+
+
+def test_a_one_way_carry_over_is_held_back_not_called(tmp_path):
+    """Scripted turns (a fake site: no process): the twin runs 3% slower right after O2
+    and as fast as O2 otherwise.  Measured in turns, about three samples in four of the
+    twin follow O2, so its rounds read ~2.3% slower, which the signed-rank test alone
+    calls `slower`; its carry-over differs from O2's by as much, so it is held back as
+    unclear and says why.  A real 3% slowdown with no carry-over is still called."""
+    import random
+    from conftest import FakeExecutor, FakeSite
+    from cpulab import analysis
+    from cpulab.measure import runner
+    from cpulab.plan import plan as plans
+    from cpulab.plan.toolchain import Variant
+    from cpulab.store.db import Store
+
+    class AfterOther(FakeExecutor):
+        """A member's sample after another member's takes `after[variant]` times as long."""
+        def execute_group(self, jobs, orders):
+            outs = super().execute_group(jobs, orders)
+            names = [j.artifact_path.rsplit("-", 1)[1].split(".")[0] for j in jobs]
+            taken, last = [0] * len(jobs), None
+            for order in orders:
+                for i in order:
+                    if last not in (None, i):
+                        outs[i].data["ns"][taken[i]] *= after[names[i]]
+                    taken[i], last = taken[i] + 1, i
+            return outs
+
+    rng = random.Random(3)
+    after = {"O2": 1.0, "twin": 1.03, "slow": 1.0}
+    slow = {"O2": 1.0, "twin": 1.0, "slow": 1.03}
+    custom = {"twin": Variant("twin", cflags=("-O2",)), "slow": Variant("slow", cflags=("-O2",))}
+    exps = [plans.Experiment("carry", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}}),
+            plans.Experiment("real", ["sha256"], ["O2", "slow"], "O2", params={"sha256": {"size": ["256"]}})]
+    p = plans.validate(plans.Plan("c", exps, processes=24, samples=8, measure_identical=True, custom_variants=custom))
+    store = Store(tmp_path / "db.sqlite")
+    run_id = runner.run_plan(p, store, site=FakeSite(AfterOther(
+        lambda job: 0.001 * slow[job.artifact_path.rsplit("-", 1)[1].split(".")[0]] * (1 + 0.002 * rng.uniform(-1, 1)))),
+        seed=3)
+    comps = {c.experiment: c for c in analysis.summarise(store, run_id).comparisons}
+    carry, real = comps["carry"], comps["real"]
+    assert carry.verdict == "unclear" and "carry-over" in carry.held, (carry.verdict, carry.ratio, carry.carryover)
+    assert carry.carryover["variant"]["ratio"] == pytest.approx(1 / 1.03, abs=0.005)
+    assert carry.carryover["asymmetry"]["ci"][1] < 1
+    assert real.verdict == "slower" and not real.held
+
+
+def test_same_is_read_on_the_mean_too():
+    """A build 5% slower in one round of eight (one placement in eight: 0.6% slower on
+    average) and equal otherwise: the signed-rank interval, centred on the typical round,
+    lies within ±1%, but the mean's interval does not, so it is not `same`."""
+    rng = np.random.default_rng(7)
+    rounds = 32
+    base = {r: 100 * math.exp(rng.normal(0, 0.001)) for r in range(rounds)}
+    var = {r: v * (0.95 if r % 8 == 0 else 1.0) * math.exp(rng.normal(0, 0.001)) for r, v in base.items()}
+    policy = DecisionPolicy.of_settings(0.0, 0.01, "turns", "time")
+    t = stats.compare_pair({r: {0: v} for r, v in base.items()}, {r: {0: v} for r, v in var.items()},
+                           policy.confidence, "turns")
+    assert 0.99 <= t.ci[0] and t.ci[1] <= 1.01  # the robust interval alone would say same
+    assert t.mean_ci[0] < 0.99
+    [row] = compare_results([result("A", 0, base, 32), result("B", 0, var, 32)], {"e": "A"}, policy)
+    assert row.verdict != "same"

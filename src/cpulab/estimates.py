@@ -94,6 +94,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         if len(placed) > 1 and est.median else None,
         "observations": rates,
         "turn_rates": stats.per_cycle(samples, rate),
+        "carryover_ratios": carryover_ratios(r, samples),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
     # imported tool's samples may carry no user/sys time (None: left out)
@@ -186,6 +187,10 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
         for (row, b, m), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests, floors)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
             row.method, row.rounds = t.method, t.n
+            if policy.method == "turns":
+                row.carryover = comparison_carryover(b, m, policy.confidence)
+                if row.verdict in (Verdict.FASTER, Verdict.SLOWER) and (why := hold_for_carryover(row)):
+                    row.verdict, row.held = Verdict.UNCLEAR, why
             if b.instructions_per_unit and m.instructions_per_unit:
                 row.instruction_ratio = m.instructions_per_unit / b.instructions_per_unit
                 row.witness = witness_words(row.verdict, row.instruction_ratio)
@@ -196,13 +201,17 @@ def count_verdicts(rows: list[Comparison], policy: DecisionPolicy) -> None:
     """With the instruction metric, each tested comparison's verdict is its count's: exact,
     so no test, a change of at least policy.precision (fewer instructions: faster); unclear
     without both counts.  The time's ratio and interval stay, and its verdict is the other
-    witness, in words where the two disagree (set from it before this)."""
+    witness, in words where the two disagree (set from it before this), and named wherever
+    it was decided and differs from the count's."""
     for row in rows:
         if row.method is None:  # nothing tested: identical code, no baseline, a failure
             continue
-        ir = row.instruction_ratio
+        ir, by_time = row.instruction_ratio, row.verdict
         row.verdict = (Verdict.UNCLEAR if ir is None else Verdict.FASTER if ir <= 1 - policy.precision
                        else Verdict.SLOWER if ir >= 1 + policy.precision else Verdict.SAME)
+        if policy.decided(by_time) and by_time != row.verdict:
+            said = f"the time says {by_time} ({100 * (row.ratio - 1):+.1f}%)"
+            row.witness = f"{said}; {row.witness}" if row.witness else said
 
 
 # Counts of the same code repeat to about 0.01% (a key counter's carries, a loop's last
@@ -255,6 +264,34 @@ def carryover(ratios: list[float], confidence: float = 0.95) -> dict | None:
         return None
     t = stats.paired_compare(ratios, confidence)
     return {"ratio": t.ratio, "ci": list(t.ci), "p": t.p, "processes": t.n}
+
+
+def comparison_carryover(base: Result, var: Result, confidence: float) -> dict | None:
+    """Each member's carry-over and their asymmetry (model.Comparison.carryover): the
+    asymmetry's interval adds the two log half-widths in quadrature.  None unless both
+    members have at least two processes with samples after each kind of turn."""
+    sides = {"baseline": carryover(base.carryover_ratios, confidence),
+             "variant": carryover(var.carryover_ratios, confidence)}
+    if None in sides.values():
+        return None
+    b, v = sides["baseline"], sides["variant"]
+    centre = math.log(v["ratio"] / b["ratio"])
+    half = math.hypot(*(math.log(s["ci"][1] / s["ci"][0]) / 2 for s in (b, v)))
+    return {**sides, "asymmetry": {"ratio": math.exp(centre), "ci": [math.exp(centre - half), math.exp(centre + half)]}}
+
+
+def hold_for_carryover(row: Comparison) -> str:
+    """Why a decided comparison cannot be told from its order of turns, or "": the
+    members' carry-over differs significantly (one is slowed more than the other right
+    after the other: up to that much of the measured ratio is the order, not the code)
+    and by at least the effect."""
+    asym = (row.carryover or {}).get("asymmetry")
+    if not asym or asym["ci"][0] <= 1 <= asym["ci"][1] or abs(math.log(asym["ratio"])) < abs(math.log(row.ratio)):
+        return ""
+    return (f"carry-over: {row.variant} runs {100 * (asym['ratio'] - 1):+.1f}% "
+            f"[{100 * (asym['ci'][0] - 1):+.1f}, {100 * (asym['ci'][1] - 1):+.1f}] against {row.baseline} right "
+            f"after the other member, as much as the effect ({100 * (row.ratio - 1):+.1f}%): the order of the "
+            f"turns, not the code, may make the difference")
 
 
 def against_name(variant: str, run_id: int) -> str:

@@ -106,6 +106,9 @@ class Result:
     # part of the document.
     observations: dict[int, float] = field(default_factory=dict, repr=False)
     turn_rates: dict[int, dict[int, float]] = field(default_factory=dict, repr=False)
+    # Per process that ran in turns: its rate right after another member over its rate
+    # right after itself (estimates.carryover_ratios); not part of the document.
+    carryover_ratios: list[float] = field(default_factory=list, repr=False)
 
     @property
     def point(self) -> tuple:
@@ -118,7 +121,7 @@ class Result:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        del d["observations"], d["turn_rates"]
+        del d["observations"], d["turn_rates"], d["carryover_ratios"]
         return d
 
     @classmethod
@@ -148,6 +151,12 @@ class Comparison:
     # witnesses disagree (estimates.witness_words); None where either has no count.
     instruction_ratio: float | None = None
     witness: str = ""
+    # In turns: each member's carry-over (its rate right after the other member over
+    # right after itself: {"baseline"|"variant": {ratio, ci, processes}}) and their
+    # asymmetry (variant's over baseline's, {ratio, ci}), which biases the ratio; `held`
+    # says why a faster/slower was held back as unclear (estimates.hold_for_carryover).
+    carryover: dict | None = None
+    held: str = ""
 
     @property
     def point(self) -> tuple:

@@ -82,7 +82,7 @@ class DecisionPolicy:
             return "inconclusive"
         if p_adjusted < self.look_alpha and not lo <= 1.0 <= hi and abs(t.ratio - 1.0) >= floor:
             return "faster" if t.ratio > 1 else "slower"
-        if 1 - self.precision <= lo and hi <= 1 + self.precision:
+        if all(1 - self.precision <= a and b <= 1 + self.precision for a, b in (t.ci, t.mean_ci or t.ci)):
             return "same"
         return "unclear"
 
@@ -118,10 +118,13 @@ class DecisionPolicy:
         by_count = (f"verdicts by instructions per unit counted under valgrind (a proxy for time, shown beside "
                     f"it): faster/slower when the count changes by at least {100 * self.precision:g}%, same within, "
                     f"unclear without a count of both; the time: " if self.metric == "instructions" else "")
-        return (by_count + f"{100 * self.confidence:.3g}% intervals; {how}; each process runs one of its build's placements "
-                f"(the same code at another address), so the test includes where the code sits; faster/slower when "
-                f"p < {self.look_alpha:.3g}{spent} after Holm over every comparison of the experiment (no false "
-                f"verdict per experiment) and the interval excludes 1; a build run in one placement only (a "
-                f"program) must also change by {100 * self.min_effect:g}%; same when the interval lies within "
-                f"±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to ever be "
-                f"significant")
+        return (by_count + f"{100 * self.confidence:.3g}% intervals; {how}; each round runs a placement of its "
+                f"own of each build (the same code with its functions, data and buffers elsewhere), so the test "
+                f"includes where code and data sit; faster/slower when p < {self.look_alpha:.3g}{spent} after Holm "
+                f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "
+                f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
+                f"only); a build run in one placement only (a program) must also change by "
+                f"{100 * self.min_effect:g}%; held back as unclear when the members' carry-over differs "
+                f"significantly by as much as the effect; same when the interval, and by round that of the mean, "
+                f"lies within ±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to "
+                f"ever be significant")

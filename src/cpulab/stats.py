@@ -127,6 +127,10 @@ class Test:
     p_floor: float = 0.0  # the smallest p these sample sizes can give
     method: str = "unpaired"
     n: int = 0  # rounds (paired, turns) or the smaller side's processes (unpaired)
+    # Paired: the interval of the mean log ratio (Student's t), as a ratio.  The ratio and
+    # ci are the robust centre's, which a difference confined to a few rounds (one
+    # placement in four) hardly moves; `same` needs the mean held within too.
+    mean_ci: tuple[float, float] | None = None
 
 
 def p_floor(n1: int, n2: int) -> float:
@@ -246,7 +250,15 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         mu, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
         c = max(1, math.floor(mu + 0.5 - sps.norm.ppf(0.5 + confidence / 2) * sd))
     ci = (float(math.exp(walsh[c - 1])), float(math.exp(walsh[len(walsh) - c])))
-    return Test(ratio, ci, p, floor, method, n)
+    return Test(ratio, ci, p, floor, method, n, mean_interval(d, confidence))
+
+
+def mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float] | None:
+    """The Student t interval of the mean of log ratios d, as ratios (None under 2)."""
+    if len(d) < 2:
+        return None
+    half = float(sps.t.ppf(0.5 + confidence / 2, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d)))
+    return float(math.exp(d.mean() - half)), float(math.exp(d.mean() + half))
 
 
 def round_ratio(baseline: dict[int, float], variant: dict[int, float]) -> float:

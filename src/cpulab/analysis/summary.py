@@ -9,7 +9,7 @@ point, and the analyses stored with the run.
 from __future__ import annotations
 
 from cpulab.estimates import (
-    carryover, carryover_ratios, compare_results, count_verdicts, geomeans, placement_bands, result_summary
+    carryover, compare_results, count_verdicts, geomeans, placement_bands, result_summary
 )
 from cpulab.model import Analysis, RunRecord, Summary
 from cpulab.store.db import Store
@@ -22,7 +22,7 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
     for r in store.results(run_id):  # one result's samples in memory at a time
         samples = store.samples(r["id"])
         results.append(result_summary(r, samples))
-        follows += carryover_ratios(r, samples)
+        follows += results[-1].carryover_ratios
     placement_bands(results)
     plan = RunRecord.of_stored(run["plan"])
     baselines = {e.name: baseline or e.baseline for e in plan.experiments}

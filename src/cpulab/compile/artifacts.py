@@ -4,12 +4,16 @@ The harness is compiled with fixed flags (plus the variant's ABI flags); only th
 gets the variant's flags.  The cache key covers every source byte, every flag and the
 compiler's version, so an artifact is rebuilt exactly when one of those changes.
 
-A kernel's artifact also comes in PLACEMENTS *placements*: the same harness.o and kernel.o
-linked again with a pad object of random size between them, so the kernel's code (and the
-data behind it) sits at other offsets within cache lines, fetch windows and pages while
-its bytes stay those of the one compiled kernel.o (only relocated fields differ).  Each
-measured process runs one placement, so a verdict covers where the code happens to sit
-(Mytkowicz et al., ASPLOS 2009: placement alone moves results by a few percent).
+A kernel's artifact also comes in *placements*: the same harness.o and kernel.o linked
+again under a linker script of its own (layout_script), drawn at random: every function
+of both objects (each in its own section, -ffunction-sections) in a random order, each
+behind a random gap, the first behind a random offset within a page; the read-only,
+writable and zeroed data behind random pads at cache-line steps.  The code's bytes stay
+those of the one compiled kernel.o (only relocated fields differ: placement.py checks).
+Placement i of an artifact is drawn from its input hash and i, linked when first asked
+for (place) and kept beside it, so the rounds of a comparison each run a placement of
+their own however many rounds its looks reach (Mytkowicz et al., ASPLOS 2009: where code
+and data sit moves results by a few percent, so a verdict must average over it).
 """
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from elftools.elf.elffile import ELFFile
+
 from cpulab import paths
 from cpulab.model import Status
 from cpulab.machine.toolchains import compiler_version
@@ -34,13 +40,18 @@ from cpulab.workloads import KERNEL_DIR, Workload
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "profile.h"]
 HARNESS_CFLAGS = ("-O2", "-std=gnu11")
+# Every function in a section of its own, so that a placement can order them: the same
+# instructions (a call between two functions of one file gets a relocation instead of a
+# resolved offset, of the same length).
+SECTION_FLAGS = ("-ffunction-sections",)
 BUILD_TIMEOUT_S = 300
-# Placements per kernel artifact; a process draws one, without replacement over the
-# first PLACEMENTS rounds (runner), so that many rounds see independent placements.
-PLACEMENTS = 16
-# Pads are multiples of this (the compilers' function alignment), below one page: each
-# shift keeps the code's own alignment and moves it within lines and pages.
-PAD_STEP, PAD_LIMIT = 16, 4096
+# Placements linked with the build (both CPUs compile then); later rounds link theirs
+# when they first run one (a link: 16 ms dynamic, 36 ms static).
+PRELINKED = 16
+# Code moves by multiples of CODE_STEP (the compilers' function alignment: a function
+# keeps its own, and a larger one it asks for), data by cache lines, within a page.
+CODE_STEP, DATA_STEP, PAGE = 16, 64, 4096
+GAP_LIMIT = 256  # the gap before each further function: up to four lines
 
 
 class BuildError(Exception):
@@ -55,27 +66,83 @@ class Artifact:
     size_bytes: int
     compiler_version: str
     commands: tuple[tuple[str, ...], ...]  # the exact command lines, in order
-    placements: tuple[int, ...] = ()  # the pad bytes before kernel.o in each placement's link
+    placeable: bool = False  # placements can be linked (module docstring): not LTO, objects kept
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Artifact":
-        """An artifact as stored or sent (lists for tuples; placements absent in older stores)."""
-        return cls(**{**d, "commands": tuple(tuple(c) for c in d["commands"]),
-                      "placements": tuple(d.get("placements") or ())})
+        """An artifact as stored or sent (lists for tuples).  Stores before placements
+        were drawn per round kept a list of pads instead: placeable all the same."""
+        d = {**d, "commands": tuple(tuple(c) for c in d["commands"])}
+        d["placeable"] = bool(d.get("placeable") or d.pop("placements", None))
+        d.pop("placements", None)
+        return cls(**d)
 
     def placement_path(self, i: int) -> str:
-        """The executable of placement i (the same code behind placements[i] bytes of pad)."""
-        return f"{self.path}.p{i}"
+        """The executable of placement i (linked by `place`)."""
+        return f"{self.path}.layout{i}"
+
+    def placement_command(self, i: int) -> list[str]:
+        """The link of placement i: the build's own link, under placement i's script."""
+        link = list(self.commands[2])
+        out = link.index("-o") + 1
+        link[out] = self.placement_path(i)
+        return link + [f"-Wl,-T,{self.placement_path(i)}.ld"]
 
 
-def placement_pads(key: str, count: int) -> tuple[int, ...]:
-    """Pad sizes drawn at random, seeded by the artifact's input hash (a rebuild places
-    alike): independent of the pads of any other build."""
-    rng = random.Random(key)
-    return tuple(rng.randrange(0, PAD_LIMIT, PAD_STEP) for _ in range(count))
+def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
+    """Placement i's linker script (GNU ld, INSERTed into the default one): the code
+    sections of each object (name -> its sections) in a random order, each behind a
+    random gap (the first anywhere in a page), and the objects' read-only, writable and
+    zeroed data each behind a random pad.  Drawn from the artifact's input hash and i: a
+    rebuild places alike, any other build independently."""
+    rng = random.Random(f"{key}:{i}")
+    code = [(obj, name) for obj, names in sorted(sections.items()) for name in names]
+    rng.shuffle(code)
+    lines = []
+    for n, (obj, name) in enumerate(code):
+        lines.append(f"    . += {rng.randrange(0, PAGE if n == 0 else GAP_LIMIT, CODE_STEP)};")
+        lines.append(f"    *{obj}({name})")
+    objs = sorted(sections)
+
+    def data(out: str, patterns: str, where: str) -> str:
+        inputs = " ".join(f"*{obj}({patterns})" for obj in objs)
+        return (f"SECTIONS {{ {out} : {{ . += {rng.randrange(0, PAGE, DATA_STEP)}; {inputs} }} }}"
+                f" INSERT {where};\n")
+    rest = " ".join(f"*{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
+    return ("SECTIONS\n{\n  .text.placed :\n  {\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
+            + data(".rodata.placed", ".rodata .rodata.*", "AFTER .rodata")
+            + data(".data.placed", ".data .data.*", "AFTER .data")
+            + data(".bss.placed", ".bss .bss.* COMMON", "AFTER .bss"))
+
+
+def code_sections(obj: Path) -> list[str]:
+    """The names of an object's non-empty code sections, in file order."""
+    with open(obj, "rb") as f:
+        return [s.name for s in ELFFile(f).iter_sections()
+                if s["sh_flags"] & 0x4 and s["sh_type"] == "SHT_PROGBITS" and s["sh_size"]]  # SHF_EXECINSTR
+
+
+def place(art: Artifact, i: int) -> str:
+    """The executable of the artifact's placement i, linked now if it is not yet: its
+    script written and its link run beside the artifact (atomic: a concurrent linker of
+    the same placement writes the same bytes)."""
+    exe = Path(art.placement_path(i))
+    if exe.exists():
+        return str(exe)
+    folder = exe.parent
+    sections = {o: code_sections(folder / o) for o in ("harness.o", "kernel.o")}
+    script = Path(f"{exe}.ld")
+    tmp = f".{os.getpid()}.{threading.get_ident()}"
+    Path(f"{script}{tmp}").write_text(layout_script(art.hash, i, sections))
+    os.replace(f"{script}{tmp}", script)
+    cmd = art.placement_command(i)
+    cmd[cmd.index("-o") + 1] = f"{exe}{tmp}"
+    _run_step(cmd)
+    os.replace(f"{exe}{tmp}", exe)
+    return str(exe)
 
 
 def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], version: str) -> str:
@@ -89,35 +156,18 @@ def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], ve
 
 
 def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path,
-              include_dirs: tuple[Path, ...] = (), pads: tuple[int, ...] = ()) -> list[list[str]]:
-    """Compile the harness and the kernel once, link them, then each placement: a pad
-    object (written by _write_pads) linked between them."""
+              include_dirs: tuple[Path, ...] = (), sections: bool = False) -> list[list[str]]:
+    """Compile the harness and the kernel once (each function in its own section where
+    the artifact is to be placed), then link them."""
     cc, abi = variant.compiler, list(variant.abi_flags)
     inc = [a for d in (NATIVE_DIR, kernel.parent, *include_dirs) for a in ("-I", str(d))]
     harness_o, kernel_o = out.parent / "harness.o", out.parent / "kernel.o"
-
-    def link(*objs: Path, exe: Path) -> list[str]:
-        return [cc, *abi, *map(str, objs), "-o", str(exe), *variant.ldflags, *libs, "-lm"]
-
-    cmds = [
-        [cc, *HARNESS_CFLAGS, *abi, *inc, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
-        [cc, *variant.cflags, *abi, *inc, "-c", str(kernel), "-o", str(kernel_o)],
-        link(harness_o, kernel_o, exe=out),
+    placed = list(SECTION_FLAGS) if sections else []
+    return [
+        [cc, *HARNESS_CFLAGS, *placed, *abi, *inc, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
+        [cc, *variant.cflags, *placed, *abi, *inc, "-c", str(kernel), "-o", str(kernel_o)],
+        [cc, *abi, str(harness_o), str(kernel_o), "-o", str(out), *variant.ldflags, *libs, "-lm"],
     ]
-    for i in range(len(pads)):
-        pad_s, pad_o = out.parent / f"pad{i}.s", out.parent / f"pad{i}.o"
-        cmds += [[cc, *abi, "-c", str(pad_s), "-o", str(pad_o)],
-                 link(harness_o, pad_o, kernel_o, exe=Path(f"{out}.p{i}"))]
-    return cmds
-
-
-def _write_pads(work: Path, pads: tuple[int, ...]) -> None:
-    """pad{i}.s: nothing but `pad` bytes of .text (the linker lays input sections out in
-    command-line order, so these come between the harness's code and the kernel's), and
-    the note that keeps the stack non-executable.  Assembler source: the compiler driver
-    runs only the assembler on it (5 ms, where C took 13)."""
-    for i, pad in enumerate(pads):
-        (work / f"pad{i}.s").write_text(f'.text\n.skip {pad}\n.section .note.GNU-stack,"",%progbits\n')
 
 
 def _run_step(cmd: list[str]) -> None:
@@ -155,18 +205,19 @@ def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path, v
 
 def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = (),
                      extra_sources: tuple[Path, ...] = (), include_dirs: tuple[Path, ...] = (),
-                     cache_dir: Path | None = None, placements: int = 0) -> Artifact:
+                     cache_dir: Path | None = None, placeable: bool = False) -> Artifact:
     """Build harness + one kernel file under a variant, or return the cached artifact.
 
     extra_sources are files the kernel includes: they only enter the hash.
     include_dirs are searched for them besides the harness's and the kernel's own.
-    placements: how many placements to link beside the executable (module docstring).
+    placeable: compiled for placements, the first PRELINKED of them linked with it
+    (module docstring).
     """
     kernel = Path(kernel)
     version = compiler_version(variant.compiler)  # a subprocess: asked once per build
     key = _input_hash([kernel, *extra_sources], variant, tuple(libs), version)
-    if placements:
-        key = hashlib.sha256(f"{key}:placements={placements}".encode()).hexdigest()
+    if placeable:
+        key = hashlib.sha256(f"{key}:placeable={SECTION_FLAGS}".encode()).hexdigest()
     root = Path(cache_dir or paths.artifact_dir())
     final = root / key[:24]
     meta = final / "artifact.json"
@@ -176,29 +227,26 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
         exe = work / kernel.stem
-        pads = placement_pads(key, placements)
-        _write_pads(work, pads)
-        cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs), pads)
+        cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs), placeable)
         _compile_once(cmds[0], HARNESS_SOURCES, work, root, version)
         _compile_once(cmds[1], HARNESS_SOURCES + [kernel, *extra_sources], work, root, version)
         _run_step(cmds[2])
-        # The placements' pads and links depend only on the objects: two at a time (both
-        # CPUs: builds run before anything is measured).
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(lambda pad_and_link: [_run_step(c) for c in pad_and_link], zip(cmds[3::2], cmds[4::2])))
         data = exe.read_bytes()
         # Paths inside the commands name the final place, not the temporary one.
         final_cmds = tuple(tuple(a.replace(str(work), str(final)) for a in c) for c in cmds)
         art = Artifact(path=str(final / kernel.stem), hash=key, code_hash=hashlib.sha256(data).hexdigest(),
-                       size_bytes=len(data), compiler_version=version,
-                       commands=final_cmds, placements=pads)
+                       size_bytes=len(data), compiler_version=version, commands=final_cmds, placeable=placeable)
         (work / "artifact.json").write_text(json.dumps(art.as_dict(), indent=1))
         try:
             os.rename(work, final)  # atomic: a concurrent builder either wins or loses whole
         except OSError:
             if not meta.exists():
                 raise
-        return Artifact.from_dict(json.loads(meta.read_text()))  # ours, or a concurrent builder's
+        art = Artifact.from_dict(json.loads(meta.read_text()))  # ours, or a concurrent builder's
+        if placeable:  # the first look's placements, two at a time (nothing is measured yet)
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(lambda i: place(art, i), range(PRELINKED)))
+        return art
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -206,14 +254,14 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
 def build_artifact(workload: Workload, variant: Variant, cache_dir: Path | None = None) -> Artifact:
     return build_executable(workload.source, variant, libs=workload.libs,
                             extra_sources=tuple(KERNEL_DIR / s for s in workload.extra_sources),
-                            cache_dir=cache_dir, placements=placements_for(variant))
+                            cache_dir=cache_dir, placeable=can_place(variant))
 
 
-def placements_for(variant: Variant) -> int:
-    """PLACEMENTS, or none for a link-time-optimised build: its code is generated at each
-    link (1.5 s for rc5-72), so placements would not be the same code; its comparisons
-    keep the policy's effect floor."""
-    return 0 if any(f.startswith("-flto") for f in (*variant.cflags, *variant.ldflags)) else PLACEMENTS
+def can_place(variant: Variant) -> bool:
+    """Whether a variant's builds get placements: not a link-time-optimised one, whose
+    code is generated at each link (1.5 s for rc5-72), so that its placements would not
+    be the same code; its comparisons keep the policy's effect floor."""
+    return not any(f.startswith("-flto") for f in (*variant.cflags, *variant.ldflags))
 
 
 def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str = "gcc",

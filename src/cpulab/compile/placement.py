@@ -1,5 +1,5 @@
 """What the placements of an artifact are: where its code sits, and proof that the code
-itself is the same in each (artifacts.py links the one kernel.o behind pads of random size).
+itself is the same in each (artifacts.py links the one kernel.o under random layouts).
 
 A function's bytes in a placement are compared with its bytes in kernel.o outside the
 fields the linker fills in (relocations: call targets, RIP-relative addresses), which
@@ -14,6 +14,8 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
+from cpulab.compile.artifacts import Artifact, place
+
 PAGE = 4096
 # x86-64 relocation types that fill 8 bytes (R_X86_64_64, _PC64, _GOTOFF64, _GOTPC64);
 # every other type used in code fills 4.  GOTPCRELX and REX_GOTPCRELX let the linker
@@ -25,9 +27,11 @@ _RELAXABLE = {41, 42}
 @dataclass(frozen=True)
 class Placements:
     """One artifact's placements: the timed function's address modulo a page in each,
-    and the kernel.o functions whose linked bytes differ from the object's in any of them
-    (outside relocated fields; empty when the code is the same everywhere)."""
+    the order of kernel.o's functions in each (names by address), and the kernel.o
+    functions whose linked bytes differ from the object's in any of them (outside
+    relocated fields; empty when the code is the same everywhere)."""
     offsets: tuple[int, ...]
+    orders: tuple[tuple[str, ...], ...]
     functions: int
     differing: tuple[str, ...]
 
@@ -56,9 +60,10 @@ def _object_functions(obj: Path) -> dict[str, tuple[bytes, bytes]] | None:
         return out
 
 
-def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tuple[int, set[str]]:
-    """k_run's address modulo a page in a linked executable, and the names of the
-    functions whose linked bytes equal the object's outside the relocated fields."""
+def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tuple[int, tuple[str, ...], set[str]]:
+    """k_run's address modulo a page in a linked executable, the object's functions in
+    address order, and the names of the functions whose linked bytes equal the object's
+    outside the relocated fields."""
     with open(exe, "rb") as f:
         elf = ELFFile(f)
         segments = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
@@ -68,28 +73,30 @@ def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tup
             f.seek(seg["p_offset"] + addr - seg["p_vaddr"])
             return f.read(size)
 
-        offset, same = -1, set()
+        offset, same, at = -1, set(), {}
         for sym in elf.get_section_by_name(".symtab").iter_symbols():
             if sym.name == "k_run":
                 offset = sym["st_value"] % PAGE
             want = functions.get(sym.name)
+            if want and sym["st_info"]["type"] == "STT_FUNC":
+                at[sym.name] = sym["st_value"]
             if want and sym["st_info"]["type"] == "STT_FUNC" and sym["st_size"] == len(want[0]):
                 got = read(sym["st_value"], sym["st_size"])
                 if all(g == w for g, w, m in zip(got, *want) if not m):
                     same.add(sym.name)
-        return offset, same
+        return offset, tuple(sorted(at, key=at.get)), same
 
 
-def inspect(path: str, placements: int) -> Placements | None:
-    """The placements of the artifact at `path` (kernel.o beside it), or None when its
-    objects are not x86-64."""
-    exe = Path(path)
-    objects = _object_functions(exe.parent / "kernel.o")
+def inspect(art: Artifact, placements: int) -> Placements | None:
+    """The first `placements` placements of an artifact (linked if they are not yet), or
+    None when its objects are not x86-64."""
+    objects = _object_functions(Path(art.path).parent / "kernel.o")
     if objects is None:
         return None
-    offsets, differing = [], set()
+    offsets, orders, differing = [], [], set()
     for i in range(placements):
-        offset, same = _linked_matches(Path(f"{exe}.p{i}"), objects)
+        offset, order, same = _linked_matches(Path(place(art, i)), objects)
         offsets.append(offset)
+        orders.append(order)
         differing |= set(objects) - same
-    return Placements(tuple(offsets), len(objects), tuple(sorted(differing)))
+    return Placements(tuple(offsets), tuple(orders), len(objects), tuple(sorted(differing)))

@@ -107,10 +107,7 @@ static void op_triad(double *restrict a, const double *restrict b, const double 
 
 static double *alloc(size_t n)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(double)) != 0)
-        return NULL;
-    return p;
+    return k_alloc((n ? n : 1) * sizeof(double));
 }
 
 /* Initial contents: small integers, exact in a double and in any sum of them. */

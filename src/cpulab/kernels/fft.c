@@ -103,8 +103,8 @@ int k_verify(void *ctx)
             k_note("bin1_re", c->prec == FP_FLOAT ? ((float *)r)[1] : ((double *)r)[1]);
             k_note("bin1_im", c->prec == FP_FLOAT ? ((float *)i)[1] : ((double *)i)[1]);
         }
-        free(r);
-        free(i);
+        fp_free(r);
+        fp_free(i);
     }
     return bad;
 }

@@ -101,8 +101,8 @@ static void fill_input(struct ctx *c)
                 x[i][1] = im[i];
             }
         }
-        free(re);
-        free(im);
+        fp_free(re);
+        fp_free(im);
     } else {
         double *re = fp_alloc(n * sizeof *re), *im = fp_alloc(n * sizeof *im);
         fftw_complex *x = c->x;
@@ -113,8 +113,8 @@ static void fill_input(struct ctx *c)
                 x[i][1] = im[i];
             }
         }
-        free(re);
-        free(im);
+        fp_free(re);
+        fp_free(im);
     }
 }
 

@@ -86,13 +86,18 @@ static inline uint64_t fp_bits_f(float x)
 }
 
 /* 64-byte aligned, zeroed allocation (cache lines and any vector width). */
+/* Zeroed, at a random cache line of its page (k_alloc); freed with fp_free. */
 static inline void *fp_alloc(size_t bytes)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
-        return NULL;
-    memset(p, 0, bytes);
+    void *p = k_alloc(bytes);
+    if (p)
+        memset(p, 0, bytes);
     return p;
+}
+
+static inline void fp_free(void *p)
+{
+    k_free(p);
 }
 
 #endif

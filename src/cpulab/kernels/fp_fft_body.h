@@ -20,9 +20,9 @@ struct FN(fft_plan) {
 
 FP_FFT_API void FN(fft_plan_free)(struct FN(fft_plan) *p)
 {
-    free(p->swp);
-    free(p->wr);
-    free(p->wi);
+    fp_free(p->swp);
+    fp_free(p->wr);
+    fp_free(p->wi);
     p->swp = NULL;
     p->wr = p->wi = NULL;
 }
@@ -308,9 +308,9 @@ static int FN(fft_verify)(FN(fft_xform) f, void *arg, size_t n, const char *prec
     bad = 0;
 out:
     fp_roots_free(&w);
-    free(xr);
-    free(xi);
-    free(re);
-    free(im);
+    fp_free(xr);
+    fp_free(xi);
+    fp_free(re);
+    fp_free(im);
     return bad;
 }

@@ -247,9 +247,14 @@ class LocalExecutor:
             self.waited_s += waited
             yield
 
+    def _layout_env(self, pad: int) -> dict[str, str]:
+        """What moves a process's stack (the pad) and its kernel's heap buffers (harness.c
+        k_alloc) where its executable does not say: drawn anew for each process."""
+        return {"CPULAB_LAYOUT_PAD": "x" * pad, "CPULAB_HEAP_SEED": str(self.rng.randrange(2 ** 63))}
+
     def execute(self, job: Job) -> Outcome:
         pad = self.rng.randrange(MAX_LAYOUT_PAD)
-        env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
+        env = {**BASE_ENV, **job.env, **self._layout_env(pad)}
         argv = job.argv()
         try:
             with self._holding_cpu():
@@ -294,7 +299,7 @@ class LocalExecutor:
         members: list[_Member] = []
         try:
             for job, pad in zip(jobs, pads):
-                env = {**BASE_ENV, **job.env, "CPULAB_LAYOUT_PAD": "x" * pad}
+                env = {**BASE_ENV, **job.env, **self._layout_env(pad)}
                 try:
                     members.append(_Member.spawn(job.argv(), env, self.cpu))
                     self.live.add(members[-1].pid)

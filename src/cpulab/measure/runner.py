@@ -9,6 +9,7 @@ machine (LocalSite) or a dask worker (cluster.MachineSite).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import threading
@@ -17,6 +18,7 @@ from collections import defaultdict
 from typing import Callable, Sequence
 
 from cpulab import stats, workloads
+from cpulab.compile.artifacts import BuildError, place
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import built_here
 from cpulab.machine import toolchains
@@ -57,6 +59,9 @@ class LocalSite:
 
     def build(self, w, v):
         return build_variant(w, v)
+
+    def place(self, art, i):
+        return place(art, i)
 
     def build_program(self, p, v):
         return built_here(p, v)
@@ -237,16 +242,16 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     after them; the others then run alone.  Returns the experiments that ran in lanes
     (none: nothing did, `beside` neither)."""
     prepared: dict[int, dict[str, str]] = {}
-    for t in targets:  # each target's processes draw its placements without replacement
-        if t.artifact and t.artifact.placements:
-            t.placement_order = tuple(rng.sample(range(len(t.artifact.placements)), len(t.artifact.placements)))
     points = _points([t for t in targets if t.live])
 
     def rounds(exps: set[str], executor: Executor, store: Store, rng: random.Random, progress: Progress,
                stop: threading.Event | None = None) -> None:
         def run_round(k: tuple, order: list[Target]) -> float:
             t0, waited0 = time.perf_counter(), getattr(executor, "waited_s", 0.0)
-            jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared, tsc_hz))]
+            # A placement not linked yet is linked on this lane's CPU, which is idle until
+            # the round starts (the other may be measuring)
+            with on_cpu(executor.cpu) if isinstance(executor, LocalExecutor) else contextlib.nullcontext():
+                jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared, tsc_hz))]
             orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
             if plan.method == "turns" and len(jobs) > 1:
                 for _, job in jobs:
@@ -323,7 +328,15 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
             progress.advance(f"{t.workload} {t.variant}: setup-failed")
             return None
     v = plan.variant(t.variant)
-    return HarnessJob(t.executable(), prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
+    p = t.placement()
+    try:
+        exe = t.artifact.path if p is None else site.place(t.artifact, p)
+    except BuildError as e:  # this build's placements cannot be linked: it fails alone
+        t.live = False
+        store.set_status(t.result_id, Status.BUILD_FAILED, f"linking placement {p}: {e}")
+        progress.advance(f"{t.workload} {t.variant}: build-failed")
+        return None
+    return HarnessJob(exe, prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
                       plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
                       tsc_hz=None if t.emulator else tsc_hz, reps=t.reps, verified=t.reps is not None,
                       # an io-bound call streams a file through the page cache: the other

@@ -38,18 +38,14 @@ class Target:
     live: bool = True
     emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
     done: int = 0  # processes measured so far: the next process's number (its round)
-    placement_order: tuple[int, ...] = ()  # the placements its processes run, in turn (_measure)
     # Set by its first process that succeeds in this session: later ones take its
     # repetitions per sample and skip the known-answer test it passed (_job).
     reps: int | None = None
 
     def placement(self) -> int | None:
-        """The placement the next process runs (None: the artifact has none)."""
-        return self.placement_order[self.done % len(self.placement_order)] if self.placement_order else None
-
-    def executable(self) -> str:
-        p = self.placement()
-        return self.artifact.path if p is None else self.artifact.placement_path(p)
+        """The placement the next process runs: one of its own for each round, so that no
+        two rounds of a comparison share one (None: the artifact has none)."""
+        return self.done if self.artifact.placeable else None
 
 
 def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:

@@ -27,6 +27,13 @@ double      k_param_num(const char *key, double dflt);
 void k_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Like k_fail, but the variant is "skipped" (e.g. the CPU lacks an instruction set). */
 void k_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Memory for a kernel's buffers: 64-byte aligned, at a cache line of its first page drawn
+ * at random in each process (where buffers sit against each other within a page, for 4K
+ * aliasing and cache sets, is part of the layout a verdict averages over, as the code's
+ * placement is); one page more than asked.  Free it with k_free, not free. */
+void *k_alloc(size_t bytes);
+void  k_free(void *p);
+
 /* Attach a number to the result, e.g. k_note("working_set_bytes", 3 * n * 8). */
 void k_note(const char *key, double value);
 

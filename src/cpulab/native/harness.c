@@ -161,6 +161,29 @@ void k_skip(const char *fmt, ...)
     fail_is_skip = 1;
 }
 
+/* k_alloc's draws (cpulab.h): seeded per process by the executor's CPULAB_HEAP_SEED, or
+ * by the clock where it is not set (a process run by hand). */
+static uint64_t heap_draws;
+
+void *k_alloc(size_t bytes)
+{
+    void *base = NULL;
+    if (posix_memalign(&base, 4096, bytes + 4096) != 0)
+        return NULL;
+    heap_draws = heap_draws * 6364136223846793005ull + 1442695040888963407ull; /* an LCG step */
+    /* Lines 1..64 of the block: every offset within a page, with room before the block
+     * for the pointer k_free needs. */
+    char *p = (char *)base + 64 * (1 + (heap_draws >> 33) % 64);
+    ((void **)p)[-1] = base;
+    return p;
+}
+
+void k_free(void *p)
+{
+    if (p)
+        free(((void **)p)[-1]);
+}
+
 void k_note(const char *key, double value)
 {
     for (int i = 0; i < n_notes; i++)
@@ -836,6 +859,8 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    const char *heap_seed = getenv("CPULAB_HEAP_SEED");
+    heap_draws = heap_seed ? strtoull(heap_seed, NULL, 10) : now_ns();
     void *ctx = k_setup();
     if (param_error[0])
         return report_status("setup-failed", param_error, 3);

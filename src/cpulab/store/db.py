@@ -153,6 +153,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (result_id, estimator)
     );
     """,
+    # 9: an artifact's placements are drawn per round from its hash (compile/artifacts.py),
+    # no longer a list of pads: whether it has them
+    """
+    ALTER TABLE artifacts ADD COLUMN placeable INTEGER NOT NULL DEFAULT 0;
+    UPDATE artifacts SET placeable = 1 WHERE placements != '[]';
+    """,
 ]
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them).
@@ -164,9 +170,10 @@ PLACED = ("placement", "code_offset", "start_ns", "turn", "follows")
 
 def _insert_artifact(c: sqlite3.Connection, art: dict) -> None:
     c.execute("INSERT OR IGNORE INTO artifacts (hash, code_hash, path, size_bytes, compiler_version, commands,"
-              " placements) VALUES (?, ?, ?, ?, ?, ?, ?)",
+              " placements, placeable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
               (art["hash"], art["code_hash"], art["path"], art["size_bytes"], art["compiler_version"],
-               json.dumps(art["commands"]), json.dumps(list(art.get("placements") or ()))))
+               json.dumps(art["commands"]), json.dumps(list(art.get("placements") or ())),
+               int(bool(art.get("placeable") or art.get("placements")))))
 
 
 def _result_row(r: sqlite3.Row) -> dict:
@@ -552,6 +559,7 @@ class Store:
         d = dict(r)
         d["commands"] = json.loads(d["commands"])
         d["placements"] = json.loads(d["placements"])
+        d["placeable"] = bool(d["placeable"])
         return d
 
     def analyses(self, run_id: int, kind: str | None = None) -> list[dict]:

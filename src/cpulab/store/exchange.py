@@ -102,7 +102,8 @@ class ArtifactRecord(_Strict):
     size_bytes: Annotated[int, Field(ge=0)]
     compiler_version: Text | None
     commands: list[list[Text]]
-    placements: list[Annotated[int, Field(ge=0)]] = []
+    placements: list[Annotated[int, Field(ge=0)]] = []  # pads of the 16 placements of older versions
+    placeable: bool = False
 
 
 class AnalysisRecord(_Strict):

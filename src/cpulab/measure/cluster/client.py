@@ -16,7 +16,7 @@ from distributed import Client, KilledWorker, Security
 from distributed.client import FutureCancelledError
 
 from cpulab import machine
-from cpulab.compile.artifacts import Built
+from cpulab.compile.artifacts import Built, place
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import ProgramBuild, packed_source, source_hash
 from cpulab.measure import runner as run
@@ -93,6 +93,9 @@ class MachineSite:
             return Built.from_dict(self._call(_on_worker_build, w.name, source_digest(w), v))
         except MachineGone as e:
             return Built(Status.LOST, str(e))
+
+    def place(self, art, i):
+        return self._call(place, art, i)  # linked where the artifact is
 
     def build_program(self, p, v):
         source = Path(p.source_for(v.name))
