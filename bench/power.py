@@ -19,9 +19,17 @@ only names a point (every point does the same work):
   is a detection; the interval should cover the true ratio at its stated confidence.
 * the -falign-functions=64 twin against 32 (the old A/A row), 10 points: is its
   difference placement or code?
+* layout twins (`--layout` experiments of 10 points, on the SHA-256 kernel): O2 against
+  -falign-functions=64, -ffunction-sections -fdata-sections and -fno-toplevel-reorder,
+  builds that differ only in where code and data sit: any faster/slower is false.
+* long A/A experiments (`--long` of them, 10 points each, half each kernel) that run
+  48 rounds whatever the looks say, as the third look reaches: a placement run again
+  in a later round would show here first.  They count among the A/A rows.
 
-Usage: python bench/power.py [--aa 40] [--injected 12] [--json] [--keep DB] [--from DB]
-       [--cotenant CPU]
+Coverage is also given by the rounds each comparison ran (8, 16, 32, 48 ...).
+
+Usage: python bench/power.py [--aa 40] [--injected 12] [--layout 1] [--long 2] [--json]
+       [--keep DB] [--from DB] [--cotenant CPU]
 """
 from __future__ import annotations
 
@@ -51,6 +59,10 @@ HERE = Path(__file__).resolve().parent
 KERNELS = ("inflated", "chase")
 LEVELS = (("1", "1.5"), ("2", "3"))  # injected percentages, two per group with their honest baseline
 AA_POINTS, INJECTED_POINTS = 10, 2
+LONG_ROUNDS = 48  # the third look of a one-comparison family (16, 32, 48 from 12)
+# Builds that differ from plain O2 only in where code and data sit.
+LAYOUT_TWINS = {"align64": ("-falign-functions=64",), "sections": ("-ffunction-sections", "-fdata-sections"),
+                "source-order": ("-fno-toplevel-reorder",)}
 
 
 def register_kernels() -> None:
@@ -69,15 +81,21 @@ def points(n: int) -> list[str]:
     return [str(i) for i in range(n)]
 
 
-def make_plan(aa: int, injected: int) -> plans.Plan:
+def make_plan(aa: int, injected: int, layout: int = 0, long: int = 0) -> plans.Plan:
     variants: dict[str, Variant] = {}
     exps = []
-    for i in range(aa):
-        wl = KERNELS[i % 2]
-        a, b = (Variant(f"aa{i}{s}", cflags=("-O2", f"-DCPULAB_TWIN={i}{s}")) for s in "ab")
+    for i in range(aa + long):
+        wl, name = KERNELS[i % 2], f"aa{i}" if i < aa else f"aalong{i - aa}"
+        a, b = (Variant(f"{name}{s}", cflags=("-O2", f"-DCPULAB_TWIN={name}{s}")) for s in "ab")
         variants |= {a.name: a, b.name: b}
-        exps.append(plans.Experiment(f"aa{i}", [wl], [a.name, b.name], a.name,
-                                     params={wl: {"point": points(AA_POINTS)}}))
+        exps.append(plans.Experiment(name, [wl], [a.name, b.name], a.name, params={wl: {"point": points(AA_POINTS)}},
+                                     processes=LONG_ROUNDS if i >= aa else None))
+    for i in range(layout):
+        group = [Variant(f"lt{i}-O2", cflags=("-O2", f"-DCPULAB_TWIN=lt{i}"))]
+        group += [Variant(f"lt{i}-{n}", cflags=(*group[0].cflags, *flags)) for n, flags in LAYOUT_TWINS.items()]
+        variants |= {v.name: v for v in group}
+        exps.append(plans.Experiment(f"layout{i}", ["inflated"], [v.name for v in group], group[0].name,
+                                     params={"inflated": {"point": points(AA_POINTS)}}))
     for wl in KERNELS:
         for i in range(injected):
             for levels in LEVELS:
@@ -120,6 +138,11 @@ def tally(comps: list[dict], results: list) -> dict:
     inj = [c for c in comps if injected_pct(c["variant"])]
     levels = sorted({injected_pct(c["variant"]) for c in inj}, key=float)
     align = [c for c in comps if c["experiment"] == "align"]
+    layout = [c for c in comps if c["experiment"].startswith("layout")]
+    by_rounds = defaultdict(list)
+    for c in inj:
+        by_rounds[c["rounds"]].append(c["ci"] is not None and c["ci"][0] <= 100 / (100 + float(injected_pct(c["variant"])))
+                                      <= c["ci"][1])
     bands = defaultdict(list)
     for r in results:
         if r.placement_band:
@@ -141,6 +164,10 @@ def tally(comps: list[dict], results: list) -> dict:
                          for pct in levels},
         "coverage": rate(sum(c["ci"] is not None and c["ci"][0] <= 100 / (100 + float(injected_pct(c["variant"])))
                              <= c["ci"][1] for c in inj), len(inj)),
+        "coverage_by_rounds": {n: rate(sum(hits), len(hits)) for n, hits in sorted(by_rounds.items())},
+        "layout_twins_false_rate": rate(sum(c["verdict"] in called for c in layout), len(layout)),
+        "layout_twins_verdicts": {v: sum(c["verdict"] == v for c in layout) for v in sorted({c["verdict"] for c in layout})},
+        "held_for_carryover": sum(bool(c.get("held")) for c in comps),
         "align64_vs_32": {"verdicts": {v: sum(c["verdict"] == v for c in align) for v in {c["verdict"] for c in align}},
                           "ratio_median": median([c["ratio"] for c in align])},
         "placement_band_median": {wl: median(b) for wl, b in bands.items()},
@@ -155,6 +182,9 @@ def main() -> None:
     ap.add_argument("--aa", type=int, default=40, help=f"A/A experiments of {AA_POINTS} points (default 40)")
     ap.add_argument("--injected", type=int, default=12,
                     help=f"injected experiments per kernel and level pair, {INJECTED_POINTS} points each (default 12)")
+    ap.add_argument("--layout", type=int, default=1, help=f"layout-twin experiments of {AA_POINTS} points (default 1)")
+    ap.add_argument("--long", type=int, default=2,
+                    help=f"A/A experiments of {AA_POINTS} points run {LONG_ROUNDS} rounds (default 2)")
     ap.add_argument("--cotenant", type=int, default=None, metavar="CPU",
                     help="a busy loop on this CPU, on and off at random 0.05-5 s (bench/cotenant.py)")
     ap.add_argument("--keep", help="store path to keep (default: a temporary one)")
@@ -162,7 +192,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     register_kernels()
-    plan = make_plan(a.aa, a.injected)
+    plan = make_plan(a.aa, a.injected, a.layout, a.long)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         store = Store(a.from_db or a.keep or Path(d) / "power.sqlite")

@@ -95,6 +95,8 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "observations": rates,
         "turn_rates": stats.per_cycle(samples, rate),
         "carryover_ratios": carryover_ratios(r, samples),
+        "cycle_observations": stats.per_process(
+            samples, lambda s: s["work"] / s["cycles"] if s["timer"] == "wait4" and s["cycles"] else None),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
     # imported tool's samples may carry no user/sys time (None: left out)
@@ -186,6 +188,7 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
         floors = [0.0 if min(b.placements, m.placements) > 1 else policy.min_effect for _, b, m in fam]
         for (row, b, m), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests, floors)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
+            row.basis = _basis(b, m)
             row.method, row.rounds = t.method, t.n
             if policy.method == "turns":
                 row.carryover = comparison_carryover(b, m, policy.confidence)
@@ -237,12 +240,23 @@ def witness_words(verdict: str, instruction_ratio: float) -> str:
     return ""
 
 
+def _basis(base: Result, var: Result) -> str:
+    """What two results are compared in: core cycles where both are whole processes
+    with the cycles of every process (a CPU-bound command's cycles do not move with the
+    clock the host sets for it: seconds do), else time."""
+    if all(r.cycle_observations and r.cycle_observations.keys() >= r.observations.keys() for r in (base, var)):
+        return "core cycles"
+    return "time"
+
+
 def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
     """The policy's test of two results.  turns reads every used sample by round and
     cycle; for processes of a round that ran back to back (programs: one sample each)
-    it is the paired test by round."""
+    it is the paired test by round, in core cycles where _basis says so."""
     if policy.method == "turns":
         return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns")
+    if _basis(base, var) == "core cycles":
+        return stats.compare_pair(base.cycle_observations, var.cycle_observations, policy.confidence, policy.method)
     return stats.compare_pair(base.observations, var.observations, policy.confidence, policy.method)
 
 

@@ -109,6 +109,10 @@ class Result:
     # Per process that ran in turns: its rate right after another member over its rate
     # right after itself (estimates.carryover_ratios); not part of the document.
     carryover_ratios: list[float] = field(default_factory=list, repr=False)
+    # Whole processes (programs, cpulab time): work per core cycle of each process whose
+    # cycles were counted or read from the TSC at the core clock around it; not part of
+    # the document.
+    cycle_observations: dict[int, float] = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> tuple:
@@ -121,7 +125,7 @@ class Result:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        del d["observations"], d["turn_rates"], d["carryover_ratios"]
+        del d["observations"], d["turn_rates"], d["carryover_ratios"], d["cycle_observations"]
         return d
 
     @classmethod
@@ -157,6 +161,9 @@ class Comparison:
     # says why a faster/slower was held back as unclear (estimates.hold_for_carryover).
     carryover: dict | None = None
     held: str = ""
+    # What the ratio is of: "time", or "core cycles" for whole processes whose every
+    # process has them (the host moves the core clock between processes; estimates._test)
+    basis: str = "time"
 
     @property
     def point(self) -> tuple:

@@ -23,12 +23,15 @@ from cpulab.report.terminal import print_summary
 
 @click.command("time")
 @click.argument("commands", nargs=-1, required=True)
-@click.option("-r", "--processes", "--runs", "runs", type=click.IntRange(1, 100000), default=10, show_default=True,
-              help="Timed processes per command, in interleaved random rounds (--runs as in hyperfine).")
+@click.option("-r", "--processes", "--runs", "runs", type=click.IntRange(1, 100000), default=None,
+              help="Timed processes per command, in interleaved random rounds, exactly (--runs as in hyperfine). "
+                   "Default: as `cpulab run` decides, the fewest rounds that can be significant, then more for "
+                   "undecided comparisons at the looks while --budget lasts.")
 @click.option("-w", "--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
               help="Untimed runs of each command first.")
-@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=0.0, show_default=True,
-              help="Seconds to spend adding rounds to undecided comparisons at the looks (0: exactly --runs).")
+@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
+              help=f"Seconds to spend adding rounds to undecided comparisons at the looks (0: a fixed count). "
+                   f"Default: {plans.Plan.budget:g}, or 0 with --runs.")
 @click.option("-p", "--prepare", default=None, help="Command run before each run of each command (untimed).")
 @click.option("-s", "--setup", default=None, help="Command run once before all runs.")
 @click.option("-c", "--cleanup", default=None, help="Command run once after all runs.")

@@ -16,6 +16,7 @@ from cpulab.measure.processes import UNIT, ProcessJob, ProcessTarget, Rounds, la
 from cpulab.measure.rounds import Schedule
 from cpulab.measure.session import recorded_run
 from cpulab.model import Status, params_key
+from cpulab.plan import plan as plans
 from cpulab.plan.programs import Check, CommandError
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
@@ -110,7 +111,7 @@ def run_once(executor: Executor, argv: list[str], timeout: float, what: str) -> 
 
 
 def time_commands(store: Store, commands: list[str], *, names: list[str] = (), scans: dict[str, list[str]] = None,
-                  how: Rounds = Rounds(), runs: int = 10, budget: float = 0.0, shell: bool = False,
+                  how: Rounds = Rounds(), runs: int | None = None, budget: float | None = None, shell: bool = False,
                   prepare: str | None = None,
                   setup: str | None = None, cleanup: str | None = None, check: Check | None = Check(),
                   cpu: int | None = None, seed: int | None = None, progress=None,
@@ -118,9 +119,17 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
     """`cpulab time`: every command at every scan point, checked, warmed up and timed in
     interleaved random rounds (runs at the first look; with a budget, more for undecided
     comparisons at the looks); the first command is the baseline.  Returns the run id.
-    Bad input raises CommandError before anything runs."""
+    As `cpulab run` decides by default: without runs, the first look is the fewest rounds
+    at which the comparisons can be significant, and the budget is a plan's; with runs
+    alone, exactly that many (hyperfine's fixed count).  Bad input raises CommandError
+    before anything runs."""
     scans = scans or {}
     labels = command_labels(list(commands), list(names))
+    if budget is None:
+        budget = 0.0 if runs else plans.Plan.budget
+    if runs is None:
+        family = (len(labels) - 1) * len(scan_points(scans))
+        runs = DecisionPolicy.of_settings(budget, plans.Plan.precision, "paired").first_look(max(family, 1))
     for text in [*commands, *(t for t in (prepare, setup, cleanup) if t)]:
         for point in scan_points(scans):
             command_argv(fill_scan(text, point), shell)

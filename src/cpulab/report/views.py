@@ -143,6 +143,9 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
                 cells += [Cell(r.real_s), Cell(r.user_s), Cell(r.sys_s)]
             if counted:
                 cells += _witness_cells(r, c if compared else None, t.notes)
+            if c is not None and c.basis != "time" and (note := f"compared in {c.basis}: the host moves the core "
+                                                                "clock between processes") not in t.notes:
+                t.notes.append(note)
             if c is not None and c.held:
                 t.notes.append(f"{fmt_params(c.params, c.workload)} {c.variant}: {c.held}")
             if simulated:  # per unit, from valgrind's cache model with this machine's sizes
