@@ -123,7 +123,7 @@ class DecisionPolicy:
                 f"includes where code and data sit; faster/slower when p < {self.look_alpha:.3g}{spent} after Holm "
                 f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "
                 f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
-                f"only); a build run in one placement only (a program) must also change by "
+                f"only); a build run in one layout only (a program, a link-time-optimised build) must also change by "
                 f"{100 * self.min_effect:g}%; held back as unclear when the members' carry-over differs "
                 f"significantly by as much as the effect; same when the interval, and by round that of the mean, "
                 f"lies within ±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to "
