@@ -89,3 +89,37 @@ def test_cross_run_a_a_with_a_busy_loop_in_half_the_runs_gives_few_false_verdict
 def test_the_report_of_several_runs_shows_them_ranked(doc, tmp_path):
     text = html.write(doc, tmp_path / "m.html").read_text()
     assert "machines ranked" in text and "cpu c" in text and "seed 004" in text
+
+
+def _family_false_rate(drift: float | None, runs: list, rng, pairs: int = 200) -> float:
+    """How often an A/A family of a run's points against another's has any false verdict,
+    the two runs drawn from `runs` (callables giving one run's log shift per point)."""
+    false = 0
+    for _ in range(pairs):
+        a, b = (run() for run in runs)
+        family = [(None, *(Result(0, "e", "w", "O2", {"n": str(p)}, "bytes", "MB/s", "cycles/byte", Status.OK,
+                                  observations={i: 100 * math.exp(s[p] + rng.normal(0, 0.003)) for i in range(12)})
+                           for s in (a, b))) for p in range(len(a))]
+        false += any(v in ("faster", "slower") for _, _, v in between_runs.apart_verdicts(family, drift))
+    return false / pairs
+
+
+def test_cross_run_drift_holds_for_single_points_and_for_runs_far_apart():
+    """Ten points, each moved 1.5% by every run on its own (a point-specific run effect):
+    the drift calibrated on each point's own ratio keeps A/A families between two runs
+    at about 5% false (a median over points hid it: 50%).  A slow drift of 0.7% per run:
+    the first run against the twentieth clears the drift of runs that far apart."""
+    rng = np.random.default_rng(11)
+
+    def point_run():
+        return [rng.normal(0, 0.015) for _ in range(10)]
+    history = [{("w", "c", p): math.exp(s) for p, s in enumerate(point_run())} for _ in range(21)]
+    drift, pairs = between_runs.drift_from(history)
+    assert pairs == 20
+    assert _family_false_rate(drift, [point_run, point_run], rng) <= 0.08
+
+    slow = [{("w", "c", p): math.exp(0.007 * r + rng.normal(0, 0.001)) for p in range(10)} for r in range(21)]
+    near, _ = between_runs.drift_from(slow, 1)
+    far, _ = between_runs.drift_from(slow, 19)
+    assert far > 19 * 0.007 > near  # runs 19 apart moved 13%: the bound for them covers it
+    assert _family_false_rate(far, [lambda: [0.0] * 10, lambda: [19 * 0.007] * 10], rng, 50) == 0

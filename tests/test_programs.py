@@ -20,6 +20,7 @@ from cpulab.model import Status
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.plan.programs import Check
+from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store
 
 # One C program, told by its first argument how to behave, reading the input file it is given.
@@ -213,6 +214,26 @@ def test_time_commands_gives_verdicts_and_exports(tmp_path):
     r = cpulab("report", "-o", str(html), db=tmp_path / "s.sqlite")  # the report reads a time run unchanged
     assert r.returncode == 0, r.stderr
     assert "sleep 0.05" in html.read_text() and "real s" in html.read_text()
+
+
+def test_time_decides_as_run_does_and_runs_alone_is_a_fixed_count(tmp_path):
+    """Without --runs, `cpulab time` takes a plan's first look (the fewest rounds that can
+    be significant) and budget; --runs alone is exactly that many rounds.  On x86 each
+    run's core cycles are read around it, and commands are compared in them."""
+    import platform
+    r = cpulab("time", "--warmup", "0", "true", "sleep 0.001", "--json", db=tmp_path / "s.sqlite")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    first = DecisionPolicy.of_settings(1.0, 0.01, "paired").first_look(1)
+    assert doc["plan"]["budget"] > 0 and doc["plan"]["processes"] == first
+    assert all(x["processes"] >= first for x in doc["results"])
+    if platform.machine() in ("x86_64", "i686"):
+        assert doc["comparisons"][0]["basis"] == "core cycles"
+        assert all(x["cycles_per_unit"] > 0 for x in doc["results"])
+    r = cpulab("time", "--runs", "3", "--warmup", "0", "true", "true", "-n", "a", "-n", "b", "--json",
+               db=tmp_path / "s.sqlite")
+    doc = json.loads(r.stdout)
+    assert doc["plan"]["budget"] == 0 and [x["processes"] for x in doc["results"]] == [3, 3]
 
 
 def test_time_scans_prepare_and_no_shell(tmp_path):

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from itertools import pairwise
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.stats import chi2, norm
 
 from cpulab import stats
 from cpulab.analysis.summary import summarise
@@ -30,21 +29,37 @@ from cpulab.store.db import Store, StoreError
 # whole runs by several percent (the Zen 3 host: medians of one build 178-263 MB/s over 8
 # runs).  So a verdict across runs must clear the run-to-run drift of the machines, read
 # from the store: identical code (the same artifact bytes) measured at the same points in
-# consecutive runs of one machine gives one value per pair of runs, the median over its
-# points of the log ratio (a pair over 5 points is one pair, not 5).  The drift is a 95%
+# two runs of one machine as far apart as the two runs compared gives one value per pair
+# of runs, the root mean square over its points of the log ratio (a pair over 5 points is
+# one pair, not 5; the square keeps a drift of single points, which a median over points
+# hid: 16% false verdicts with five points each moved 1.5% per run).  The drift is a 95%
 # bound on a new pair's |log ratio| from a 95% upper confidence bound of their spread
 # (chi-square on the pairs' mean square: few pairs give a wide bound), and intervals are
-# widened by it on the log scale.  Below DRIFT_MIN_PAIRS pairs there is no such bound:
+# widened by it on the log scale.  Runs farther apart than the history has enough pairs
+# for take the farthest distance it has, widened as a random walk grows (sqrt of the
+# distances' ratio): a slow drift makes runs 20 apart differ more than neighbours.  Below DRIFT_MIN_PAIRS pairs there is no such bound:
 # no verdict across runs is given (unclear, saying how many more runs are needed).
 DRIFT_MIN_PAIRS = 5
 DRIFT_RUNS = 40  # the latest runs of a machine read for it
 APART = DecisionPolicy(method="unpaired")
 
 
-def machine_drift(store: Store, machine_id: str) -> tuple[float | None, int]:
-    """(drift, pairs): how far one machine's runs move identical code, as a half-width on
-    the log scale (None below DRIFT_MIN_PAIRS pairs), and how many pairs of runs said so."""
-    runs = [r["id"] for r in store.runs() if r["machine_id"] == machine_id and r["results"]][-DRIFT_RUNS:]
+def machine_drift(store: Store, machine_id: str, distance: int = 1) -> tuple[float | None, int]:
+    """(drift, pairs): how far one machine's runs `distance` apart move identical code,
+    as a half-width on the log scale (None below DRIFT_MIN_PAIRS pairs), and how many
+    pairs of runs said so."""
+    return drift_from(run_medians(store, machine_id), distance)
+
+
+def machine_runs(store: Store, machine_id: str) -> list[int]:
+    """The latest DRIFT_RUNS runs of a machine with results, oldest first."""
+    return [r["id"] for r in store.runs() if r["machine_id"] == machine_id and r["results"]][-DRIFT_RUNS:]
+
+
+def run_medians(store: Store, machine_id: str) -> list[dict]:
+    """Per run of the machine (machine_runs), each identical code's median rate at each
+    point: (workload, code hash, point) -> median."""
+    runs = machine_runs(store, machine_id)
     codes: dict[str, str] = {}
     per_run = []
     for rid in runs:
@@ -59,13 +74,21 @@ def machine_drift(store: Store, machine_id: str) -> tuple[float | None, int]:
             if est:
                 medians[(r["workload"], codes[r["artifact_hash"]], str(sorted(r["params"].items())))] = est
         per_run.append(medians)
-    pairs = [float(np.median([math.log(b[k] / a[k]) for k in a.keys() & b.keys()]))
-             for a, b in pairwise(per_run) if a.keys() & b.keys()]
-    return drift_bound(pairs), len(pairs)
+    return per_run
+
+
+def drift_from(per_run: list[dict], distance: int = 1) -> tuple[float | None, int]:
+    """The drift between runs `distance` apart (module comment) from each run's medians
+    (run_medians), and the number of pairs of runs it rests on."""
+    d = max(1, min(distance, len(per_run) - DRIFT_MIN_PAIRS))
+    pairs = [math.sqrt(float(np.mean([math.log(b[k] / a[k]) ** 2 for k in a.keys() & b.keys()])))
+             for a, b in zip(per_run, per_run[d:]) if a.keys() & b.keys()]
+    bound = drift_bound(pairs)
+    return (bound * math.sqrt(max(distance, 1) / d) if bound is not None else None), len(pairs)
 
 
 def drift_bound(pairs: list[float]) -> float | None:
-    """A 95% bound on the |log ratio| between two runs, from consecutive pairs' values
+    """A 95% bound on the |log ratio| between two runs, from pairs of runs' values
     (centred on no change): 1.96 x the 95% upper confidence bound of their standard
     deviation (chi-square with one degree of freedom a pair); None below DRIFT_MIN_PAIRS."""
     if len(pairs) < DRIFT_MIN_PAIRS:
@@ -99,8 +122,11 @@ def apart_test(base: Result, var: Result, drift: float) -> stats.Test:
 
 def apart_verdicts(family: list[tuple], drift: float | None) -> list[tuple[stats.Test, float, str]]:
     """(test, Holm-adjusted p, verdict) of each (row, base, var) of one family measured
-    apart; without a drift bound every measured comparison is unclear."""
-    tests = [apart_test(b, v, drift or 0.0) for _, b, v in family]
+    apart; without a drift bound every measured comparison is unclear.  The drift bounds
+    one point at 95%; a family of m points is widened to a bound on all m at once
+    (Bonferroni: the normal quantile of 0.025 / m over 1.96), as Holm holds its p-values."""
+    widen = float(norm.ppf(1 - 0.025 / max(len(family), 1))) / 1.96
+    tests = [apart_test(b, v, (drift or 0.0) * widen) for _, b, v in family]
     decided = APART.decide(tests)
     return [(t, p, verdict if drift is not None else Verdict.UNCLEAR) for t, (p, verdict) in zip(tests, decided)]
 
@@ -267,7 +293,12 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> RunPair:
         else:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
-    drift, pairs = worst_drift([machine_drift(store, a["machine_id"]), machine_drift(store, b["machine_id"])])
+    # One machine's two runs: the drift of runs as far apart as these two
+    runs = machine_runs(store, a["machine_id"])
+    apart = abs(runs.index(run_b) - runs.index(run_a)) if a["machine_id"] == b["machine_id"] and \
+        {run_a, run_b} <= set(runs) else 1
+    drift, pairs = worst_drift([machine_drift(store, a["machine_id"], apart),
+                                machine_drift(store, b["machine_id"], apart)])
     for fam in families.values():
         for (row, _, _), (t, p_adj, verdict) in zip(fam, apart_verdicts(fam, drift)):
             row.ratio, row.ci, row.p, row.verdict = t.ratio, list(t.ci), p_adj, verdict

@@ -18,6 +18,7 @@ and data sit moves results by a few percent, so a verdict must average over it).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import random
@@ -114,7 +115,7 @@ def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
     rest = " ".join(f"*{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
     return ("SECTIONS\n{\n  .text.placed :\n  {\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
             + data(".rodata.placed", ".rodata .rodata.*", "AFTER .rodata")
-            + data(".data.placed", ".data .data.*", "AFTER .data")
+            + data(".data.placed", ".data .data.[!r]*", "AFTER .data")  # .data.rel.ro* stays read-only
             + data(".bss.placed", ".bss .bss.* COMMON", "AFTER .bss"))
 
 
@@ -216,8 +217,8 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
     kernel = Path(kernel)
     version = compiler_version(variant.compiler)  # a subprocess: asked once per build
     key = _input_hash([kernel, *extra_sources], variant, tuple(libs), version)
-    if placeable:
-        key = hashlib.sha256(f"{key}:placeable={SECTION_FLAGS}".encode()).hexdigest()
+    if placeable:  # placements kept beside the artifact are redrawn when their drawing changes
+        key = hashlib.sha256(f"{key}:{SECTION_FLAGS}:{inspect.getsource(layout_script)}".encode()).hexdigest()
     root = Path(cache_dir or paths.artifact_dir())
     final = root / key[:24]
     meta = final / "artifact.json"
