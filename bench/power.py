@@ -26,7 +26,8 @@ only names a point (every point does the same work):
   48 rounds whatever the looks say, as the third look reaches: a placement run again
   in a later round would show here first.  They count among the A/A rows.
 
-Coverage is also given by the rounds each comparison ran (8, 16, 32, 48 ...).
+Coverage is also given by the rounds each comparison ran (8, 16, 32, 48 ...), over the
+injected rows and the A/A rows (whose true ratio is 1).
 
 Usage: python bench/power.py [--aa 40] [--injected 12] [--layout 1] [--long 2] [--json]
        [--keep DB] [--from DB] [--cotenant CPU]
@@ -139,10 +140,10 @@ def tally(comps: list[dict], results: list) -> dict:
     levels = sorted({injected_pct(c["variant"]) for c in inj}, key=float)
     align = [c for c in comps if c["experiment"] == "align"]
     layout = [c for c in comps if c["experiment"].startswith("layout")]
-    by_rounds = defaultdict(list)
-    for c in inj:
-        by_rounds[c["rounds"]].append(c["ci"] is not None and c["ci"][0] <= 100 / (100 + float(injected_pct(c["variant"])))
-                                      <= c["ci"][1])
+    by_rounds = defaultdict(list)  # the true ratio: 1 for the A/A rows, 100 / (100 + pct) injected
+    for c in aa + inj:
+        truth = 100 / (100 + float(injected_pct(c["variant"]) or 0))
+        by_rounds[c["rounds"]].append(c["ci"] is not None and c["ci"][0] <= truth <= c["ci"][1])
     bands = defaultdict(list)
     for r in results:
         if r.placement_band:
