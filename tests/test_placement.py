@@ -94,3 +94,15 @@ def test_every_kind_of_link_takes_a_placement(variant, cache):
     out = subprocess.run([*prefix, exe, "--samples", "1", "--min-sample-time", "0", "--warmup", "0",
                           "--param", "size=256"], capture_output=True, text=True, timeout=120)
     assert json.loads(out.stdout.splitlines()[-1])["status"] == "ok", out.stdout + out.stderr
+
+
+def test_an_alignment_the_build_asks_for_is_drawn_too(cache):
+    """-falign-functions=64 fixes where a function starts below a line in every link;
+    its placements draw that offset as every other: k_run starts off a 64-byte line in
+    some of them, with the same bytes."""
+    w = workloads.get("sha256")
+    art = build_executable(w.source, toolchain.Variant("a64", cflags=("-O2", "-falign-functions=64")),
+                           libs=w.libs, cache_dir=cache, placeable=True)
+    got = placement.inspect(art, 8)
+    assert {o % 64 for o in got.offsets} - {0}, got.offsets
+    assert got.differing == ()

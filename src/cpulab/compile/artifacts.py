@@ -7,7 +7,9 @@ compiler's version, so an artifact is rebuilt exactly when one of those changes.
 A kernel's artifact also comes in *placements*: the same harness.o and kernel.o linked
 again under a linker script of its own (layout_script), drawn at random: every function
 of both objects (each in its own section, -ffunction-sections) in a random order, each
-behind a random gap, the first behind a random offset within a page; the read-only,
+behind a random gap at 16-byte steps (an alignment the build asked for above that is not
+kept: the code's bytes are the same wherever it starts), the first behind a random offset
+within a page; the read-only,
 writable and zeroed data behind random pads at cache-line steps.  The code's bytes stay
 those of the one compiled kernel.o (only relocated fields differ: placement.py checks).
 Placement i of an artifact is drawn from its input hash and i, linked when first asked
@@ -49,8 +51,9 @@ BUILD_TIMEOUT_S = 300
 # Placements linked with the build (both CPUs compile then); later rounds link theirs
 # when they first run one (a link: 16 ms dynamic, 36 ms static).
 PRELINKED = 16
-# Code moves by multiples of CODE_STEP (the compilers' function alignment: a function
-# keeps its own, and a larger one it asks for), data by cache lines, within a page.
+# Code moves by multiples of CODE_STEP (the compilers' usual function alignment; a larger
+# one a build asks for is not kept: its offset below a line is drawn like the rest), data
+# by cache lines, within a page.
 CODE_STEP, DATA_STEP, PAGE = 16, 64, 4096
 GAP_LIMIT = 256  # the gap before each further function: up to four lines
 
@@ -113,7 +116,9 @@ def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
         return (f"SECTIONS {{ {out} : {{ . += {rng.randrange(0, PAGE, DATA_STEP)}; {inputs} }} }}"
                 f" INSERT {where};\n")
     rest = " ".join(f"*{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
-    return ("SECTIONS\n{\n  .text.placed :\n  {\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
+    # SUBALIGN: every function starts on CODE_STEP, whatever larger alignment its build
+    # asked for (-falign-functions=64): where a function sits below a line is drawn too.
+    return (f"SECTIONS\n{{\n  .text.placed : SUBALIGN({CODE_STEP})\n  {{\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
             + data(".rodata.placed", ".rodata .rodata.*", "AFTER .rodata")
             + data(".data.placed", ".data .data.[!r]*", "AFTER .data")  # .data.rel.ro* stays read-only
             + data(".bss.placed", ".bss .bss.* COMMON", "AFTER .bss"))
