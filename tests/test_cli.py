@@ -1,5 +1,6 @@
 """The command line as a user meets it: JSON documents, one-line errors, exit 2."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,28 @@ def test_resume_and_report_refusals(tmp_path):
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and words in lines[0], (args, p.stderr)
     assert json.loads(cpulab("runs", "--json", db=db).stdout)[0]["status"] == "done"
+
+
+@pytest.mark.parametrize("words, want, not_want", [
+    ("cpulab ru", {"run", "runs"}, {"time"}),
+    ("cpulab run -w sha", {"sha256", "sha256-file"}, {"dot"}),
+    ("cpulab run -v clang", {"clang-O2", "clang-O3"}, {"O2"}),
+    ("cpulab run se", {"seeds"}, {"core"}),
+    ("cpulab explain O2 O3", {"O3", "O3-native"}, {"clang-O2"}),
+    ("cpulab history d", {"des", "dot"}, {"sha256"}),
+    ("cpulab run --gr", {"--grid"}, {"--json"}),
+])
+def test_the_shell_completes_commands_options_and_names(words, want, not_want):
+    """Click's completion protocol (README, Shell completion): what bash would be offered."""
+    cword = len(words.split()) - 1
+    r = cpulab(env={"_CPULAB_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+    offered = {line.split(",", 1)[1] for line in r.stdout.splitlines() if "," in line}
+    assert want <= offered and not offered & not_want, (r.stdout, r.stderr)
+
+
+def test_the_shell_completes_stored_run_ids(cli, tmp_path):
+    assert cli("import", str(Path(__file__).parent / "fixtures" / "foreign" / "pyperf-timeit.json")).returncode == 0
+    r = cli(env={"_CPULAB_COMPLETE": "bash_complete", "COMP_WORDS": "cpulab compare ", "COMP_CWORD": "2"})
+    assert r.stdout.splitlines() == ["plain,1"], r.stdout
+    r = cpulab(env={"_CPULAB_COMPLETE": "zsh_source"})
+    assert "compdef" in r.stdout and "_CPULAB_COMPLETE" in r.stdout

@@ -10,6 +10,7 @@ import click
 
 from cpulab.analysis import analyse
 from cpulab.analysis.gate import INSTRUCTION_THRESHOLD, UNDECIDED, gate
+from cpulab.cli import complete
 from cpulab.cli.common import db_option, fail, open_store
 from cpulab.cli.run import execute
 from cpulab.plan import plan as plans
@@ -24,7 +25,7 @@ from cpulab.report.views import gate_table
 @click.command()
 @click.argument("refs", metavar="BASE..HEAD")
 @click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables are built at both commits.")
-@click.option("--variant", default=None, help="Build both with this variant (default: each experiment's baseline).")
+@click.option("--variant", default=None, shell_complete=complete.variant_names, help="Build both with this variant (default: each experiment's baseline).")
 @click.option("--metric", type=click.Choice(METRICS), default="time", show_default=True,
               help="What decides: the time (a significant slowdown), or the instructions per unit counted "
                    "under valgrind (exact, for noisy runners; a proxy for time, both are shown).")

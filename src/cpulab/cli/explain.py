@@ -9,6 +9,7 @@ from cpulab import workloads
 from cpulab.measure.explain import profile, why
 from cpulab.compile import artifacts
 from cpulab.compile.programs import build_program
+from cpulab.cli import complete
 from cpulab.cli.common import emit_json, fail, json_option, out
 from cpulab.measure.programs import point_argv
 from cpulab.model import Status
@@ -19,9 +20,10 @@ from cpulab.machine import toolchains
 
 
 @click.command("explain")
-@click.argument("variant_a")
-@click.argument("variant_b")
-@click.option("-w", "--workload", "workload_name", default="sha256", show_default=True)
+@click.argument("variant_a", shell_complete=complete.variant_names)
+@click.argument("variant_b", shell_complete=complete.variant_names)
+@click.option("-w", "--workload", "workload_name", default="sha256", show_default=True,
+              shell_complete=complete.workload_names)
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value: the parameter point to profile at.")
 @click.option("--profile-code/--no-profile-code", default=True, show_default=True,
               help="Find the hot region from a sampled profile of both builds (else a static guess).")

@@ -8,6 +8,7 @@ import click
 
 from cpulab import workloads
 from cpulab.analysis import history as histories
+from cpulab.cli import complete
 from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
 from cpulab.params import ParamError
 from cpulab.plan import plan as plans
@@ -17,8 +18,8 @@ from cpulab.report.analysis_views import history_tables
 
 
 @click.command()
-@click.argument("workload")
-@click.option("-v", "--variant", default=None, help="Only this variant (default: each its own series).")
+@click.argument("workload", shell_complete=complete.workload_names)
+@click.option("-v", "--variant", default=None, shell_complete=complete.variant_names, help="Only this variant (default: each its own series).")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value: only this parameter point.")
 @click.option("-e", "--experiment", default=None, help="Only this experiment (default: each its own series).")
 @click.option("--machine", default=None, help="Only runs on this machine (fingerprint id prefix, worker name, CPU model).")

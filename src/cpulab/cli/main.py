@@ -23,10 +23,15 @@ for module in (run, ci, results, history, machine_probes, memory, cluster, expla
         cli.add_command(command)
 
 
+# Shell completion asks through this variable whatever the program is called (`cpulab`,
+# `python -m cpulab.cli`): README, Shell completion.
+COMPLETE_VAR = "_CPULAB_COMPLETE"
+
+
 def main() -> None:
     """Entry point: click's usage errors become one line and exit status 2."""
     try:
-        cli.main(standalone_mode=False)
+        cli.main(standalone_mode=False, complete_var=COMPLETE_VAR)
     except click.exceptions.UsageError as e:
         where = f"{e.ctx.command_path}: " if e.ctx else ""
         fail(f"{where}{e.format_message()}")

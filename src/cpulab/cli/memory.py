@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from cpulab import analysis
 from cpulab.plan import plan as plans
+from cpulab.cli import complete
 from cpulab.cli.common import (
     db_option, emit_json, grid_option, json_option, open_store, out, processes_option, size_option
 )
@@ -25,7 +26,7 @@ from cpulab.workloads.memory import memlat_sizes
 @click.option("--colour", is_flag=True,
               help="Instead: the seeds plan's page-colour experiment: arbitrary against colour-balanced pages "
                    "at 0.5-1.25x the L2 and L3 sizes (balanced pages need root).")
-@click.option("--variant", default="O2", show_default=True)
+@click.option("--variant", default="O2", show_default=True, shell_complete=complete.variant_names)
 @processes_option(most=100, help="Processes per result (default 3; 8 with --colour, its comparison is paired by round).")
 @grid_option
 @db_option
@@ -79,7 +80,7 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
 @click.option("--ops", default="read,write,copy,triad", show_default=True)
 @click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
 @click.option("--per-octave", type=click.IntRange(1, 16), default=1, show_default=True)
-@click.option("--variant", default="O3-native", show_default=True)
+@click.option("--variant", default="O3-native", show_default=True, shell_complete=complete.variant_names)
 @processes_option(default=3, show_default=True, most=100)
 @grid_option
 @db_option

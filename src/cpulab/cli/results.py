@@ -13,6 +13,7 @@ from rich.table import Table
 
 from cpulab import analysis, policy
 from cpulab.analysis import between_runs
+from cpulab.cli import complete
 from cpulab.cli.common import (
     db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest
 )
@@ -26,7 +27,7 @@ from cpulab.store.db import StoreError
 
 
 @click.command()
-@click.argument("run_ids", type=int, nargs=-1)
+@click.argument("run_ids", type=int, nargs=-1, shell_complete=complete.run_ids)
 @click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
 @click.option("--by", type=click.Choice(["variant", "machine"]), default="variant", show_default=True,
               help="machine: machines ranked, and machines x workloads (a cluster run, or RUN RUN ...).")
@@ -111,7 +112,7 @@ def print_run_comparison(doc: RunPair) -> None:
 
 
 @click.command()
-@click.argument("run_ids", type=int, nargs=-1)
+@click.argument("run_ids", type=int, nargs=-1, shell_complete=complete.run_ids)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Where to write the HTML file (default: reports/STORE-run-N.html beside the store).")
 @db_option
@@ -131,7 +132,7 @@ def report(run_ids, output, db):
 
 
 @click.command()
-@click.argument("run_id", type=int, required=False)
+@click.argument("run_id", type=int, required=False, shell_complete=complete.run_ids)
 @click.option("--format", "fmt", type=click.Choice(["cpulab", *exports.FORMATS]), default="json",
               help="cpulab: the whole run with every sample, for 'cpulab import' elsewhere; "
                    "github-action-benchmark (customBiggerIsBetter), bencher (BMF) and hyperfine: for dashboards "

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from cpulab import analysis, machine, policy, workloads
 from cpulab.analysis import between_runs
+from cpulab.cli import complete
 from cpulab.cli.common import (
     RichProgress, cluster_security, console, db_option, default_report_path, emit_json, fail, json_option, open_store,
     out, processes_option, progress_bar, require_dask, tls_options
@@ -29,9 +30,9 @@ from cpulab.store.db import Store, StoreError
 
 
 @click.command()
-@click.argument("plan_file", required=False)
-@click.option("-w", "--workload", "workload_names", multiple=True, help="Workload to run (repeatable).")
-@click.option("-v", "--variant", "variant_names", multiple=True, help="Build variant (repeatable).")
+@click.argument("plan_file", required=False, shell_complete=complete.plan_names)
+@click.option("-w", "--workload", "workload_names", multiple=True, shell_complete=complete.workload_names, help="Workload to run (repeatable).")
+@click.option("-v", "--variant", "variant_names", multiple=True, shell_complete=complete.variant_names, help="Build variant (repeatable).")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
 @processes_option(default=None)
@@ -51,7 +52,7 @@ from cpulab.store.db import Store, StoreError
               help="Programs: evict their input files from the page cache before each run.")
 @click.option("--resume", type=int, default=None, metavar="RUN",
               help="Finish a stopped run: measure what it is missing, under the plan it stored.")
-@click.option("--against", type=int, default=None, metavar="RUN",
+@click.option("--against", type=int, default=None, metavar="RUN", shell_complete=complete.run_ids,
               help="Measure RUN's stored executables (built on this machine) beside the new builds, in the same "
                    "rounds: each variant is compared with its own build from RUN (VARIANT@RUN).")
 @click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
