@@ -1,9 +1,12 @@
-"""Other tools' results in (hyperfine, Google Benchmark, pyperf) and cpulab's out
-(github-action-benchmark, bencher, hyperfine).  The fixtures are files those tools wrote
-(tests/fixtures/foreign); each test checks what the file itself says, not a timing."""
+"""Other tools' results in (hyperfine, Google Benchmark, pyperf, criterion.rs, go test
+-bench, JMH, BenchmarkDotNet) and cpulab's out (github-action-benchmark, bencher,
+hyperfine).  The fixtures (tests/fixtures/foreign) are files those tools wrote, and for
+the last four files written to each tool's documented layout (no Rust, Go, JVM or .NET
+here); each test checks what the file itself says, not a timing."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -11,7 +14,7 @@ import pytest
 
 from cpulab import analysis
 from cpulab.report import exports
-from cpulab.store import foreign
+from cpulab.store import foreign, harnesses
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "foreign"
 
@@ -115,6 +118,15 @@ BROKEN = {
                                                                "time_unit": "fortnights"}]}),
     "pyperf nameless": json.dumps({"version": "1.0", "benchmarks": [{"runs": [{"values": [1.0]}]}]}),
     "unknown": json.dumps({"hello": 1}),
+    "jmh unit": json.dumps([{"jmhVersion": "1.37", "benchmark": "b", "mode": "avgt",
+                             "primaryMetric": {"score": 1.0, "scoreUnit": "ops/s", "rawData": [[1.0]]}}]),
+    "jmh sample mode": json.dumps([{"jmhVersion": "1.37", "benchmark": "b", "mode": "sample",
+                                    "primaryMetric": {"score": 1.0, "scoreUnit": "us/op", "rawData": [[1.0]]}}]),
+    "bdn no workload": json.dumps({"HostEnvironmentInfo": {}, "Benchmarks": [{"Type": "T", "Method": "M",
+                                   "Measurements": [{"IterationMode": "Overhead", "IterationStage": "Actual",
+                                                     "LaunchIndex": 1, "Operations": 1, "Nanoseconds": 1.0}]}]}),
+    "criterion lengths": json.dumps({"sampling_mode": "Linear", "iters": [1.0, 2.0], "times": [5.0]}),
+    "go bad line": "goos: linux\nBenchmarkX-2   100   fast ns/op\n",
 }
 
 
@@ -134,3 +146,76 @@ def test_hyperfine_format_needs_whole_commands(cli):
     assert cli("import", str(FIXTURES / "gbench-repetitions.json")).returncode == 0
     p = cli("export", "--format", "hyperfine")
     assert p.returncode == 2 and "no whole-command results" in p.stderr
+
+
+def imported_path(store, path: Path, variant: str | None = None):
+    run_id = foreign.import_parsed(store, harnesses.parse(path, harnesses.detect(path), variant), [])
+    return analysis.summarise(store, run_id)
+
+
+@pytest.mark.parametrize("name,tool", [("criterion", "criterion"), ("criterion/sha256/1KiB/new/sample.json", "criterion"),
+                                       ("go-bench-count3.txt", "gotest"), ("jmh-hash.json", "jmh"),
+                                       ("bdn-hash-report-full.json", "bdn"), ("pyperf-timeit.json", "pyperf")])
+def test_each_harness_file_is_told_apart_by_path(name, tool):
+    assert harnesses.detect(FIXTURES / name) == tool
+
+
+def test_criterion_samples_are_processes_named_by_their_benchmark(store):
+    summary = imported_path(store, FIXTURES / "criterion", variant="rust")
+    assert {r.workload for r in summary.results} == {"sha256/1KiB", "sha256/64KiB"}
+    for r in summary.results:
+        s = load(f"criterion/{r.workload}/new/sample.json")
+        assert r.processes == len(s["iters"]) and r.variant == "rust"
+        # iterations per second of each sample, in Miter/s
+        assert r.median == pytest.approx(statistics.median(n / t * 1e3 for n, t in zip(s["iters"], s["times"])),
+                                         rel=1e-9)
+
+
+def test_go_bench_lines_with_count_are_processes(store):
+    summary = imported_path(store, FIXTURES / "go-bench-count3.txt")
+    by = {r.workload: r for r in summary.results}
+    assert set(by) == {"SHA256/1KiB", "MD5/1KiB"} and all(r.processes == 3 for r in by.values())
+    assert by["SHA256/1KiB"].median == pytest.approx(1e3 / 2431, rel=1e-9)  # Miter/s from the median ns/op
+    assert by["MD5/1KiB"].notes["gomaxprocs"] == "2" and by["MD5/1KiB"].notes["median B/op"] == 0
+    assert summary.machine["cpu_model"] == "Intel(R) Xeon(R) Processor"
+
+
+def test_jmh_forks_are_processes_in_either_mode(store):
+    doc = load("jmh-hash.json")
+    summary = imported_path(store, FIXTURES / "jmh-hash.json")
+    by = {(r.workload, r.params["size"]): r for r in summary.results}
+    thrpt = by[("org.example.HashBench.sha256", "1024")]
+    assert thrpt.processes == 2 and thrpt.rate_unit == "ops/s"
+    # a process's estimate is the fastest of its first samples (of 3, the first 2: stats.keep_count)
+    assert thrpt.median == pytest.approx(statistics.median(max(f[:2]) for f in doc[0]["primaryMetric"]["rawData"]),
+                                         rel=1e-9)
+    avgt = by[("org.example.HashBench.md5", "1024")]  # us/op: ops/s is 1e6 / us
+    assert avgt.median == pytest.approx(statistics.median(1e6 / min(f[:2]) for f in doc[2]["primaryMetric"]["rawData"]),
+                                        rel=1e-9)
+
+
+def test_benchmarkdotnet_launches_are_processes_of_their_result_iterations(store):
+    doc = load("bdn-hash-report-full.json")
+    summary = imported_path(store, FIXTURES / "bdn-hash-report-full.json", variant="net8")
+    by = {r.workload: r for r in summary.results}
+    assert set(by) == {"HashBench.Sha256", "HashBench.Md5"} and by["HashBench.Md5"].params == {"N": "1000"}
+    sha = by["HashBench.Sha256"]
+    results = [m for m in doc["Benchmarks"][0]["Measurements"] if m["IterationStage"] == "Result"]
+    assert sha.processes == 2  # the overhead-corrected iterations, not the Actual ones nor the warm-ups
+    assert sorted(s["ns"] for s in store.samples(sha.id)) == pytest.approx(sorted(m["Nanoseconds"] for m in results))
+    assert summary.machine["cpu_model"] == "Intel Xeon Processor"
+
+
+def test_two_imports_of_one_harness_compare_run_against_run(tmp_path, cli):
+    """The same go benchmarks imported twice (the second file's ns/op 10% higher) read
+    1/1.1 against each other in `cpulab compare RUN_A RUN_B`, point by point."""
+    slow = tmp_path / "slow.txt"
+    slow.write_text(re.sub(r"(\d+) ns/op", lambda m: f"{int(m[1]) * 1.1:.1f} ns/op",
+                           (FIXTURES / "go-bench-count3.txt").read_text()))
+    for path in (FIXTURES / "go-bench-count3.txt", slow):
+        assert cli("import", str(path)).returncode == 0
+    r = cli("compare", "1", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["comparisons"]
+    assert {row["workload"] for row in rows} == {"SHA256/1KiB", "MD5/1KiB"}
+    assert all(row["ratio"] == pytest.approx(1 / 1.1, rel=1e-6) for row in rows), rows

@@ -22,7 +22,7 @@ from cpulab.model import Machines, RunPair, Verdict
 from cpulab.report import exports, html, machine_views
 from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_summary
-from cpulab.store import exchange, foreign
+from cpulab.store import exchange, foreign, harnesses
 from cpulab.store.db import StoreError
 
 
@@ -157,26 +157,28 @@ def export(run_id, fmt, output, db):
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["auto", "cpulab", *foreign.TOOLS]), default="auto",
+@click.argument("file", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["auto", "cpulab", *harnesses.TOOLS]), default="auto",
               show_default=True, help="What wrote the file: cpulab export, hyperfine --export-json, Google "
-                                      "Benchmark's JSON (gbench) or pyperf; auto tells them apart.")
+                                      "Benchmark's JSON (gbench), pyperf, criterion.rs (its target/criterion "
+                                      "folder or a sample.json), go test -bench text (gotest), JMH -rf json "
+                                      "(jmh) or BenchmarkDotNet's full JSON (bdn); auto tells them apart.")
 @click.option("--variant", default=None,
-              help="Google Benchmark and pyperf: the variant their benchmarks are stored under (default: the "
-                   "tool's name); two builds imported under two names compare in one 'cpulab compare A B'.")
+              help="Every tool but cpulab and hyperfine: the variant their benchmarks are stored under (default: "
+                   "the tool's name); two builds imported under two names compare in one 'cpulab compare A B'.")
 @db_option
 @json_option
 def import_(file, fmt, variant, db, as_json):
     """Add a run to the store: one exported by cpulab (once), or another tool's results."""
     path = Path(file)
     try:
-        tool = fmt if fmt != "auto" else foreign.detect(exchange.read_json(path))
+        tool = fmt if fmt != "auto" else harnesses.detect(path)
         if tool is None:
-            fail(f"{path}: not a result file of cpulab, {', '.join(foreign.TOOLS)} (give --format)")
+            fail(f"{path}: not a result file of cpulab, {', '.join(harnesses.TOOLS)} (give --format)")
         if tool == "cpulab":
             ids = exchange.import_document(open_store(db), exchange.read_document(path))
         else:
-            parsed = foreign.parse(exchange.read_json(path), tool, path, variant)
+            parsed = harnesses.parse(path, tool, variant)
             ids = [(foreign.import_parsed(open_store(db), parsed, sys.argv), True)]
     except exchange.RunFileError as e:  # foreign's errors are RunFileErrors too
         fail(str(e))

@@ -45,11 +45,11 @@ class ForeignFileError(RunFileError):
     """The file is not a result file of a tool cpulab reads; the message names where."""
 
 
-class _Loose(BaseModel):
+class Loose(BaseModel):
     model_config = ConfigDict(extra="ignore")  # tools add fields from version to version
 
 
-class HyperfineResult(_Loose):
+class HyperfineResult(Loose):
     command: Annotated[str, Field(min_length=1)]
     mean: Positive
     times: Annotated[list[Positive], Field(min_length=1)]
@@ -57,11 +57,11 @@ class HyperfineResult(_Loose):
     parameters: dict[str, str] | None = None
 
 
-class HyperfineFile(_Loose):
+class HyperfineFile(Loose):
     results: Annotated[list[HyperfineResult], Field(min_length=1)]
 
 
-class GbenchEntry(_Loose):
+class GbenchEntry(Loose):
     name: Annotated[str, Field(min_length=1)]
     run_name: str | None = None
     run_type: Literal["iteration", "aggregate"] = "iteration"
@@ -73,22 +73,22 @@ class GbenchEntry(_Loose):
     error_occurred: bool = False
 
 
-class GbenchFile(_Loose):
+class GbenchFile(Loose):
     context: dict[str, Any]
     benchmarks: Annotated[list[GbenchEntry], Field(min_length=1)]
 
 
-class PyperfRun(_Loose):
+class PyperfRun(Loose):
     metadata: dict[str, Any] = {}
     values: list[Positive] | None = None
 
 
-class PyperfBenchmark(_Loose):
+class PyperfBenchmark(Loose):
     metadata: dict[str, Any] = {}
     runs: Annotated[list[PyperfRun], Field(min_length=1)]
 
 
-class PyperfFile(_Loose):
+class PyperfFile(Loose):
     version: str
     metadata: dict[str, Any] = {}
     benchmarks: Annotated[list[PyperfBenchmark], Field(min_length=1)]
@@ -123,7 +123,7 @@ def parse(doc, tool: str, path: Path, variant: str | None = None) -> Parsed:
     raise ForeignFileError(f"{path}: not a result file of {', '.join(TOOLS)} (or cpulab's own)")
 
 
-def _plan(tool: str, version: str, estimator: str, results: list[dict]) -> dict:
+def plan_of(tool: str, version: str, estimator: str, results: list[dict]) -> dict:
     """The run's plan record: one experiment per workload, its first variant the baseline;
     processes compared as independent samples (their order was the tool's, not rounds)."""
     exps: dict[str, list[str]] = {}
@@ -136,7 +136,7 @@ def _plan(tool: str, version: str, estimator: str, results: list[dict]) -> dict:
                              "baseline": vs[0]} for w, vs in exps.items()]}
 
 
-def _fingerprint(tool: str, context: dict | None = None) -> dict:
+def fingerprint_of(tool: str, context: dict | None = None) -> dict:
     """A machine.fingerprint's keys, filled with what the file says (Google Benchmark's
     context names the host, its CPUs and their clock) and unknown otherwise."""
     c = context or {}
@@ -147,7 +147,7 @@ def _fingerprint(tool: str, context: dict | None = None) -> dict:
             "perf_error": "", "mhz": c.get("mhz_per_cpu"), "imported_from": tool}
 
 
-def _process(seconds: list[float], work: float, tool: str, excluded: str = "") -> dict:
+def process_of(seconds: list[float], work: float, tool: str, excluded: str = "") -> dict:
     n = len(seconds)
     return {"out": {"ns": [s * 1e9 for s in seconds], "cycles": [None] * n, "instructions": [None] * n,
                     "work": work, "reps": 1, "user_s": [None] * n, "sys_s": [None] * n, "timer": tool, "notes": {}},
@@ -158,11 +158,11 @@ def _hyperfine(f: HyperfineFile) -> Parsed:
     results = []
     for r in f.results:
         codes = r.exit_codes or [0] * len(r.times)
-        procs = [_process([t], 1, "hyperfine", "" if code in (0, None) else f"exit status {code}")
+        procs = [process_of([t], 1, "hyperfine", "" if code in (0, None) else f"exit status {code}")
                  for t, code in zip(r.times, codes + [0] * (len(r.times) - len(codes)))]
         results.append({"workload": "time", "variant": r.command, "params": dict(r.parameters or {}), "unit": "runs",
                         "processes": procs, "notes": {"tool": "hyperfine", "estimator": "mean", "tool_mean_s": r.mean}})
-    return _plan("hyperfine", "", "mean", results), _fingerprint("hyperfine"), results
+    return plan_of("hyperfine", "", "mean", results), fingerprint_of("hyperfine"), results
 
 
 def _gbench(f: GbenchFile, variant: str, path: Path) -> Parsed:
@@ -177,14 +177,14 @@ def _gbench(f: GbenchFile, variant: str, path: Path) -> Parsed:
         iters = [b for b in entries if b.run_type == "iteration"]
         notes = {"tool": "gbench", "estimator": "real_time per iteration"}
         if iters:
-            procs = [_process([b.real_time * UNIT_NS[b.time_unit] * b.iterations / 1e9], b.iterations, "gbench")
+            procs = [process_of([b.real_time * UNIT_NS[b.time_unit] * b.iterations / 1e9], b.iterations, "gbench")
                      for b in iters]
         else:
             agg = {b.aggregate_name: b for b in entries}
             if "median" not in agg and "mean" not in agg:
                 raise ForeignFileError(f"{path}: benchmarks: {name}: no iteration entries and no mean or median")
             central = agg.get("median") or agg["mean"]
-            procs = [_process([central.real_time * UNIT_NS[central.time_unit] * central.iterations / 1e9],
+            procs = [process_of([central.real_time * UNIT_NS[central.time_unit] * central.iterations / 1e9],
                               central.iterations, "gbench")]
             notes.update({"aggregate_only": True, "n": central.repetitions,
                           "cv": agg["cv"].real_time if "cv" in agg else None,
@@ -196,7 +196,7 @@ def _gbench(f: GbenchFile, variant: str, path: Path) -> Parsed:
     if not results:
         raise ForeignFileError(f"{path}: benchmarks: every entry reported an error")
     version = str(f.context.get("library_version", ""))
-    return _plan("gbench", version, "real_time", results), _fingerprint("gbench", f.context), results
+    return plan_of("gbench", version, "real_time", results), fingerprint_of("gbench", f.context), results
 
 
 def _pyperf(f: PyperfFile, variant: str, path: Path) -> Parsed:
@@ -205,12 +205,12 @@ def _pyperf(f: PyperfFile, variant: str, path: Path) -> Parsed:
         name = b.metadata.get("name") or f.metadata.get("name")
         if not isinstance(name, str) or not name:
             raise ForeignFileError(f"{path}: benchmarks.{i}.metadata.name: required, a string")
-        procs = [_process(list(r.values), 1, "pyperf") for r in b.runs if r.values]
+        procs = [process_of(list(r.values), 1, "pyperf") for r in b.runs if r.values]
         if not procs:
             raise ForeignFileError(f"{path}: benchmarks.{i}: no run has values")
         results.append({"workload": name, "variant": variant, "params": {}, "unit": "loops", "processes": procs,
                         "notes": {"tool": "pyperf", "estimator": "mean"}})
-    return _plan("pyperf", str(f.version), "mean", results), _fingerprint("pyperf"), results
+    return plan_of("pyperf", str(f.version), "mean", results), fingerprint_of("pyperf"), results
 
 
 def import_parsed(store: Store, parsed: Parsed, argv: list[str]) -> int:
