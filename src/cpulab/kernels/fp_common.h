@@ -85,8 +85,8 @@ static inline uint64_t fp_bits_f(float x)
     return u;
 }
 
-/* 64-byte aligned, zeroed allocation (cache lines and any vector width). */
-/* Zeroed, at a random cache line of its page (k_alloc); freed with fp_free. */
+/* 64-byte aligned (cache lines and any vector width), zeroed, at a random cache line of
+ * its page (k_alloc); freed with fp_free. */
 static inline void *fp_alloc(size_t bytes)
 {
     void *p = k_alloc(bytes);
