@@ -300,3 +300,28 @@ def test_explain_a_program_under_two_variants(source, tmp_path):
     assert any(d["function"] == "main" for d in doc["differences"])  # -O0 and -O2 main differ
     r = cpulab("explain", "O0", "O2", "--program", "nosuch", "--plan", str(plan), db=tmp_path / "s.sqlite")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nosuch" in r.stderr
+
+
+def test_memory_is_a_metric_judged_like_time(tmp_path):
+    """Each run's peak RSS is stored per process (the launcher's report, through the
+    store), and under the memory metric the same paired test reads it: B 5% above A,
+    with a few pages of jitter, is `larger`; two runs of A are `same`."""
+    import random
+    from cpulab.estimates import compare_results, result_summary
+    store = Store(tmp_path / "s.sqlite")
+    run = store.start_run({}, "m", {"name": "t", "method": "paired", "metric": "memory"}, {}, {"timer": "wait4"}, [])
+    rng = random.Random(4)
+    report = {"wall_s": 0.01, "user_s": 0.01, "sys_s": 0.0, "max_rss_kb": 0, "page_faults": 120}
+    results = []
+    for variant, rss in (("A", 100_000), ("B", 105_000), ("A2", 100_000)):
+        rid = store.add_result(run, "time", variant, {}, processes.UNIT, Status.PENDING, experiment="time")
+        for i in range(10):
+            store.add_process(rid, i, processes.process_record({**report, "max_rss_kb": rss + rng.randrange(32)}), 0)
+        samples = store.samples(rid)
+        assert all(s["max_rss_kb"] >= rss and s["page_faults"] == 120 for s in samples)
+        results.append(result_summary(store.result(rid), samples))
+    policy = DecisionPolicy.of_settings(0.0, 0.01, "paired", "memory")
+    more, aa = compare_results(results, {"time": "A"}, policy)
+    assert more.basis == "peak memory" and more.verdict == "larger" and more.ratio == pytest.approx(1 / 1.05, rel=0.002)
+    assert aa.variant == "A2" and aa.verdict == "same"
+    assert compare_results(results, {"time": "A"}, DecisionPolicy.of_settings(0.0, 0.01, "paired"))[0].basis == "time"

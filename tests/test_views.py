@@ -42,7 +42,7 @@ def test_every_kind_of_run_record_reads_as_one_type():
     from cpulab.measure.processes import Rounds
     from cpulab.measure.timed_commands import time_plan
     from cpulab.plan import plan as plans
-    from cpulab.store.foreign import _plan as imported_plan
+    from cpulab.store.foreign import plan_of as imported_plan
     kinds = {"plan": (plans.load("core").as_dict(), "turns"),
              "time": (time_plan(["true", "false"], ["t", "f"], {}, Rounds(), False, 0, 5, 0.0), "paired"),
              "imported": (imported_plan("hyperfine", "1", "mean", [{"workload": "w", "variant": v, "processes": [1.0]}

@@ -97,6 +97,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "carryover_ratios": carryover_ratios(r, samples),
         "cycle_observations": stats.per_process(
             samples, lambda s: s["work"] / s["cycles"] if s["timer"] == "wait4" and s["cycles"] else None),
+        "memory_observations": stats.per_process(samples, lambda s: 1 / s["max_rss_kb"] if s.get("max_rss_kb") else None),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
     # imported tool's samples may carry no user/sys time (None: left out)
@@ -188,7 +189,10 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
         floors = [0.0 if min(b.placements, m.placements) > 1 else policy.min_effect for _, b, m in fam]
         for (row, b, m), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests, floors)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
-            row.basis = _basis(b, m)
+            row.basis = _basis(b, m, policy)
+            if row.basis == "peak memory":  # the same test on 1 / peak memory: its own words
+                row.verdict = {Verdict.FASTER: Verdict.SMALLER, Verdict.SLOWER: Verdict.LARGER}.get(row.verdict,
+                                                                                                 row.verdict)
             row.method, row.rounds = t.method, t.n
             if policy.method == "turns":
                 row.carryover = comparison_carryover(b, m, policy.confidence)
@@ -240,24 +244,30 @@ def witness_words(verdict: str, instruction_ratio: float) -> str:
     return ""
 
 
-def _basis(base: Result, var: Result) -> str:
-    """What two results are compared in: core cycles where both are whole processes
-    with the cycles of every process (a CPU-bound command's cycles do not move with the
-    clock the host sets for it: seconds do), else time."""
-    if all(r.cycle_observations and r.cycle_observations.keys() >= r.observations.keys() for r in (base, var)):
-        return "core cycles"
-    return "time"
+def _basis(base: Result, var: Result, policy: DecisionPolicy) -> str:
+    """What two results are compared in: peak memory under the memory metric (whole
+    processes); core cycles where both are whole processes with the cycles of every
+    process (a CPU-bound command's cycles do not move with the clock the host sets for it:
+    seconds do); else time."""
+    def every(obs: str) -> bool:
+        return all(getattr(r, obs) and getattr(r, obs).keys() >= r.observations.keys() for r in (base, var))
+    if policy.metric == "memory" and every("memory_observations"):
+        return "peak memory"
+    return "core cycles" if policy.method != "turns" and every("cycle_observations") else "time"
 
 
 def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
     """The policy's test of two results.  turns reads every used sample by round and
     cycle; for processes of a round that ran back to back (programs: one sample each)
     it is the paired test by round, in core cycles where _basis says so."""
+    basis = _basis(base, var, policy)
+    if basis == "peak memory":  # one figure a process: by round (paired) where rounds ran in turns
+        method = "paired" if policy.method == "turns" else policy.method
+        return stats.compare_pair(base.memory_observations, var.memory_observations, policy.confidence, method)
     if policy.method == "turns":
         return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns")
-    if _basis(base, var) == "core cycles":
-        return stats.compare_pair(base.cycle_observations, var.cycle_observations, policy.confidence, policy.method)
-    return stats.compare_pair(base.observations, var.observations, policy.confidence, policy.method)
+    obs = "cycle_observations" if basis == "core cycles" else "observations"
+    return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.confidence, policy.method)
 
 
 def carryover_ratios(r: dict, samples: list[dict]) -> list[float]:

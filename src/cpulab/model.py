@@ -43,6 +43,8 @@ class Verdict(StrEnum):
     IDENTICAL_CODE = "identical code"
     NO_BASELINE = "no baseline"
     NOT_COMPARABLE = "not comparable: emulated vs native"  # qemu's time says nothing of the native core
+    SMALLER = "smaller"  # metric memory: a significantly lower peak memory (faster's place)
+    LARGER = "larger"  # and a higher one
 
 
 def params_key(params: dict[str, str]) -> tuple:
@@ -113,6 +115,9 @@ class Result:
     # cycles were counted or read from the TSC at the core clock around it; not part of
     # the document.
     cycle_observations: dict[int, float] = field(default_factory=dict, repr=False)
+    # Whole processes: 1 / peak memory (kB) of each, higher is better as a rate is
+    # (metric memory); not part of the document.
+    memory_observations: dict[int, float] = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> tuple:
@@ -125,7 +130,8 @@ class Result:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        del d["observations"], d["turn_rates"], d["carryover_ratios"], d["cycle_observations"]
+        for hidden in ("observations", "turn_rates", "carryover_ratios", "cycle_observations", "memory_observations"):
+            del d[hidden]
         return d
 
     @classmethod
@@ -161,8 +167,9 @@ class Comparison:
     # says why a faster/slower was held back as unclear (estimates.hold_for_carryover).
     carryover: dict | None = None
     held: str = ""
-    # What the ratio is of: "time", or "core cycles" for whole processes whose every
-    # process has them (the host moves the core clock between processes; estimates._test)
+    # What the ratio is of: "time", "core cycles" for whole processes whose every process
+    # has them (the host moves the core clock between processes), or "peak memory" under
+    # the memory metric (estimates._basis)
     basis: str = "time"
 
     @property

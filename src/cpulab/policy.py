@@ -39,7 +39,7 @@ DEFAULT_METHOD = "turns"
 # unit counted under valgrind (exact, so no test: a change of at least `precision` is
 # faster/slower).  Counts are a proxy for time, for runners too noisy to time on; the
 # time is measured and shown beside them either way (estimates.count_verdicts).
-METRICS = ("time", "instructions")
+METRICS = ("time", "instructions", "memory")
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,10 @@ class DecisionPolicy:
         spent = f" ({self.alpha:g} spent over {self.looks} looks)" if self.looks > 1 else ""
         by_count = (f"verdicts by instructions per unit counted under valgrind (a proxy for time, shown beside "
                     f"it): faster/slower when the count changes by at least {100 * self.precision:g}%, same within, "
-                    f"unclear without a count of both; the time: " if self.metric == "instructions" else "")
+                    f"unclear without a count of both; the time: " if self.metric == "instructions" else
+                    "verdicts by each whole process's peak memory (wait4's peak RSS), smaller/larger in place of "
+                    "faster/slower, ratios of 1 / peak memory; kernels keep their time: " if self.metric == "memory"
+                    else "")
         return (by_count + f"{100 * self.confidence:.3g}% intervals; {how}; each round runs a placement of its "
                 f"own of each build (the same code with its functions, data and buffers elsewhere), so the test "
                 f"includes where code and data sit; faster/slower when p < {self.look_alpha:.3g}{spent} after Holm "

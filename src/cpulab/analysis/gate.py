@@ -4,7 +4,9 @@ Exit status, documented for CI scripts (asv's and criterion's users keep asking 
 mean): 0 no regression; 1 a significant regression beyond the threshold; 2 usage or input
 error (the CLI's, before this); 3 undecided within the budget, only when asked to fail on
 that.  A regression is a `slower` verdict (significant after Holm, at least the policy's
-minimum effect) whose estimate is at least `threshold` below the base.
+minimum effect) whose estimate is at least `threshold` below the base; by peak memory
+(metric "memory") a `larger` one, at least `threshold` more memory (the ratio is of
+1 / peak memory, as of rates).
 
 By instruction count (metric "instructions", for runners too noisy for time) a regression
 is head executing at least `threshold` more instructions per unit than base, counted
@@ -39,8 +41,8 @@ def gate(comparisons: list[Comparison], threshold: float, fail_on_unclear: bool 
     if metric == "instructions":
         regressions = [c for c in compared if c.instruction_ratio is not None and c.instruction_ratio >= 1 + threshold]
         undecided = [c for c in compared if c.instruction_ratio is None]
-    else:
-        regressions = [c for c in compared if c.verdict == Verdict.SLOWER and c.ratio is not None
+    else:  # time, or peak memory (its own words for the same test: larger is slower's)
+        regressions = [c for c in compared if c.verdict in (Verdict.SLOWER, Verdict.LARGER) and c.ratio is not None
                        and c.ratio <= 1 - threshold]
         undecided = [c for c in compared if c.verdict in (Verdict.UNCLEAR, Verdict.INCONCLUSIVE)]
     status = REGRESSION if regressions else UNDECIDED if fail_on_unclear and undecided else NO_REGRESSION

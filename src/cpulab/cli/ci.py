@@ -27,8 +27,9 @@ from cpulab.report.views import gate_table
 @click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables are built at both commits.")
 @click.option("--variant", default=None, shell_complete=complete.variant_names, help="Build both with this variant (default: each experiment's baseline).")
 @click.option("--metric", type=click.Choice(METRICS), default="time", show_default=True,
-              help="What decides: the time (a significant slowdown), or the instructions per unit counted "
-                   "under valgrind (exact, for noisy runners; a proxy for time, both are shown).")
+              help="What decides: the time (a significant slowdown), the instructions per unit counted "
+                   "under valgrind (exact, for noisy runners; a proxy for time, both are shown), or each run's "
+                   "peak memory (a significantly larger peak RSS).")
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None,
               help="A regression is a significant slowdown of at least this much (default: the plan's precision), "
                    f"or with --metric instructions this much more instructions (default {INSTRUCTION_THRESHOLD:.1%}).")
@@ -50,7 +51,8 @@ def ci(refs, plan_file, variant, metric, threshold, fail_on_unclear, budget, pro
     try:
         r = parse_range(refs)
         p = plans.load(plan_file)
-        p = Overrides(processes=processes, budget=budget, instructions=metric == "instructions" or None).apply(p)
+        p = Overrides(processes=processes, budget=budget, instructions=metric == "instructions" or None,
+                      metric=metric if metric == "memory" else None).apply(p)
         p, commits = ci_plan(p, r, variant)
     except plans.PlanError as e:
         fail(str(e))
@@ -73,7 +75,7 @@ def markdown(refs: str, commits: dict, summary, outcome, metric: str = "time") -
                f"no regression; {len(outcome.undecided)} undecided" + (" (exit 3)" if outcome.status == UNDECIDED else "")
                if outcome.undecided else "no regression")
     shas = ", ".join(f"{name} {c['base'][:10]}..{c['head'][:10]}" for name, c in commits.items())
-    verdict += " by instruction count" if metric == "instructions" else ""
+    verdict += {"instructions": " by instruction count", "memory": " by peak memory"}.get(metric, "")
     return "\n".join([f"## cpulab ci {refs}", "", f"{verdict} (exit {outcome.status}); {shas}; cpulab run "
                       f"{summary.run_id}", "", to_markdown(gate_table(summary, outcome.regressions, metric)), ""])
 

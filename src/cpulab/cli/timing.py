@@ -32,6 +32,8 @@ from cpulab.report.terminal import print_summary
 @click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
               help=f"Seconds to spend adding rounds to undecided comparisons at the looks (0: a fixed count). "
                    f"Default: {plans.Plan.budget:g}, or 0 with --runs.")
+@click.option("--metric", type=click.Choice(["time", "memory"]), default="time", show_default=True,
+              help="What decides: the time, or each run's peak memory (wait4's peak RSS: smaller/larger).")
 @click.option("-p", "--prepare", default=None, help="Command run before each run of each command (untimed).")
 @click.option("-s", "--setup", default=None, help="Command run once before all runs.")
 @click.option("-c", "--cleanup", default=None, help="Command run once after all runs.")
@@ -54,7 +56,7 @@ from cpulab.report.terminal import print_summary
 @click.option("--export-markdown", type=click.Path(dir_okay=False), default=None)
 @db_option
 @json_option
-def time_(commands, runs, warmup, budget, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
+def time_(commands, runs, warmup, budget, metric, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
           cpu, timeout, random_seed, label, export_json, export_csv, export_markdown, db, as_json):
     """Time whole commands, the first being the baseline: wall, user and sys per run,
     peak RSS and context switches from wait4, verdicts as for kernels."""
@@ -74,7 +76,7 @@ def time_(commands, runs, warmup, budget, prepare, setup, cleanup, int_scans, li
                 store, list(commands), names=list(names), scans=scans, how=how, runs=runs, budget=budget, shell=shell,
                 prepare=prepare,
                 setup=setup, cleanup=cleanup, check=Check(exit=None) if ignore_failure else Check(),
-                cpu=cpu, seed=random_seed, progress=RichProgress(bar), argv=sys.argv, label=label,
+                cpu=cpu, seed=random_seed, progress=RichProgress(bar), metric=metric, argv=sys.argv, label=label,
                 origin=origin_of([Path.cwd()]))
         except CommandError as e:
             fail(str(e))

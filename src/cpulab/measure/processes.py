@@ -92,7 +92,8 @@ def process_record(data: dict) -> dict:
         cycles = data["tsc_ticks"] * (ratios[0] + ratios[1]) / 2
     return {"ns": [data["wall_s"] * 1e9], "cycles": [cycles], "instructions": [data.get("instructions")],
             "work": 1, "reps": 1, "user_s": [data["user_s"]], "sys_s": [data["sys_s"]], "timer": "wait4",
-            "notes": {}, **({"ratio_before": [ratios[0]], "ratio_after": [ratios[1]]} if all(ratios) else {})}
+            "notes": {}, "max_rss_kb": [data.get("max_rss_kb")], "page_faults": [data.get("page_faults")],
+            **({"ratio_before": [ratios[0]], "ratio_after": [ratios[1]]} if all(ratios) else {})}
 
 
 PROCESS_NOTES = ("max_rss_kb", "voluntary_switches", "involuntary_switches")

@@ -77,10 +77,11 @@ def command_labels(commands: list[str], names: list[str]) -> list[str]:
 
 
 def time_plan(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
-              cpu: int, runs: int, budget: float) -> dict:
+              cpu: int, runs: int, budget: float, metric: str = "time") -> dict:
     """The run's plan record: what `cpulab time` was asked, as summarise, the report and
     the rounds' schedule read it (processes compared by round: method paired)."""
-    return {"name": "time", "processes": runs, "budget": budget, "method": "paired", "warmup_runs": how.warmup,
+    return {"name": "time", "processes": runs, "budget": budget, "method": "paired", "metric": metric,
+            "warmup_runs": how.warmup,
             "cpu": cpu, "shell": shell,
             "commands": dict(zip(labels, commands)), "scans": scans,
             "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
@@ -114,7 +115,7 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
                   how: Rounds = Rounds(), runs: int | None = None, budget: float | None = None, shell: bool = False,
                   prepare: str | None = None,
                   setup: str | None = None, cleanup: str | None = None, check: Check | None = Check(),
-                  cpu: int | None = None, seed: int | None = None, progress=None,
+                  cpu: int | None = None, seed: int | None = None, progress=None, metric: str = "time",
                   argv: list[str] | None = None, label: str = "", origin: dict | None = None) -> int:
     """`cpulab time`: every command at every scan point, checked, warmed up and timed in
     interleaved random rounds (runs at the first look; with a budget, more for undecided
@@ -129,12 +130,12 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
         budget = 0.0 if runs else plans.Plan.budget
     if runs is None:
         family = (len(labels) - 1) * len(scan_points(scans))
-        runs = DecisionPolicy.of_settings(budget, plans.Plan.precision, "paired").first_look(max(family, 1))
+        runs = DecisionPolicy.of_settings(budget, plans.Plan.precision, "paired", metric).first_look(max(family, 1))
     for text in [*commands, *(t for t in (prepare, setup, cleanup) if t)]:
         for point in scan_points(scans):
             command_argv(fill_scan(text, point), shell)
     executor = LocalExecutor(cpu=cpu, seed=seed)
-    plan = time_plan(list(commands), labels, scans, how, shell, executor.cpu, runs, budget)
+    plan = time_plan(list(commands), labels, scans, how, shell, executor.cpu, runs, budget, metric)
     with recorded_run(store, plan, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:

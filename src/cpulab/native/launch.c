@@ -120,8 +120,9 @@ int main(int argc, char **argv)
 
     double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fprintf(stderr, "\ncpulab-launch {\"wall_s\":%.9f,\"user_s\":%.6f,\"sys_s\":%.6f,\"max_rss_kb\":%ld,"
-            "\"voluntary_switches\":%ld,\"involuntary_switches\":%ld,\"exit\":%d,\"signal\":%d",
+            "\"voluntary_switches\":%ld,\"involuntary_switches\":%ld,\"page_faults\":%ld,\"exit\":%d,\"signal\":%d",
             wall, seconds(ru.ru_utime), seconds(ru.ru_stime), ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw,
+            ru.ru_minflt + ru.ru_majflt,
             WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     counter_print("cycles", fd_cycles);
     counter_print("instructions", fd_instr);

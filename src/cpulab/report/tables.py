@@ -45,6 +45,7 @@ def fmt_delta(ratio: float | None, ci: list[float] | None) -> str:
 def verdict_tag(verdict: str | None) -> str:
     """The tag of a verdict or of a status shown in its place."""
     return {Verdict.FASTER: "faster", Verdict.SLOWER: "slower", Verdict.SAME: "same",
+            Verdict.SMALLER: "faster", Verdict.LARGER: "slower",
             Verdict.IDENTICAL_CODE: "identical", Status.IDENTICAL: "identical", "baseline": "muted",
             Verdict.UNCLEAR: "muted", Verdict.INCONCLUSIVE: "muted"}.get(verdict, "fail")
 

@@ -159,11 +159,18 @@ MIGRATIONS: list[str] = [
     ALTER TABLE artifacts ADD COLUMN placeable INTEGER NOT NULL DEFAULT 0;
     UPDATE artifacts SET placeable = 1 WHERE placements != '[]';
     """,
+    # 10: a whole process's peak memory and page faults (wait4), so memory is a metric
+    # compared like time (programs, cpulab time; NULL for kernels' samples)
+    """
+    ALTER TABLE samples ADD COLUMN max_rss_kb REAL;
+    ALTER TABLE samples ADD COLUMN page_faults REAL;
+    """,
 ]
 
-# Per-sample signals the harness prints as arrays (older harness output lacks them).
+# Per-sample signals the harness prints as arrays (older harness output lacks them), and
+# a whole process's peak memory and page faults as the launcher saw them.
 SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_ticks", "ratio_before", "ratio_after",
-           "canary_before", "canary_after")
+           "canary_before", "canary_after", "max_rss_kb", "page_faults")
 # Where and when each sample ran (migration 6; NULL in older runs).
 PLACED = ("placement", "code_offset", "start_ns", "turn", "follows")
 

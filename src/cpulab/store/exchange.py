@@ -65,6 +65,8 @@ class SampleRecord(_Strict):
     ratio_after: Finite | None = None
     canary_before: Finite | None = None
     canary_after: Finite | None = None
+    max_rss_kb: Finite | None = None
+    page_faults: Finite | None = None
     excluded: Annotated[str, Field(max_length=500)] = ""
     # Where and when it ran (store.PLACED; absent in older runs).
     placement: Annotated[int, Field(ge=0)] | None = None
