@@ -53,15 +53,16 @@ def planted(tmp_path, works: list[int | None]):
     git, plan = toy_repository(tmp_path, {"good": works[0]})
     for i, work in enumerate(works[1:], 1):
         (tmp_path / "repo" / "toy.c").write_text(TOY_C.format(work=work) if work else "int main(void) { return }\n")
-        subprocess.run([*git, "commit", "-qam", f"step {i}"], check=True)
+        subprocess.run([*git, "commit", "-qam", f"step {i}", "--allow-empty"], check=True)
     return git, plan
 
 
 def test_bisect_finds_the_planted_commit_and_names_the_one_that_did_not_build(cli, tmp_path):
-    """Twice the work from "step 6" on (clear on any machine); "step 3", the middle of the
-    first halving, does not compile: it is skipped, named, and the search goes round it."""
+    """Twice the work from "step 6" on, looked for at a 20% threshold (clear on any
+    machine, loaded or not); "step 3", the middle of the first halving, does not compile:
+    it is skipped, named, and the search goes round it."""
     git, plan = planted(tmp_path, [2_000_000] * 3 + [None] + [2_000_000] * 2 + [4_000_000] * 2)
-    p = cli("bisect", "good", "HEAD", "--plan", str(plan), "--json", timeout=900)
+    p = cli("bisect", "good", "HEAD", "--plan", str(plan), "--threshold", "0.2", "--json", timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     doc = json.loads(p.stdout)
     assert doc["status"] == "found" and doc["first_bad"]["subject"] == "step 6" and doc["first_bad"]["ratio"] < 0.8
@@ -71,7 +72,7 @@ def test_bisect_finds_the_planted_commit_and_names_the_one_that_did_not_build(cl
 
 def test_bisect_of_an_unchanged_history_finds_nothing(cli, tmp_path):
     planted(tmp_path, [2_000_000] * 4)
-    p = cli("bisect", "good", "HEAD", "--plan", str(plan_of(tmp_path)), timeout=900)
+    p = cli("bisect", "good", "HEAD", "--plan", str(plan_of(tmp_path)), "--threshold", "0.2", timeout=900)
     assert p.returncode == 0 and "no regression from good to HEAD (1 step)" in p.stdout, p.stdout + p.stderr
 
 

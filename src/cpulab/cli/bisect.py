@@ -12,7 +12,7 @@ from cpulab.analysis.gate import REGRESSION, gate
 from cpulab.cli import complete
 from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
 from cpulab.cli.run import execute
-from cpulab.model import Status
+from cpulab.model import Status, Verdict
 from cpulab.plan import plan as plans
 from cpulab.plan.bisect import BAD, GOOD, SKIP, UNDECIDED, Bisection, commits_between, subject
 from cpulab.plan.ci import Range, ci_plan
@@ -67,8 +67,11 @@ def bisect(good, bad, plan_file, variant, threshold, budget, processes, random_s
             out.print(f"step {len(steps)}: {commit[:12]} {steps[-1]['subject'][:50]!r}: {outcome} "
                       f"{fmt_delta(step['ratio'], step['ci']) if step['ratio'] else ''}", soft_wrap=True)
     first = search.first_bad()
+    # BAD first: unless it is a regression there is nothing to find (undecided there is
+    # no regression shown); an undecided step after it stops the search, unguessed
+    undecided = any(s["outcome"] == UNDECIDED for s in steps[1:]) or (steps and steps[0]["outcome"] == SKIP)
     doc = {"good": good, "bad": bad, "steps": steps,
-           "status": "undecided" if any(s["outcome"] == UNDECIDED for s in steps) else "found" if first else "none",
+           "status": "undecided" if undecided else "found" if first else "none",
            "first_bad": next((s for s in steps if s["commit"] == first), None),
            "skipped": [s["commit"] for s in steps if s["outcome"] == SKIP],
            "maybe_first_bad": search.skipped_before(first) if first else []}
@@ -81,8 +84,9 @@ def bisect(good, bad, plan_file, variant, threshold, budget, processes, random_s
 
 def _step(summary, threshold: float) -> tuple[str, dict]:
     """A step's outcome from its run: a build of the candidate that failed is skipped; a
-    regression of any program is BAD; one still undecided is UNDECIDED; else GOOD.  With
-    the slowest program's ratio and interval against GOOD."""
+    significant regression of any program beyond the threshold is BAD; GOOD when every
+    program's interval excludes a regression that large; else UNDECIDED.  With the
+    slowest program's ratio and interval against GOOD."""
     heads = [r for r in summary.results if r.variant == "head"]
     compared = [c for c in summary.comparisons if (c.baseline, c.variant) == ("base", "head")]
     worst = min((c for c in compared if c.ratio), key=lambda c: c.ratio, default=None)
@@ -91,19 +95,25 @@ def _step(summary, threshold: float) -> tuple[str, dict]:
                "error": next((r.error for r in heads if r.status != Status.OK), "")}
     if any(r.status == Status.BUILD_FAILED for r in heads):
         return SKIP, figures
-    g = gate(summary.comparisons, threshold, fail_on_unclear=True)
-    return (BAD if g.status == REGRESSION else UNDECIDED if g.undecided or not compared else GOOD), figures
+    if gate(summary.comparisons, threshold).status == REGRESSION:
+        return BAD, figures
+    excluded = compared and all(c.verdict == Verdict.IDENTICAL_CODE or (c.ci and c.ci[0] > 1 - threshold)
+                                for c in compared)
+    return (GOOD if excluded else UNDECIDED), figures
 
 
 def _conclusion(doc: dict, good: str, bad: str) -> str:
     n = f"{len(doc['steps'])} step{'s' * (len(doc['steps']) != 1)}"
     skipped = f"; skipped (did not build): {', '.join(c[:12] for c in doc['skipped'])}" if doc["skipped"] else ""
     if doc["status"] == "undecided":
-        s = next(s for s in doc["steps"] if s["outcome"] == UNDECIDED)
+        s = next((s for s in doc["steps"][1:] if s["outcome"] == UNDECIDED), doc["steps"][0])
         return (f"undecided at {s['commit'][:12]} ({s['subject']}): {fmt_delta(s['ratio'], s['ci'])} after its "
                 f"budget; give --budget or --processes to decide it ({n}{skipped})")
     if doc["status"] == "none":
-        return f"no regression from {good} to {bad} ({n}{skipped})"
+        s = doc["steps"][0]
+        shown = f"; {bad} against {good}: {fmt_delta(s['ratio'], s['ci'])}, undecided" \
+            if s["outcome"] == UNDECIDED else ""
+        return f"no regression from {good} to {bad} ({n}{shown}{skipped})"
     f = doc["first_bad"]
     maybe = f"; or one of the skipped {', '.join(c[:12] for c in doc['maybe_first_bad'])}" \
         if doc["maybe_first_bad"] else ""

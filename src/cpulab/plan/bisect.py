@@ -49,8 +49,8 @@ class Bisection:
         return good, bad
 
     def next(self) -> str | None:
-        if any(o == UNDECIDED for o in self.outcomes.values()):
-            return None
+        if UNDECIDED in self.outcomes.values() or self.outcomes.get(self.commits[-1]) == SKIP:
+            return None  # reported, never guessed; or BAD itself did not build
         last = self.commits[-1]
         if last not in self.outcomes:  # BAD first: is there anything to find?
             return last
