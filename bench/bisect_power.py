@@ -53,7 +53,7 @@ def repository(root: Path, works: list[int]) -> Path:
     for i, work in enumerate(works):
         (repo / "toy.c").write_text(SPIN_C.format(work=work))
         subprocess.run([*git, "add", "."], check=True)
-        subprocess.run([*git, "commit", "-qm", f"commit {i}"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"commit {i}", "--allow-empty"], check=True)
         if i == 0:
             subprocess.run([*git, "tag", "good"], check=True)
     plan = root / "plan.toml"
@@ -96,7 +96,8 @@ def memory_tries(tries: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         for _ in range(tries):
             for kind, mb in (("larger", 64 * 1.05), ("aa", 64)):
-                r = cpulab("time", "--metric", "memory", f"{alloc} 64", f"{alloc} {mb}", "--json", db=Path(d) / "m.sqlite")
+                r = cpulab("time", "--metric", "memory", "-n", "A", "-n", "B", f"{alloc} 64", f"{alloc} {mb}", "--json",
+                           db=Path(d) / "m.sqlite")
                 c = json.loads(r.stdout)["comparisons"][0]
                 verdicts[kind].append((c["verdict"], c["ratio"]))
     return {"larger_detected": rate(sum(v == "larger" for v, _ in verdicts["larger"]), tries),
