@@ -253,7 +253,7 @@ def _basis(base: Result, var: Result, policy: DecisionPolicy) -> str:
         return all(getattr(r, obs) and getattr(r, obs).keys() >= r.observations.keys() for r in (base, var))
     if policy.metric == "memory" and every("memory_observations"):
         return "peak memory"
-    return "core cycles" if policy.method != "turns" and every("cycle_observations") else "time"
+    return "core cycles" if every("cycle_observations") else "time"
 
 
 def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
@@ -261,13 +261,12 @@ def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
     cycle; for processes of a round that ran back to back (programs: one sample each)
     it is the paired test by round, in core cycles where _basis says so."""
     basis = _basis(base, var, policy)
-    if basis == "peak memory":  # one figure a process: by round (paired) where rounds ran in turns
-        method = "paired" if policy.method == "turns" else policy.method
-        return stats.compare_pair(base.memory_observations, var.memory_observations, policy.confidence, method)
-    if policy.method == "turns":
+    if basis == "time" and policy.method == "turns":
         return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns")
-    obs = "cycle_observations" if basis == "core cycles" else "observations"
-    return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.confidence, policy.method)
+    # Whole processes: one figure each, by round (paired) where the plan's rounds ran in turns
+    obs = {"time": "observations", "core cycles": "cycle_observations", "peak memory": "memory_observations"}[basis]
+    method = "paired" if policy.method == "turns" else policy.method
+    return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.confidence, method)
 
 
 def carryover_ratios(r: dict, samples: list[dict]) -> list[float]:
