@@ -198,7 +198,7 @@ def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_
     assert p.metric == "instructions" and p.counts_instructions("x")
     assert DecisionPolicy.from_plan(p.as_dict()).metric == "instructions"
     assert not plans.load(write(tmp_path, GOOD)).counts_instructions("x")
-    with pytest.raises(plans.PlanError, match="metric: expected one of time, instructions, got 'cycles'"):
+    with pytest.raises(plans.PlanError, match="metric: expected one of time, instructions, memory, got 'cycles'"):
         plans.load(write(tmp_path, 'metric = "cycles"\n' + GOOD))
 
 
