@@ -23,19 +23,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ci_busy import TOY_C, toy_plan  # noqa: E402
 from power import rate  # noqa: E402
 
 from cpulab.compile.artifacts import build_tool  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-SPIN_C = """#include <stdio.h>
-int main(void) {{
-    volatile unsigned long x = 1;
-    for (long i = 0; i < {work}L; i++) x = x * 6364136223846793005UL + 1442695040888963407UL;
-    printf("%lu\\n", x & 1);
-    return 0;
-}}
-"""
 
 
 def cpulab(*args: str, db: Path) -> subprocess.CompletedProcess:
@@ -51,23 +44,19 @@ def repository(root: Path, works: list[int]) -> Path:
     subprocess.run([*git, "init", "-q"], check=True)
     (repo / "Makefile").write_text("toy: toy.c\n\t$(CC) $(CFLAGS) -o toy toy.c\n")
     for i, work in enumerate(works):
-        (repo / "toy.c").write_text(SPIN_C.format(work=work))
+        (repo / "toy.c").write_text(TOY_C.format(work=work, comment="toy"))
         subprocess.run([*git, "add", "."], check=True)
         subprocess.run([*git, "commit", "-qm", f"commit {i}", "--allow-empty"], check=True)
         if i == 0:
             subprocess.run([*git, "tag", "good"], check=True)
-    plan = root / "plan.toml"
-    plan.write_text(f'name = "toy"\n[program.toy]\nsource = "{repo}"\n'
-                    'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/toy"\n'
-                    '[[experiment]]\nname = "toy"\nworkloads = ["toy"]\nvariants = ["O2"]\n')
-    return plan
+    return toy_plan(root, repo)
 
 
 def iterations_for(ms: float) -> int:
     """Iterations of the chain that take about `ms` here."""
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "t.c"
-        src.write_text(SPIN_C.format(work=50_000_000))
+        src.write_text(TOY_C.format(work=50_000_000, comment="toy"))
         exe = Path(d) / "t"
         subprocess.run(["gcc", "-O2", str(src), "-o", str(exe)], check=True)
         t0 = time.perf_counter()

@@ -46,6 +46,11 @@ def toy(root: Path) -> Path:
         subprocess.run([*git, "add", "."], check=True)
         subprocess.run([*git, "commit", "-qm", tag], check=True)
         subprocess.run([*git, "tag", tag], check=True)
+    return toy_plan(root, repo)
+
+
+def toy_plan(root: Path, repo: Path) -> Path:
+    """A plan that builds the toy repository's program with make and runs it."""
     plan = root / "plan.toml"
     plan.write_text(f'name = "toy"\n[program.toy]\nsource = "{repo}"\n'
                     'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/toy"\n'

@@ -185,11 +185,12 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
                 families[exp].append((row, base_measured, measured))
             rows.append(row)
     for fam in families.values():
-        tests = [_test(b, m, policy) for _, b, m in fam]
+        bases = [_basis(b, m, policy) for _, b, m in fam]
+        tests = [_test(b, m, policy, basis) for (_, b, m), basis in zip(fam, bases)]
         floors = [0.0 if min(b.placements, m.placements) > 1 else policy.min_effect for _, b, m in fam]
-        for (row, b, m), t, (p_adj, verdict) in zip(fam, tests, policy.decide(tests, floors)):
+        for (row, b, m), basis, t, (p_adj, verdict) in zip(fam, bases, tests, policy.decide(tests, floors)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
-            row.basis = _basis(b, m, policy)
+            row.basis = basis
             if row.basis == "peak memory":  # the same test on 1 / peak memory: its own words
                 row.verdict = {Verdict.FASTER: Verdict.SMALLER, Verdict.SLOWER: Verdict.LARGER}.get(row.verdict,
                                                                                                  row.verdict)
@@ -256,11 +257,10 @@ def _basis(base: Result, var: Result, policy: DecisionPolicy) -> str:
     return "core cycles" if every("cycle_observations") else "time"
 
 
-def _test(base: Result, var: Result, policy: DecisionPolicy) -> stats.Test:
+def _test(base: Result, var: Result, policy: DecisionPolicy, basis: str) -> stats.Test:
     """The policy's test of two results.  turns reads every used sample by round and
     cycle; for processes of a round that ran back to back (programs: one sample each)
-    it is the paired test by round, in core cycles where _basis says so."""
-    basis = _basis(base, var, policy)
+    it is the paired test by round, in what `basis` (_basis) names."""
     if basis == "time" and policy.method == "turns":
         return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns")
     # Whole processes: one figure each, by round (paired) where the plan's rounds ran in turns

@@ -88,13 +88,6 @@ class Artifact:
         """The executable of placement i (linked by `place`)."""
         return f"{self.path}.layout{i}"
 
-    def placement_command(self, i: int) -> list[str]:
-        """The link of placement i: the build's own link, under placement i's script."""
-        link = list(self.commands[2])
-        out = link.index("-o") + 1
-        link[out] = self.placement_path(i)
-        return link + [f"-Wl,-T,{self.placement_path(i)}.ld"]
-
 
 def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
     """Placement i's linker script (GNU ld, INSERTed into the default one): the code
@@ -133,8 +126,8 @@ def code_sections(obj: Path) -> list[str]:
 
 def place(art: Artifact, i: int) -> str:
     """The executable of the artifact's placement i, linked now if it is not yet: its
-    script written and its link run beside the artifact (atomic: a concurrent linker of
-    the same placement writes the same bytes)."""
+    script written beside the artifact and the build's own link run again under it
+    (atomic: a concurrent linker of the same placement writes the same bytes)."""
     exe = Path(art.placement_path(i))
     if exe.exists():
         return str(exe)
@@ -144,9 +137,9 @@ def place(art: Artifact, i: int) -> str:
     tmp = f".{os.getpid()}.{threading.get_ident()}"
     Path(f"{script}{tmp}").write_text(layout_script(art.hash, i, sections))
     os.replace(f"{script}{tmp}", script)
-    cmd = art.placement_command(i)
-    cmd[cmd.index("-o") + 1] = f"{exe}{tmp}"
-    _run_step(cmd)
+    link = list(art.commands[2])
+    link[link.index("-o") + 1] = f"{exe}{tmp}"
+    _run_step(link + [f"-Wl,-T,{script}"])
     os.replace(f"{exe}{tmp}", exe)
     return str(exe)
 
