@@ -54,7 +54,6 @@ from cpulab.measure import runner  # noqa: E402
 from cpulab.params import Param  # noqa: E402
 from cpulab.plan import plan as plans  # noqa: E402
 from cpulab.plan.toolchain import Variant  # noqa: E402
-from cpulab.policy import DecisionPolicy  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -206,16 +205,16 @@ def main() -> None:
         run = store.run(run_id)
         summary = analysis.summarise(store, run_id)
         comps = [c.to_dict() for c in summary.comparisons]
-        policy = DecisionPolicy.from_plan(run["plan"])
+        policy = run.record.policy
         doc = {**tally(comps, summary.results), "carryover": summary.carryover,
                "confidence": policy.confidence, "method": policy.method,
                "excluded_samples": sum(r.excluded_samples for r in summary.results),
                "samples": sum(len(r.samples) for r in summary.results),
-               "plan": {k: run["plan"][k] for k in ("processes", "budget", "precision", "samples", "min_sample_time")},
-               "host": {"cpu_model": run["fingerprint"].get("cpu_model"),
-                        "core_per_tsc": run["timing"].get("core_per_tsc")},
+               "plan": {k: run.record.stored[k] for k in ("processes", "budget", "precision", "samples", "min_sample_time")},
+               "host": {"cpu_model": run.fingerprint.get("cpu_model"),
+                        "core_per_tsc": run.timing.get("core_per_tsc")},
                "cotenant_cpu": a.cotenant,
-               "wall_s": run["finished"] - run["started"], "loadavg_start": load0,
+               "wall_s": run.finished - run.started, "loadavg_start": load0,
                "loadavg_end": os.getloadavg() if not a.from_db else None}
     if a.json:
         print(json.dumps(doc, indent=1))

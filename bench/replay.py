@@ -52,8 +52,7 @@ def canary_adjusted(samples: list[dict]) -> tuple[list[dict], float]:
 
 
 def replay(store: Store, run_id: int) -> dict:
-    run = store.run(run_id)
-    baselines = {e["name"]: e["baseline"] for e in run["plan"]["experiments"]}
+    baselines = {e.name: e.baseline for e in store.run(run_id).record.experiments}
     by_exp: dict[str, dict[str, tuple[dict, list[dict]]]] = defaultdict(dict)
     for r in store.results(run_id):
         if r["status"] == "ok":

@@ -113,7 +113,7 @@ def test_plan_runs_on_every_machine_and_comes_home_tagged(cluster_run):
     # one store: each machine's run is a child of the cluster run, tied to its fingerprint
     store = Store(db)
     assert store.latest_run() == doc["run_id"]
-    assert [store.run(c)["machine"] for c in store.machine_runs(doc["run_id"])] == [m["machine"] for m in doc["machines"]]
+    assert [store.run(c).machine for c in store.machine_runs(doc["run_id"])] == [m["machine"] for m in doc["machines"]]
 
 
 def test_a_connected_client_silences_every_distributed_logger(cluster):
@@ -310,7 +310,7 @@ def test_scheduler_gone_stops_the_run_interrupted(cluster, tmp_path):
     assert "scheduler is gone" in err and "Traceback" not in err
     store = Store(db)
     parent = store.latest_run()
-    assert store.run(parent)["status"] == "interrupted"
+    assert store.run(parent).status == "interrupted"
     kept = [r for c in store.machine_runs(parent) for r in store.results(c)]
     assert kept and all(r["status"] in ("ok", "pending") for r in kept), [(r["status"], r["error"]) for r in kept]
     assert sum(len(store.samples(r["id"])) for r in kept) > 0
@@ -396,6 +396,6 @@ def test_programs_are_built_and_run_on_each_worker_with_its_own_paths(tmp_path):
     store = Store(tmp_path / "db.sqlite")
     for m in doc["machines"]:  # each machine's own build, in its own cache
         builds = store.analyses(m["run_id"], "program-build")
-        assert len(builds) == 2 and all(b["data"]["tree"].startswith(str(tmp_path / "workers" / m["machine"]))
+        assert len(builds) == 2 and all(b.data["tree"].startswith(str(tmp_path / "workers" / m["machine"]))
                                         for b in builds)
     assert not (tmp_path / "client-cache" / "programs").exists()  # nothing was built on the client

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from cpulab.record import RunRecord
 from cpulab.analysis import history
 from cpulab.estimates import result_summary
 from cpulab.model import Status
@@ -39,7 +40,7 @@ def test_noise_is_read_around_the_steps():
 
 def add_run(store, label: str, commit_time: int, rate: float, machine: str = "m1", sizes=("1024",),
             experiments=("e",)) -> int:
-    run_id = store.start_run({"cpu_model": machine}, machine, {"name": "p"}, {}, {}, [], label=label,
+    run_id = store.start_run({"cpu_model": machine}, machine, RunRecord.make("plan", {"name": "p"}), {}, {}, [], label=label,
                              origin={"commit": f"{commit_time:040x}", "dirty": False, "commit_time": commit_time})
     for experiment, size in ((e, size) for e in experiments for size in sizes):
         rid = store.add_result(run_id, "sha256", "O2", {"size": size}, "bytes", Status.PENDING,

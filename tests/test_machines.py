@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from cpulab.record import RunRecord
 from cpulab.analysis import between_runs
 from cpulab.model import Result, Status
 from cpulab.report import html
@@ -19,7 +20,8 @@ MACHINES = {"a": (100.0, 2.0), "b": (200.0, 4.0), "c": (150.0, 2.0)}
 
 def add_machine(store, name: str, rate: float, ghz: float, workloads=("des", "rc5-72")) -> int:
     fp = {"cpu_model": f"cpu {name}", "cpus": 2, "hostname": name, "caches": []}
-    plan = {"name": "p", "experiments": [{"name": "per-clock", "variants": ["O2"], "baseline": "O2"}]}
+    plan = RunRecord.make("plan", {"name": "p", "method": "turns",
+                                   "experiments": [{"name": "per-clock", "variants": ["O2"], "baseline": "O2"}]})
     run_id = store.start_run(fp, f"{ord(name):x}", plan, {}, {}, [], label=name)
     for i, w in enumerate(workloads):
         rid = store.add_result(run_id, w, "O2", {}, "keys", Status.PENDING, experiment="per-clock")

@@ -130,9 +130,8 @@ def test_built_in_plans_can_reach_a_verdict():
     the experiment's comparisons, at the level the plan tests at (0.05/3 in budget mode);
     the command-line default too."""
     from cpulab import stats
-    from cpulab.policy import DecisionPolicy
     for plan in [plans.load(f.stem) for f in plans.PLAN_DIR.glob("*.toml")] + [plans.from_flags([], [], {}, None)]:
-        policy = DecisionPolicy.from_plan(plan.as_dict())
+        policy = plan.record().policy
         for e in plan.experiments:
             comparisons = plan.comparisons_of(e)
             if comparisons:
@@ -196,7 +195,7 @@ def test_cpulabs_own_checkout_is_one_that_tracks_its_code_not_any_work_tree_arou
 def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_path):
     p = plans.load(write(tmp_path, 'metric = "instructions"\n' + GOOD))
     assert p.metric == "instructions" and p.counts_instructions("x")
-    assert DecisionPolicy.from_plan(p.as_dict()).metric == "instructions"
+    assert p.record().policy.metric == "instructions"
     assert not plans.load(write(tmp_path, GOOD)).counts_instructions("x")
     with pytest.raises(plans.PlanError, match="metric: expected one of time, instructions, memory, got 'cycles'"):
         plans.load(write(tmp_path, 'metric = "cycles"\n' + GOOD))

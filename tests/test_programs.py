@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cpulab
+from cpulab.record import RunRecord
 from cpulab.compile import inputs
 from cpulab.compile.programs import build_program, run_argv
 from cpulab.measure import processes, runner
@@ -87,7 +88,7 @@ def test_program_built_per_variant_checked_and_timed(source, tmp_path):
         assert all(0 < s["ns"] < 5e9 and s["user_s"] >= 0 for s in samples)
         assert r["notes"]["median_max_rss_kb"] > 0
     # each variant's copy was built with its own flags, and the exact commands are kept
-    builds = {a["key"]: a["data"] for a in store.analyses(run_id, "program-build")}
+    builds = {a.key: a.data for a in store.analyses(run_id, "program-build")}
     assert "-O3" in builds["good/O3"]["commands"][0] and "-O2" in builds["good/O2"]["commands"][0]
     assert Path(builds["good/O2"]["log"]).read_text().startswith("$ make")
     assert not (source / "prog").exists()  # the source tree is never modified
@@ -309,7 +310,8 @@ def test_memory_is_a_metric_judged_like_time(tmp_path):
     import random
     from cpulab.estimates import compare_results, result_summary
     store = Store(tmp_path / "s.sqlite")
-    run = store.start_run({}, "m", {"name": "t", "method": "paired", "metric": "memory"}, {}, {"timer": "wait4"}, [])
+    run = store.start_run({}, "m", RunRecord.make("time", {"name": "t", "method": "paired", "metric": "memory"}), {},
+                          {"timer": "wait4"}, [])
     rng = random.Random(4)
     report = {"wall_s": 0.01, "user_s": 0.01, "sys_s": 0.0, "max_rss_kb": 0, "page_faults": 120}
     results = []

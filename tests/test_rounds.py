@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from conftest import FakeExecutor
+from cpulab.record import RunRecord
 from cpulab.measure import processes
 from cpulab.measure.processes import ProcessTarget, Rounds
 from cpulab.measure.rounds import Schedule
@@ -25,7 +26,7 @@ def measure(store, wall, budget: float) -> tuple[FakeExecutor, dict[str, int]]:
     """`cpulab time a b` as the loop sees it; returns the executor and each command's processes."""
     plan = {"name": "t", "processes": FIRST, "budget": budget, "method": "paired",
             "experiments": [{"name": "t", "workloads": ["time"], "variants": ["a", "b"], "baseline": "a"}]}
-    run_id = store.start_run({}, "m", plan, {}, {}, [])
+    run_id = store.start_run({}, "m", RunRecord.make("time", plan), {}, {}, [])
     targets = [ProcessTarget(store.add_result(run_id, "time", v, {}, processes.UNIT, Status.PENDING, experiment="t"),
                              v, ("t",), [v]) for v in ("a", "b")]
     schedule = Schedule(first={"t": FIRST}, budget=budget, policy=DecisionPolicy(looks=LOOKS if budget else 1,

@@ -46,7 +46,7 @@ def test_every_failure_is_recorded_and_the_rest_goes_on(tmp_path, misbehave):
     assert status["garbage"][0] == "error"
     ok_id = next(r["id"] for r in store.results(run_id) if r["params"]["mode"] == "ok")
     assert len(store.samples(ok_id)) == FAST["processes"] * FAST["samples"]
-    assert store.run(run_id)["status"] == "done"
+    assert store.run(run_id).status == "done"
 
 
 def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
@@ -363,10 +363,10 @@ def test_a_probe_table_that_fails_is_recorded_and_the_run_is_kept(tmp_path, monk
     p.probe_tables = ["seed004-table3"]
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store)
-    assert store.run(run_id)["status"] == "done" and store.results(run_id)[0]["status"] == "ok"
+    assert store.run(run_id).status == "done" and store.results(run_id)[0]["status"] == "ok"
     (a,) = store.analyses(run_id, probe.kind)
-    assert a["data"] == {"status": "failed", "error": "crash: killed by SIGKILL"}
-    assert "crash: killed by SIGKILL" in analysis_tables(a["kind"], a["data"])[0].title
+    assert a.data == {"status": "failed", "error": "crash: killed by SIGKILL"}
+    assert "crash: killed by SIGKILL" in analysis_tables(a.kind, a.data)[0].title
 
 
 class RecordingExecutor(LocalExecutor):
@@ -426,7 +426,7 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
     run_id = runner.run_plan(p, store, seed=4, progress=progress)
-    assert store.run(run_id)["conditions"]["shared_machine"] == ["a", "b"]
+    assert store.run(run_id).conditions["shared_machine"] == ["a", "b"]
     # the lanes' bar: as many steps as it announced, among them its lanes' rounds (4 of 2
     # variants each), counts (2 each) and the table
     ((_, total, advanced),) = [ph for ph in progress.phases if ph[0] == "measure (two CPUs)"]
@@ -442,7 +442,7 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
         span[r["experiment"]] = (min(lo, *starts), max(hi, *starts))
     assert span["a"][0] < span["b"][1] and span["b"][0] < span["a"][1]  # a and b overlap
     assert span["alone"][0] > max(span["a"][1], span["b"][1])
-    assert table["data"]["at"] < span["alone"][0]  # in a lane, before the experiment that runs alone
+    assert table.data["at"] < span["alone"][0]  # in a lane, before the experiment that runs alone
     in_lanes = [cpus for at, cpus in counted if at < span["alone"][0]]
     after = [cpus for at, cpus in counted if at > span["alone"][1]]
     assert len(in_lanes) == 4 and all(len(cpus) == 1 for cpus in in_lanes)  # a's and b's

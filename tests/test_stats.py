@@ -228,7 +228,7 @@ def test_contamination_rule():
 
 def test_looks_spend_alpha():
     assert DecisionPolicy().look_alpha == policy.ALPHA
-    assert DecisionPolicy.from_plan({"budget": 60}).look_alpha * policy.LOOKS == pytest.approx(policy.ALPHA)
+    assert DecisionPolicy.of_settings(60, policy.PRECISION, "turns").look_alpha * policy.LOOKS == pytest.approx(policy.ALPHA)
 
 
 def test_io_bound_samples_count_their_waits():

@@ -8,15 +8,18 @@ import subprocess
 
 import pytest
 
+from cpulab.record import RunRecord
 from cpulab.store.db import MIGRATIONS, Store, StoreError
 
 HARNESS_OUT = {"ns": [1.0, 2.0], "cycles": [3.0, None], "instructions": [None, None], "work": 10.0, "reps": 2,
                "user_s": [0.0, 0.0], "sys_s": [0.0, 0.0], "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.2,
                "notes": {"working_set_bytes": 64}}
 
+PROBE = RunRecord.make("probe", {"name": "probe"})
+
 
 def new_run(store):
-    return store.start_run({"cpu_model": "x"}, "m1", {"experiments": []}, {}, {"timer": "tsc"}, ["cpulab"])
+    return store.start_run({"cpu_model": "x"}, "m1", PROBE, {}, {"timer": "tsc"}, ["cpulab"])
 
 
 def test_schema_version_and_round_trip(tmp_path):
@@ -128,22 +131,22 @@ def test_run_of_a_dead_owner_reads_interrupted(tmp_path):
     path = tmp_path / "db.sqlite"
     s = Store(path)
     run = new_run(s)
-    assert s.run(run)["status"] == "running" and s.runs()[0]["status"] == "running"
+    assert s.run(run).status == "running" and s.runs()[0].status == "running"
     with pytest.raises(StoreError, match="still running"):
         s.claim_run(run)  # its owner (this process) is alive
     gone = subprocess.Popen(["true"])
     gone.wait()
     _set_owner(path, owner_pid=gone.pid)
-    assert s.run(run)["status"] == "interrupted" and s.runs()[0]["status"] == "interrupted"
+    assert s.run(run).status == "interrupted" and s.runs()[0].status == "interrupted"
     _set_owner(path, owner_pid=os.getpid(), owner_boot_id="an-earlier-boot")
-    assert s.run(run)["status"] == "interrupted"  # the machine restarted since
+    assert s.run(run).status == "interrupted"  # the machine restarted since
     _set_owner(path, owner_pid=os.getpid(), owner_boot_id="", owner_started=1)
-    assert s.run(run)["status"] == "interrupted"  # the pid was reused by a later process
+    assert s.run(run).status == "interrupted"  # the pid was reused by a later process
     _set_owner(path, owner_host="another-host")
-    assert s.run(run)["status"] == "running"  # no way to tell from here
+    assert s.run(run).status == "running"  # no way to tell from here
     _set_owner(path, owner_host=socket.gethostname(), owner_pid=gone.pid)
     s.claim_run(run)  # resuming makes this process the owner again
-    assert s.run(run)["status"] == "running" and s.run(run)["owner_pid"] == os.getpid()
+    assert s.run(run).status == "running" and s.con.execute("SELECT owner_pid FROM runs").fetchone()[0] == os.getpid()
 
 
 def test_a_store_of_schema_1_is_migrated_and_stays_readable(tmp_path):
@@ -165,23 +168,24 @@ def test_a_store_of_schema_1_is_migrated_and_stays_readable(tmp_path):
     s = Store(path)
     assert s.schema_version() == len(MIGRATIONS)
     old = s.run(1)
-    assert old["status"] == "running"  # an owner from before migration 2 is not known to be gone
-    assert old["machine"] == "" and old["parent"] is None and s.machine_runs(1) == []
+    assert old.status == "running"  # an owner from before migration 2 is not known to be gone
+    assert old.machine == "" and old.parent is None and s.machine_runs(1) == []
+    assert old.record.kind == "plan" and old.record.experiments == []  # a record of schema 1 reads (record.upgraded)
     [x] = s.samples(1)
     assert x["ns"] == 5.0 and x["excluded"] == "" and x["invol_switches"] is None
     assert x["process"] == 0  # migration 7: the column `invocation` is now `process`
-    assert new_run(s) == 2 and s.run(2)["owner_pid"] == os.getpid()
-    child = s.start_run({}, "m2", {"experiments": []}, {}, {}, [], parent=1, machine="alpha")
-    assert s.machine_runs(1) == [child] and s.run(child)["machine"] == "alpha"
+    assert new_run(s) == 2 and s.con.execute("SELECT owner_pid FROM runs WHERE id = 2").fetchone()[0] == os.getpid()
+    child = s.start_run({}, "m2", PROBE, {}, {}, [], parent=1, machine="alpha")
+    assert s.machine_runs(1) == [child] and s.run(child).machine == "alpha"
     assert s.latest_run() == 2  # a machine's part of a cluster run is not a run of its own
 
 
 def test_runs_carry_their_label_and_origin_and_filter_on_them(tmp_path):
     s = Store(tmp_path / "db.sqlite")
-    a = s.start_run({"cpu_model": "Zen 4"}, "aaaa", {}, {}, {}, [], label="v1", origin={"commit": "abc123", "dirty": True})
-    b = s.start_run({"cpu_model": "Ice Lake"}, "bbbb", {}, {}, {}, [], label="v2")
-    assert s.run(a)["label"] == "v1" and s.run(a)["origin"] == {"commit": "abc123", "dirty": True}
-    assert s.run(b)["origin"] == {}
-    assert [r["id"] for r in s.runs(label="v2")] == [b]
-    assert [r["id"] for r in s.runs(commit="abc")] == [a] and s.runs(commit="abd") == []
-    assert [r["id"] for r in s.runs(machine="Ice")] == [b] and [r["id"] for r in s.runs(machine="aa")] == [a]
+    a = s.start_run({"cpu_model": "Zen 4"}, "aaaa", PROBE, {}, {}, [], label="v1", origin={"commit": "abc123", "dirty": True})
+    b = s.start_run({"cpu_model": "Ice Lake"}, "bbbb", PROBE, {}, {}, [], label="v2")
+    assert s.run(a).label == "v1" and s.run(a).origin == {"commit": "abc123", "dirty": True}
+    assert s.run(b).origin == {}
+    assert [r.id for r in s.runs(label="v2")] == [b]
+    assert [r.id for r in s.runs(commit="abc")] == [a] and s.runs(commit="abd") == []
+    assert [r.id for r in s.runs(machine="Ice")] == [b] and [r.id for r in s.runs(machine="aa")] == [a]

@@ -10,7 +10,8 @@ import pytest
 
 from cpulab.analysis.summary import compare_results, geomeans
 from cpulab.analysis.memory import memlat_curves
-from cpulab.model import Comparison, Result, RunRecord, Status, Summary, Verdict
+from cpulab.model import Comparison, Result, Status, Summary, Verdict
+from cpulab.record import RunRecord, upgraded
 from cpulab.policy import DecisionPolicy
 from cpulab.report import exports
 from cpulab.report import html
@@ -32,29 +33,32 @@ def summary(doc) -> Summary:
 
 
 def test_json_document_round_trips(doc, summary):
-    assert json.loads(json.dumps(summary.to_dict(), default=str)) == doc
-    assert summary.policy == DecisionPolicy.from_plan(doc["plan"])  # the run's, from its stored plan
+    # a document of an earlier version reads with what its record did not yet say (record.upgraded)
+    assert json.loads(json.dumps(summary.to_dict(), default=str)) == {**doc, "plan": upgraded(doc["plan"])}
+    assert upgraded(doc["plan"])["kind"] == "plan" and "method" in upgraded(doc["plan"])
+    assert summary.policy == RunRecord.of_stored(upgraded(doc["plan"])).policy  # the run's, from its stored record
 
 
 def test_every_kind_of_run_record_reads_as_one_type():
     """A run's record is a plan's, `cpulab time`'s or an imported tool's; all three give the
     experiments, their baselines and the policy the record asks, and stay whole for --json."""
     from cpulab.measure.processes import Rounds
-    from cpulab.measure.timed_commands import time_plan
+    from cpulab.measure.timed_commands import time_record
     from cpulab.plan import plan as plans
     from cpulab.store.foreign import plan_of as imported_plan
-    kinds = {"plan": (plans.load("core").as_dict(), "turns"),
-             "time": (time_plan(["true", "false"], ["t", "f"], {}, Rounds(), False, 0, 5, 0.0), "paired"),
+    kinds = {"plan": (plans.load("core").record().stored, "turns"),
+             "time": (time_record(["true", "false"], ["t", "f"], {}, Rounds(), False, 0, 5, 0.0).stored, "paired"),
              "imported": (imported_plan("hyperfine", "1", "mean", [{"workload": "w", "variant": v, "processes": [1.0]}
                                                                   for v in ("x", "y")]), "unpaired")}
+    kinds["imported"] = (RunRecord.make("imported", kinds["imported"][0]).stored, "unpaired")
     for kind, (stored, method) in kinds.items():
         record = RunRecord.of_stored(stored)
-        assert record.experiments and record.stored is stored, kind
+        assert record.kind == kind and record.experiments and record.stored == stored, kind
         for e, raw in zip(record.experiments, stored["experiments"]):
             assert (e.name, e.workloads, e.baseline) == (raw["name"], raw["workloads"], raw["baseline"]), kind
             assert e.baseline in raw["variants"] or e.baseline in stored.get("variants", []), kind
-        assert record.policy().method == method, kind
-        assert record.policy("unpaired").method == "unpaired", kind
+        assert record.policy.method == method, kind
+        assert record.compared_by("unpaired").method == "unpaired", kind
     assert RunRecord.of_stored(kinds["time"][0]).commands == {"t": "true", "f": "false"}
 
 
@@ -191,7 +195,7 @@ def test_geomean_interval_combines_the_points_intervals():
 
 
 def test_time_split_adds_up_by_phase_and_names_the_samples_share(summary):
-    from cpulab.measure.time_split import samples_share, totals
+    from cpulab.time_split import samples_share, totals
     from cpulab.report.views import time_split_line, time_split_table
     t = totals(summary.time_split)
     assert t["calibration"] == pytest.approx(0.5) and t["samples"] == pytest.approx(3.4)

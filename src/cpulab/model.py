@@ -1,6 +1,6 @@
 """The values every stage shares: the status of a result, the verdict of a comparison,
 the typed summary of a run (Result, Comparison, Geomean, Analysis, Summary, and what the
-run was asked: RunRecord) that the analyse stage produces and every view draws, and
+run was asked: record.RunRecord) that the analyse stage produces and every view draws, and
 machines side by side (Machines) or two runs against each other (RunPair).
 
 Status and Verdict are string enums, so they compare equal to (and are stored and
@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from cpulab.policy import DecisionPolicy
+from cpulab.record import RunRecord, upgraded
 
 
 class Status(StrEnum):
@@ -211,40 +212,6 @@ class Analysis:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class RecordedExperiment:
-    """One experiment as its run recorded it: what summarise and the report read of it."""
-    name: str
-    workloads: list[str]
-    baseline: str
-    title: str = ""
-    tag: str = ""  # the seed it redoes, if any
-    intro: str = ""
-
-
-@dataclass
-class RunRecord:
-    """What a run was asked, as stored with it. A run's record is one of three kinds: a
-    plan's (Plan.as_dict), `cpulab time`'s (timed_commands.time_plan) or an imported tool's
-    (store/foreign.py); this is what every kind has, typed. `stored` is the record as written,
-    which the `--json` document carries unchanged as "plan"."""
-    experiments: list[RecordedExperiment]
-    against: str | None  # the variant every other is compared with across experiments
-    commands: dict[str, str]  # `cpulab time`'s: each label's command line
-    stored: dict
-
-    @classmethod
-    def of_stored(cls, d: dict) -> "RunRecord":
-        return cls([RecordedExperiment(e["name"], list(e.get("workloads", [])), e["baseline"],
-                                       e.get("title", ""), e.get("tag", ""), e.get("intro", ""))
-                    for e in d.get("experiments", [])],
-                   d.get("against"), dict(d.get("commands", {})), d)
-
-    def policy(self, method: str | None = None) -> DecisionPolicy:
-        """The run's decision policy; method overrides the recorded one (policy.METHODS)."""
-        return DecisionPolicy.from_plan(self.stored, method)
-
-
 @dataclass
 class Summary:
     """Everything every view of a run shows: what analyse produces, what presenters draw.
@@ -267,7 +234,7 @@ class Summary:
     # Samples right after another group member against right after their own process:
     # {ratio, ci, p, processes} (estimates.carryover); None when nothing ran in turns.
     carryover: dict | None = None
-    # Seconds per phase (measure/time_split.py), per experiment and for the run ("").
+    # Seconds per phase (time_split.py), per experiment and for the run ("").
     time_split: dict[str, dict[str, float]] = field(default_factory=dict)
     # The run's one decision policy (from its stored plan): every view's verdicts and legend.
     policy: DecisionPolicy = field(default_factory=DecisionPolicy)
@@ -288,13 +255,13 @@ class Summary:
     @classmethod
     def from_dict(cls, d: dict) -> "Summary":
         """A document as to_dict() wrote it (an export, a test fixture) back as a Summary."""
-        plan = RunRecord.of_stored(d["plan"])
+        plan = RunRecord.of_stored(upgraded(d["plan"]))
         return cls(**{**_known(cls, d), "plan": plan,
                       "results": [Result.from_dict(r) for r in d["results"]],
                       "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],
                       "geomeans": [Geomean(**g) for g in d["geomeans"]],
                       "analyses": [Analysis(**a) for a in d.get("analyses", [])],
-                      "policy": DecisionPolicy(**d["policy"]) if "policy" in d else plan.policy()})
+                      "policy": DecisionPolicy(**d["policy"]) if "policy" in d else plan.policy})
 
 
 @dataclass

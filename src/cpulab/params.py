@@ -139,3 +139,20 @@ class Param:
             out.append(str(lo))
             lo *= 2
         return out
+
+
+# A machine's caches as its fingerprint stores them (machine.os_caches): {level, type, size_bytes, name}.
+
+def data_caches(os_caches) -> list[dict]:
+    """The caches loads go through (Data and Unified), smallest first."""
+    return sorted((c for c in os_caches if c.get("type") in ("Data", "Unified")),
+                  key=lambda c: (c["level"], c["size_bytes"]))
+
+
+def cache_name(c: dict) -> str:
+    suffix = {"Data": "d", "Instruction": "i"}.get(c.get("type", ""), "")
+    return f"L{c['level']}{suffix} {human_bytes(c['size_bytes'])}"
+
+
+def cache_label(c: dict) -> str:
+    return c.get("name") or cache_name(c)

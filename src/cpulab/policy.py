@@ -56,13 +56,6 @@ class DecisionPolicy:
         """The policy of a plan's settings: budget mode spends alpha over LOOKS looks."""
         return cls(looks=LOOKS if budget else 1, precision=precision, method=method, metric=metric)
 
-    @classmethod
-    def from_plan(cls, plan: dict, method: str | None = None) -> "DecisionPolicy":
-        """The policy of a stored plan (its dict).  A plan stored before methods were
-        recorded compared unpaired."""
-        return cls.of_settings(plan.get("budget") or 0.0, float(plan.get("precision") or PRECISION),
-                               method or plan.get("method") or "unpaired", plan.get("metric") or "time")
-
     @property
     def look_alpha(self) -> float:
         """The level each look tests at."""

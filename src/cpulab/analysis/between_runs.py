@@ -19,11 +19,12 @@ from cpulab import stats
 from cpulab.analysis.summary import summarise
 from cpulab.estimates import _measured_as, result_summary
 from cpulab.model import (
-    MachineRow, MachineRun, Machines, RankedMachine, Result, RunPair, RunPairRow, RunRecord, RunSide, Status,
+    MachineRow, MachineRun, Machines, RankedMachine, Result, RunPair, RunPairRow, RunSide, Status,
     Verdict
 )
 from cpulab.policy import DecisionPolicy
 from cpulab.store.db import Store, StoreError
+from cpulab.store.rows import StoredRun
 
 # Runs measured apart (two dates, two machines) share no host state: a shared VM moves
 # whole runs by several percent (the Zen 3 host: medians of one build 178-263 MB/s over 8
@@ -53,7 +54,7 @@ def machine_drift(store: Store, machine_id: str, distance: int = 1) -> tuple[flo
 
 def machine_runs(store: Store, machine_id: str) -> list[int]:
     """The latest DRIFT_RUNS runs of a machine with results, oldest first."""
-    return [r["id"] for r in store.runs() if r["machine_id"] == machine_id and r["results"]][-DRIFT_RUNS:]
+    return [r.id for r in store.runs() if r.machine_id == machine_id and r.results][-DRIFT_RUNS:]
 
 
 def run_medians(store: Store, machine_id: str) -> list[dict]:
@@ -158,17 +159,17 @@ def cluster_summary(store: Store, run_id: int, against: str | None = None) -> Ma
     run's own status and the machines it lost."""
     parent = store.run(run_id)
     doc = machines_summary(store, store.machine_runs(run_id), against)
-    doc.run_id, doc.status, doc.started, doc.finished = run_id, parent["status"], parent["started"], parent["finished"]
-    doc.plan, doc.client = RunRecord.of_stored(parent["plan"]), parent["fingerprint"]
-    doc.machines_lost = [a["data"] for a in store.analyses(run_id, "machine-lost")]
+    doc.run_id, doc.status, doc.started, doc.finished = run_id, parent.status, parent.started, parent.finished
+    doc.plan, doc.client = parent.record, parent.fingerprint
+    doc.machines_lost = [a.data for a in store.analyses(run_id, "machine-lost")]
     return doc
 
 
-def machine_name(run: dict, taken: set[str]) -> str:
+def machine_name(run: StoredRun, taken: set[str]) -> str:
     """A run's machine as the tables name it: its worker name, else its label, else its CPU
     model; the run id is added where two would read alike."""
-    name = run["machine"] or run["label"] or run["fingerprint"].get("cpu_model") or run["machine_id"]
-    return f"{name} (run {run['id']})" if name in taken else name
+    name = run.machine or run.label or run.fingerprint.get("cpu_model") or run.machine_id
+    return f"{name} (run {run.id})" if name in taken else name
 
 
 def machines_summary(store: Store, run_ids: list[int], against: str | None = None) -> Machines:
@@ -180,10 +181,10 @@ def machines_summary(store: Store, run_ids: list[int], against: str | None = Non
     for rid in run_ids:
         s = summarise(store, rid)
         run = store.run(rid)
-        name = machine_name({**run, "id": rid}, set(per_machine))
-        tag = {"machine": name, "machine_id": run["machine_id"]}
-        machines.append(MachineRun(name, run["machine_id"], rid, run["status"], run["fingerprint"],
-                                   run["conditions"], run["timing"], s.variants, run["label"]))
+        name = machine_name(run, set(per_machine))
+        tag = {"machine": name, "machine_id": run.machine_id}
+        machines.append(MachineRun(name, run.machine_id, rid, run.status, run.fingerprint,
+                                   run.conditions, run.timing, s.variants, run.label))
         results += [{**r.to_dict(), **tag} for r in s.results]
         comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
         per_machine[name] = run_results(store, rid)
@@ -294,15 +295,15 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> RunPair:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
     # One machine's two runs: the drift of runs as far apart as these two
-    runs = machine_runs(store, a["machine_id"])
-    apart = abs(runs.index(run_b) - runs.index(run_a)) if a["machine_id"] == b["machine_id"] and \
+    runs = machine_runs(store, a.machine_id)
+    apart = abs(runs.index(run_b) - runs.index(run_a)) if a.machine_id == b.machine_id and \
         {run_a, run_b} <= set(runs) else 1
-    drift, pairs = worst_drift([machine_drift(store, a["machine_id"], apart),
-                                machine_drift(store, b["machine_id"], apart)])
+    drift, pairs = worst_drift([machine_drift(store, a.machine_id, apart),
+                                machine_drift(store, b.machine_id, apart)])
     for fam in families.values():
         for (row, _, _), (t, p_adj, verdict) in zip(fam, apart_verdicts(fam, drift)):
             row.ratio, row.ci, row.p, row.verdict = t.ratio, list(t.ci), p_adj, verdict
 
     def side(run, rid):
-        return RunSide(rid, run["machine"], run["machine_id"], run["started"], run["status"], run["fingerprint"])
+        return RunSide(rid, run.machine, run.machine_id, run.started, run.status, run.fingerprint)
     return RunPair(side(a, run_a), side(b, run_b), rows, drift_note(drift, pairs))

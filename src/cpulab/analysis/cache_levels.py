@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cpulab.machine import data_caches
+from cpulab.params import data_caches
 from cpulab.params import human_bytes
 
 FLAT_SLOPE = math.log(1.35)      # per octave: a plateau rises less than 35 % per doubling

@@ -25,6 +25,7 @@ import ruptures
 from cpulab.estimates import ESTIMATOR, result_summary
 from cpulab.model import params_key
 from cpulab.store.db import Store
+from cpulab.store.rows import RunListing
 
 MIN_RUNS = 3  # fewer is not a history
 MIN_SEGMENT = 2  # runs on each side of a change point
@@ -48,17 +49,17 @@ def point_of(r: dict) -> tuple:
     return r["experiment"], r["workload"], r["variant"], params_key(r["params"])
 
 
-def _series_of(store: Store, runs: list[dict], upto: int | None, wanted: Callable[[dict], bool]) -> list[dict]:
+def _series_of(store: Store, runs: list[RunListing], upto: int | None, wanted: Callable[[dict], bool]) -> list[dict]:
     """The series (series()) of the results `wanted` takes, over these runs up to `upto`:
     each run's results read once, whatever the number of series (a run's history read a
     stored run's results once per result of the run: 9 s of analysis over 24 runs), and
     each result estimated once per estimator (kept in the store, `estimates`)."""
     found: dict[tuple, dict] = {}
     for run in runs:
-        if run["status"] not in ("done", "interrupted") or (upto is not None and run["id"] > upto):
+        if run.status not in ("done", "interrupted") or (upto is not None and run.id > upto):
             continue
-        kept, made = store.estimates(run["id"], ESTIMATOR), []
-        for r in store.results(run["id"]):
+        kept, made = store.estimates(run.id, ESTIMATOR), []
+        for r in store.results(run.id):
             if r["status"] != "ok" or not wanted(r):
                 continue
             if r["id"] not in kept:
@@ -68,13 +69,13 @@ def _series_of(store: Store, runs: list[dict], upto: int | None, wanted: Callabl
                 kept[r["id"]] = (est.median, est.ci, est.rate_unit)
                 made.append((r["id"], *kept[r["id"]]))
             median, ci, unit = kept[r["id"]]
-            s = found.setdefault((*point_of(r), run["machine_id"]), {
+            s = found.setdefault((*point_of(r), run.machine_id), {
                 "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
-                "params": r["params"], "machine_id": run["machine_id"], "unit": unit, "points": []})
-            o = run["origin"]
-            s["points"].append({"run": run["id"], "label": run["label"], "commit": o.get("commit", ""),
+                "params": r["params"], "machine_id": run.machine_id, "unit": unit, "points": []})
+            o = run.origin
+            s["points"].append({"run": run.id, "label": run.label, "commit": o.get("commit", ""),
                                 "dirty": bool(o.get("dirty")), "commit_time": o.get("commit_time"),
-                                "started": run["started"], "median": median, "ci": ci})
+                                "started": run.started, "median": median, "ci": ci})
         if made:
             store.keep_estimates(ESTIMATOR, made)
     out = []
@@ -122,8 +123,7 @@ def with_changes(s: dict) -> dict:
 def run_history(store: Store, run_id: int, limit: int = 12) -> list[dict] | None:
     """For a run's report: the histories (on its machine, up to it) of its results that
     have some, those that changed first; None when there are none."""
-    run = store.run(run_id)
-    earlier = [r for r in store.runs(machine=run["machine_id"]) if r["id"] <= run_id]
+    earlier = [r for r in store.runs(machine=store.run(run_id).machine_id) if r.id <= run_id]
     if len(earlier) < MIN_RUNS:  # no series can be long enough: skip reading every result again
         return None
     keys = {point_of(r) for r in store.results(run_id) if r["status"] == "ok"}

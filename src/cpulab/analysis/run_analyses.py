@@ -21,7 +21,7 @@ from cpulab.analysis.summary import summarise
 from cpulab.analysis.memory import bandwidth_rows, memlat_colour, memlat_curves
 from cpulab.analysis.roofline import roofline
 from cpulab.estimates import ESTIMATOR
-from cpulab.model import Analysis, Result, Summary
+from cpulab.model import Result, Summary
 from cpulab.store.db import Store
 
 
@@ -58,11 +58,11 @@ def analyse(store: Store, run_id: int) -> Summary:
         if ok and (found := knees(ok, caches, w.sweep_axis if w else None) + spread(ok)):
             store.add_analysis(run_id, "findings", found, key=f"{exp}/{wname}")
     for roofs in store.analyses(run_id, "roofline-roofs"):  # the probe measured the roofs: place the kernels
-        if "error" not in roofs["data"] and (placed := roofline(roofs["data"], s.results)):
+        if "error" not in roofs.data and (placed := roofline(roofs.data, s.results)):
             store.add_analysis(run_id, "roofline", placed)
     # Its estimates kept for the histories of this run and later ones (history.py)
     store.keep_estimates(ESTIMATOR, [(r.id, r.median, r.ci, r.rate_unit) for r in s.results if r.median is not None])
     if histories := run_history(store, run_id):
         store.add_analysis(run_id, "history", histories)
-    s.analyses = [Analysis(**a) for a in store.analyses(run_id)]
+    s.analyses = store.analyses(run_id)
     return s

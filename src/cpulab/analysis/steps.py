@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from cpulab.analysis.cache_levels import AGREE_FACTOR, human_bytes, near_step
-from cpulab.machine import data_caches
+from cpulab.params import data_caches
 
 LINE = 64
 PAGE = 4096

@@ -11,7 +11,7 @@ from __future__ import annotations
 from cpulab.estimates import (
     carryover, compare_results, count_verdicts, geomeans, placement_bands, result_summary
 )
-from cpulab.model import Analysis, RunRecord, Summary
+from cpulab.model import Summary
 from cpulab.store.db import Store
 
 
@@ -24,19 +24,19 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
         results.append(result_summary(r, samples))
         follows += results[-1].carryover_ratios
     placement_bands(results)
-    plan = RunRecord.of_stored(run["plan"])
+    plan = run.record
     baselines = {e.name: baseline or e.baseline for e in plan.experiments}
-    policy = plan.policy(method)
+    policy = plan.compared_by(method)
     comparisons = compare_results(results, baselines, policy, plan.against)
     if policy.metric == "instructions":
         count_verdicts(comparisons, policy)
-    return Summary(run_id=run_id, status=run["status"], started=run["started"], finished=run["finished"],
-                   plan=plan, machine=run["fingerprint"],
-                   conditions={k: v for k, v in run["conditions"].items() if k != "time_split"},
-                   timing=run["timing"], variants=store.variants(run_id), results=results,
+    return Summary(run_id=run_id, status=run.status, started=run.started, finished=run.finished,
+                   plan=plan, machine=run.fingerprint,
+                   conditions={k: v for k, v in run.conditions.items() if k != "time_split"},
+                   timing=run.timing, variants=store.variants(run_id), results=results,
                    comparisons=comparisons, geomeans=geomeans(comparisons),
-                   analyses=[Analysis(**a) for a in store.analyses(run_id)], artifacts=_artifacts(store, run_id),
-                   carryover=carryover(follows), time_split=run["conditions"].get("time_split", {}), policy=policy)
+                   analyses=store.analyses(run_id), artifacts=_artifacts(store, run_id),
+                   carryover=carryover(follows), time_split=run.conditions.get("time_split", {}), policy=policy)
 
 
 def _artifacts(store: Store, run_id: int) -> list[dict]:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import click
 
-from cpulab.analysis import analyse
 from cpulab.analysis.gate import REGRESSION, gate
 from cpulab.cli import complete
 from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
-from cpulab.cli.run import execute
+from cpulab.cli.pipeline import carry_plan
 from cpulab.model import Status, Verdict
 from cpulab.plan import plan as plans
 from cpulab.plan.bisect import BAD, GOOD, SKIP, UNDECIDED, Bisection, commits_between, subject
@@ -58,11 +57,10 @@ def bisect(good, bad, plan_file, variant, threshold, budget, processes, random_s
             plan, _ = ci_plan(p, Range(good, commit), variant)
         except plans.PlanError as e:
             fail(str(e))
-        run_id = execute(plan, store, random_seed, label=f"bisect {good}..{commit[:12]}", origin=git_origin(repo))
-        summary = analyse(store, run_id)
+        summary, _ = carry_plan(plan, store, random_seed, f"bisect {good}..{commit[:12]}", git_origin(repo))
         outcome, step = _step(summary, threshold)
         search.record(commit, outcome)
-        steps.append({"commit": commit, "subject": subject(repo, commit), "outcome": outcome, "run_id": run_id, **step})
+        steps.append({"commit": commit, "subject": subject(repo, commit), "outcome": outcome, "run_id": summary.run_id, **step})
         if not as_json:
             out.print(f"step {len(steps)}: {commit[:12]} {steps[-1]['subject'][:50]!r}: {outcome} "
                       f"{fmt_delta(step['ratio'], step['ci']) if step['ratio'] else ''}", soft_wrap=True)

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import click
 
-from cpulab.analysis import analyse
 from cpulab.analysis.gate import INSTRUCTION_THRESHOLD, UNDECIDED, gate
 from cpulab.cli import complete
 from cpulab.cli.common import db_option, fail, open_store
-from cpulab.cli.run import execute
+from cpulab.cli.pipeline import carry_plan
 from cpulab.plan import plan as plans
 from cpulab.policy import METRICS
 from cpulab.plan.ci import ci_plan, parse_range
@@ -57,8 +56,7 @@ def ci(refs, plan_file, variant, metric, threshold, fail_on_unclear, budget, pro
     except plans.PlanError as e:
         fail(str(e))
     first = next(iter(p.programs.values()))
-    run_id = execute(p, open_store(db), random_seed, label=f"ci {refs}", origin=git_origin(Path(first.source)))
-    summary = analyse(open_store(db), run_id)
+    summary, _ = carry_plan(p, open_store(db), random_seed, f"ci {refs}", git_origin(Path(first.source)))
     if threshold is None:
         threshold = INSTRUCTION_THRESHOLD if metric == "instructions" else p.precision
     outcome = gate(summary.comparisons, threshold, fail_on_unclear, metric)

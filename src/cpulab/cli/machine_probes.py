@@ -9,11 +9,14 @@ from rich.table import Table
 
 from cpulab import machine, workloads
 from cpulab.compile import artifacts
+from cpulab.cli.pipeline import carry
 from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
 from cpulab.measure import probes, runner
 from cpulab.measure.execute import calibrate_timing
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
+from cpulab.params import cache_label
+from cpulab.record import RunRecord
 from cpulab.report.terminal import print_analysis
 from cpulab.machine import toolchains
 
@@ -72,7 +75,7 @@ def doctor(as_json):
     t.add_column(style="bold")
     t.add_column()
     t.add_row("cpu", f"{fp['cpu_model']} ({fp['cpus']} CPUs, {fp['arch']})")
-    t.add_row("caches", ", ".join(machine.cache_label(c) for c in fp["caches"]) or "unknown")
+    t.add_row("caches", ", ".join(cache_label(c) for c in fp["caches"]) or "unknown")
     t.add_row("timer", f"{timing.get('timer')}" + (f" (counters: {timing.get('perf_error')})"
                                                      if timing.get("perf_error") else " (hardware counters)"))
     if timing.get("tsc_hz"):
@@ -108,19 +111,25 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
     if (body is None) == (table is None):
         fail("give an instruction sequence or --table seed004 (one of them)")
     store = open_store(db)
-    with runner.recorded_run(store, {"name": "probe", "experiments": [], "body": body, "table": table},
-                             timer) as run_id:
-        try:
-            if table:
-                doc = {"run_id": run_id, "rows": probes.seed004_table(mca=mca, repeats=repeats, timer=timer)}
-            else:
-                doc = {"run_id": run_id, **probes.measure_loop(body, "att" if att else "intel", repeats=repeats,
-                                                               timer=timer, as_loop=as_loop, counter=counter)}
-                if mca:
-                    doc["mca"] = probes.mca_predict(body, "att" if att else "intel", as_loop=as_loop)
-        except probes.ProbeError as e:
-            fail(str(e).replace("\n", "; "))
-        store.add_analysis(run_id, "probe", doc, key=table or body)
+
+    def measure() -> int:
+        with runner.recorded_run(store, RunRecord.make("probe", {"name": "probe", "body": body, "table": table}),
+                                 timer) as run_id:
+            try:
+                if table:
+                    doc = {"run_id": run_id, "rows": probes.seed004_table(mca=mca, repeats=repeats, timer=timer)}
+                else:
+                    doc = {"run_id": run_id, **probes.measure_loop(body, "att" if att else "intel", repeats=repeats,
+                                                                   timer=timer, as_loop=as_loop, counter=counter)}
+                    if mca:
+                        doc["mca"] = probes.mca_predict(body, "att" if att else "intel", as_loop=as_loop)
+            except probes.ProbeError as e:
+                fail(str(e).replace("\n", "; "))
+            store.add_analysis(run_id, "probe", doc, key=table or body)
+        return run_id
+
+    summary, _ = carry(store, measure)
+    doc = next(a.data for a in summary.analyses if a.kind == "probe")
     if as_json:
         emit_json(doc)
         return
@@ -136,9 +145,14 @@ def align(full, timer, db, as_json):
     """Latency of a dependent load by alignment (seed 004 table 3): L1 hit and L2 hit,
     4- and 8-byte loads, grouped as the seed groups them."""
     store = open_store(db)
-    with runner.recorded_run(store, {"name": "align", "experiments": [], "full": full}, timer) as run_id:
-        doc = {"run_id": run_id, **probes.align_table(full=full, timer=timer)}
-        store.add_analysis(run_id, "align", doc)
+
+    def measure() -> int:
+        with runner.recorded_run(store, RunRecord.make("align", {"name": "align", "full": full}), timer) as run_id:
+            store.add_analysis(run_id, "align", {"run_id": run_id, **probes.align_table(full=full, timer=timer)})
+        return run_id
+
+    summary, _ = carry(store, measure)
+    doc = next(a.data for a in summary.analyses if a.kind == "align")
     if as_json:
         emit_json(doc)
         return

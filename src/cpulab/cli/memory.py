@@ -6,13 +6,12 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from cpulab import analysis
 from cpulab.plan import plan as plans
 from cpulab.cli import complete
 from cpulab.cli.common import (
-    db_option, emit_json, grid_option, json_option, open_store, out, processes_option, size_option
+    db_option, emit_json, fail, grid_option, json_option, open_store, out, processes_option, size_option
 )
-from cpulab.cli.run import execute, sweep_plan
+from cpulab.cli.pipeline import carry_plan
 from cpulab.report.terminal import print_analysis
 from cpulab.workloads.memory import memlat_sizes
 
@@ -40,13 +39,11 @@ def memlat(pages, mode, max_size, per_octave, colour, variant, processes, grid, 
     hi = size_option("--max-size", max_size) if max_size else (256 if grid == "full" else 64) * 1024 ** 2
     page_modes = (pages or ("4k,thp,huge" if grid == "full" else "4k,thp")).split(",")
     sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
-    store = open_store(db)
-    run_id = execute(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": mode.split(",")}, processes),
-                     store)
-    summary = analysis.analyse(store, run_id)
+    summary, _ = carry_plan(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": mode.split(",")},
+                                       processes), open_store(db))
     curves = next(a.data for a in summary.analyses if a.kind == "memlat-levels")
     failed = [r for r in summary.results if not r.status.measured]
-    doc = {"run_id": run_id, "machine": summary.machine, "os_caches": summary.machine.get("caches", []),
+    doc = {"run_id": summary.run_id, "machine": summary.machine, "os_caches": summary.machine.get("caches", []),
            "points": [{**pt, "series": c["series"]} for c in curves for pt in c["points"]],
            "levels": [{**lv, "series": c["series"]} for c in curves for lv in c["levels"]],
            "steps": next((a.data for a in summary.analyses if a.kind == "memlat-steps"), None),
@@ -66,12 +63,11 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
     """memlat --colour: the seeds plan's page-colour experiment (arbitrary against
     colour-balanced pages near this machine's L2 and L3 sizes) as one run, and its analysis."""
     exp = next(e for e in plans.load("seeds").experiments if e.name == "page-colour")
-    store = open_store(db)
-    run_id = execute(sweep_plan("memlat", variant, exp.params["memlat"], processes or exp.processes), store)
-    summary = analysis.analyse(store, run_id)
+    summary, _ = carry_plan(sweep_plan("memlat", variant, exp.params["memlat"], processes or exp.processes),
+                            open_store(db))
     doc = next((a.data for a in summary.analyses if a.kind == "memlat-colour"), None)
     if as_json:
-        emit_json({"run_id": run_id, **(doc or {"rows": [], "missing": "no point was measured"})})
+        emit_json({"run_id": summary.run_id, **(doc or {"rows": [], "missing": "no point was measured"})})
     elif doc:
         print_analysis("memlat-colour", doc, out)
 
@@ -89,14 +85,23 @@ def bandwidth(ops, max_size, per_octave, variant, processes, grid, db, as_json):
     """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
     hi = size_option("--max-size", max_size) if max_size else (256 if grid == "full" else 64) * 1024 ** 2
     sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
-    store = open_store(db)
-    run_id = execute(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, processes), store)
-    summary = analysis.analyse(store, run_id)
+    summary, _ = carry_plan(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, processes),
+                            open_store(db))
     rows = next(a.data for a in summary.analyses if a.kind == "bandwidth")
     if as_json:
-        emit_json({"run_id": run_id, "machine": summary.machine, "rows": rows})
+        emit_json({"run_id": summary.run_id, "machine": summary.machine, "rows": rows})
         return
     print_analysis("bandwidth", rows, out)
+
+
+def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int) -> plans.Plan:
+    """One workload's sweep of one variant, a few short samples per process: a curve, no comparison."""
+    try:
+        p = plans.from_flags([workload], [variant], sweep, variant)
+    except plans.PlanError as e:
+        fail(str(e))
+    p.processes, p.samples = processes, 3
+    return p
 
 
 COMMANDS = [memlat, bandwidth]

@@ -13,15 +13,14 @@ from rich.table import Table
 
 from cpulab import analysis, policy
 from cpulab.analysis import between_runs
-from cpulab.cli import complete
+from cpulab.cli import complete, pipeline
 from cpulab.cli.common import (
     db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest
 )
-from cpulab.cli.run import print_machine_table
 from cpulab.model import Machines, RunPair, Verdict
 from cpulab.report import exports, html, machine_views
 from cpulab.report.tables import to_rich
-from cpulab.report.terminal import print_summary
+from cpulab.report.terminal import print_machines, print_summary
 from cpulab.store import exchange, foreign, harnesses
 from cpulab.store.db import StoreError
 
@@ -53,7 +52,7 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
         if as_json:
             emit_json(doc.to_dict())
         else:
-            print_machine_table(doc)
+            print_machines(doc, out)
     elif len(run_ids) == 2:
         try:
             doc = between_runs.compare_runs(store, run_id_or_latest(store, run_ids[0]),
@@ -178,8 +177,10 @@ def import_(file, fmt, variant, db, as_json):
         if tool == "cpulab":
             ids = exchange.import_document(open_store(db), exchange.read_document(path))
         else:
-            parsed = harnesses.parse(path, tool, variant)
-            ids = [(foreign.import_parsed(open_store(db), parsed, sys.argv), True)]
+            parsed, store = harnesses.parse(path, tool, variant), open_store(db)
+            # another tool's results become a run like any other: analysed, with a report
+            summary, _ = pipeline.carry(store, lambda: foreign.import_parsed(store, parsed, sys.argv))
+            ids = [(summary.run_id, True)]
     except exchange.RunFileError as e:  # foreign's errors are RunFileErrors too
         fail(str(e))
     if as_json:
@@ -201,17 +202,17 @@ def runs_(label, commit, machine, db, as_json):
     store = open_store(db)
     rows = store.runs(label=label, commit=commit, machine=machine)
     if as_json:
-        emit_json(rows)
+        emit_json([r.to_dict() for r in rows])
         return
     t = Table(title=str(store.path), title_justify="left")
     for c in ("run", "started", "status", "results", "label", "commit", "machine"):
         t.add_column(c)
     for r in rows:
-        o = r["origin"]
+        o = r.origin
         code = (o["commit"][:10] + ("+dirty" if o.get("dirty") else "")) if o.get("commit") else ""
-        t.add_row(str(r["id"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["status"],
-                  str(r["results"]), escape(r["label"]), code,
-                  r["machine_id"] + (f" ({r['machine']}, of run {r['parent']})" if r["parent"] else ""))
+        t.add_row(str(r.id), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)), r.status,
+                  str(r.results), escape(r.label), code,
+                  r.machine_id + (f" ({r.machine}, of run {r.parent})" if r.parent else ""))
     out.print(t)
 
 

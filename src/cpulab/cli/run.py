@@ -4,28 +4,21 @@ here or on a cluster, analysed, printed and written as an HTML report.
 from __future__ import annotations
 
 import sys
-import time
 
 import click
-from rich.markup import escape
 
-from cpulab import analysis, machine, policy, workloads
+from cpulab import machine, policy, workloads
 from cpulab.analysis import between_runs
-from cpulab.cli import complete
+from cpulab.cli import complete, pipeline
 from cpulab.cli.common import (
-    RichProgress, cluster_security, console, db_option, default_report_path, emit_json, fail, json_option, open_store,
+    RichProgress, cluster_security, console, db_option, emit_json, fail, json_option, open_store,
     out, processes_option, progress_bar, require_dask, tls_options
 )
-from cpulab.measure import probes, runner, time_split
-from cpulab.measure.time_split import TimeSplit
-from cpulab.measure.session import Interrupted
-from cpulab.model import Machines
+from cpulab.measure import probes, runner
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides
-from cpulab.report import html, machine_views
-from cpulab.report.tables import to_rich
-from cpulab.report.terminal import print_summary
+from cpulab.report.terminal import print_machines, print_summary
 from cpulab.store.db import Store, StoreError
 
 
@@ -127,37 +120,10 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
 def run_on_cluster(p: plans.Plan, store: Store, cluster: str, machines: str | None, sec, random_seed: int | None,
                    as_json: bool, label: str = "", origin: dict | None = None) -> None:
     """Measure a plan on a cluster's machines, then print the machine table."""
-    started = time.time()
-    run_id = execute_on_cluster(p, store, cluster, machines.split(",") if machines else None, sec, random_seed,
-                                label, origin)
-    summary = between_runs.cluster_summary(store, run_id)
-    summary.wall_s = time.time() - started
-    summary.report, report_error = _write_report(summary, store, run_id)
-    _print_run(store, run_id, summary.wall_s, summary.report, summary.to_dict() if as_json else None,
-               lambda: print_machine_table(summary), report_error)
-
-
-def _write_report(doc, store: Store, run_id: int) -> tuple[str | None, str]:
-    """The HTML report written beside the store: (its path, "") or (None, why not)."""
-    try:
-        return str(html.write(doc, default_report_path(store, run_id))), ""
-    except html.ReportError as e:
-        return None, str(e)
-
-
-def _print_run(store: Store, run_id: int, wall_s: float, report: str | None, document: dict | None, tables,
-               report_error: str) -> None:
-    """The --json document (when given), or the tables with where the run and its report
-    went; a report that could not be drawn is one line and exit status 2, after the results."""
-    if document is not None:
-        emit_json(document)
-    else:
-        tables()
-        console.print(f"[dim]run {run_id} stored in {escape(str(store.path))} ({wall_s:.0f} s)[/]")
-        if report:
-            out.print(f"report: {report}", markup=False)
-    if report_error:
-        fail(report_error)
+    summary, report_error = pipeline.carry(
+        store, lambda: execute_on_cluster(p, store, cluster, machines.split(",") if machines else None, sec,
+                                          random_seed, label, origin), between_runs.cluster_summary)
+    pipeline.print_run(store, summary, as_json, lambda: print_machines(summary, out), report_error)
 
 
 def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names: list[str] | None, sec,
@@ -188,25 +154,20 @@ def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names:
             client.close(timeout=5)
 
 
-def print_machine_table(summary: Machines) -> None:
-    for t in machine_views.machine_tables(summary):
-        out.print(to_rich(t))
-
-
 def resumable_plan(store: Store, run_id: int) -> plans.Plan:
     """The stored plan of a run that can be resumed here, or a one-line refusal."""
     try:
         r = store.run(run_id)
     except StoreError as e:
         fail(str(e))
-    if r["status"] in ("running", "done"):
-        fail(f"--resume {run_id}: the run is {r['status']}; only a stopped run (interrupted or failed) is resumed")
-    if not r["plan"].get("experiments"):
-        fail(f"--resume {run_id}: a {r['plan'].get('name', 'probe')} run has no plan to resume")
-    if r["machine_id"] != machine.fingerprint_id(machine.fingerprint()):
-        fail(f"--resume {run_id}: the run was measured on machine {r['machine_id']}; resume it there")
+    if r.status in ("running", "done"):
+        fail(f"--resume {run_id}: the run is {r.status}; only a stopped run (interrupted or failed) is resumed")
+    if r.record.kind != "plan":
+        fail(f"--resume {run_id}: a {r.record.kind} run has no plan to resume")
+    if r.machine_id != machine.fingerprint_id(machine.fingerprint()):
+        fail(f"--resume {run_id}: the run was measured on machine {r.machine_id}; resume it there")
     try:
-        return plans.from_stored(r["plan"], f"run {run_id}")
+        return plans.from_stored(r.record, f"run {run_id}")
     except plans.PlanError as e:
         fail(str(e))
 
@@ -215,19 +176,9 @@ def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, 
            label: str = "", origin: dict | None = None) -> None:
     """Measure (or finish) a plan, then print the comparison and write the report.  A report
     that cannot be drawn is one line and exit status 2, after the results are printed."""
-    started = time.time()
-    run_id = execute(p, store, random_seed, resume, label, origin)
-    split = TimeSplit(store.run(run_id)["conditions"].get("time_split"))
-    with split.timing(time_split.RUN, "analysis"):
-        summary = analysis.analyse(store, run_id)
-    summary.time_split = split.to_dict()  # the report shows the split up to its own drawing
-    with split.timing(time_split.RUN, "report"):
-        summary.report, report_error = _write_report(summary, store, run_id)
-    summary.time_split = split.to_dict()
-    store.add_conditions(run_id, {"time_split": summary.time_split})
-    summary.wall_s = time.time() - started
-    _print_run(store, run_id, summary.wall_s, summary.report, summary.to_dict() if as_json else None,
-               lambda: print_summary(summary, out), report_error)
+    summary, report_error = pipeline.carry(
+        store, lambda: pipeline.measure_plan(p, store, random_seed, resume, label, origin))
+    pipeline.print_run(store, summary, as_json, lambda: print_summary(summary, out), report_error)
 
 
 def print_plan(p: plans.Plan, as_json: bool) -> None:
@@ -245,31 +196,6 @@ def print_plan(p: plans.Plan, as_json: bool) -> None:
             out.print(f"    {w}: " + " ".join(f"{k}={','.join(v)}" for k, v in given.items()))
     if p.probe_tables:
         out.print(f"  probe tables: {', '.join(p.probe_tables)}")
-
-
-def execute(p: plans.Plan, store: Store, seed: int | None = None, resume: int | None = None, label: str = "",
-            origin: dict | None = None) -> int:
-    """Run a plan with a progress bar; on Ctrl-C, SIGTERM or SIGHUP say where the measured
-    part is and exit with 128 + the signal (130 for Ctrl-C)."""
-    with progress_bar() as bar:
-        try:
-            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed, resume=resume,
-                                   label=label, origin=origin)
-        except Interrupted as e:
-            if e.run_id is not None:
-                console.print(f"[yellow]interrupted ({e}): run {e.run_id} keeps what was measured "
-                              f"(cpulab compare {e.run_id}; cpulab run --resume {e.run_id} finishes it)[/]",
-                              soft_wrap=True)
-            sys.exit(e.exit_status)
-
-
-def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int) -> plans.Plan:
-    try:
-        p = plans.from_flags([workload], [variant], sweep, variant)
-    except plans.PlanError as e:
-        fail(str(e))
-    p.processes, p.samples = processes, 3
-    return p
 
 
 COMMANDS = [run]

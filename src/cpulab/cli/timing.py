@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from cpulab import analysis
 from cpulab.cli.common import (
-    RichProgress, console, db_option, emit_json, fail, json_option, open_store, out, progress_bar
+    RichProgress, console, db_option, fail, json_option, open_store, out, progress_bar
 )
+from cpulab.cli.pipeline import carry, print_run
 from cpulab.measure import processes
 from cpulab.measure.timed_commands import list_values, scan_values, time_commands
 from cpulab.plan import plan as plans
@@ -70,28 +70,26 @@ def time_(commands, runs, warmup, budget, metric, prepare, setup, cleanup, int_s
         fail(str(e))
     store = open_store(db)
     how = processes.Rounds(warmup=warmup, timeout=timeout)
-    with progress_bar() as bar:
-        try:
-            run_id = time_commands(
-                store, list(commands), names=list(names), scans=scans, how=how, runs=runs, budget=budget, shell=shell,
-                prepare=prepare,
-                setup=setup, cleanup=cleanup, check=Check(exit=None) if ignore_failure else Check(),
-                cpu=cpu, seed=random_seed, progress=RichProgress(bar), metric=metric, argv=sys.argv, label=label,
-                origin=origin_of([Path.cwd()]))
-        except CommandError as e:
-            fail(str(e))
-        except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted: run {store.latest_run()} keeps what was measured[/]")
-            sys.exit(130)
-    summary = analysis.summarise(store, run_id)
+
+    def measure() -> int:
+        with progress_bar() as bar:
+            try:
+                return time_commands(
+                    store, list(commands), names=list(names), scans=scans, how=how, runs=runs, budget=budget,
+                    shell=shell, prepare=prepare, setup=setup, cleanup=cleanup,
+                    check=Check(exit=None) if ignore_failure else Check(), cpu=cpu, seed=random_seed,
+                    progress=RichProgress(bar), metric=metric, argv=sys.argv, label=label, origin=origin_of([Path.cwd()]))
+            except CommandError as e:
+                fail(str(e))
+            except KeyboardInterrupt:
+                console.print(f"[yellow]interrupted: run {store.latest_run()} keeps what was measured[/]")
+                sys.exit(130)
+
+    summary, report_error = carry(store, measure)
     for fmt, path in (("json", export_json), ("csv", export_csv), ("markdown", export_markdown)):
         if path:
             Path(path).write_text(exports.render(summary, fmt))
-    if as_json:
-        emit_json(summary.to_dict())
-    else:
-        print_summary(summary, out)
-        console.print(f"[dim]run {run_id} stored in {store.path}[/]")
+    print_run(store, summary, as_json, lambda: print_summary(summary, out), report_error)
 
 
 COMMANDS = [time_]

@@ -16,7 +16,8 @@ import socket
 from pathlib import Path
 
 from cpulab.machine.tlb import known_core_tlbs, read_tlbs
-from cpulab.params import ParamError, human_bytes, parse_size
+from cpulab.params import cache_name
+from cpulab.params import ParamError, parse_size
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYSFS_CACHE = SYS_CPU / "cpu0" / "cache"
@@ -63,17 +64,6 @@ def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
     return sorted(caches, key=lambda c: (c["level"], c["type"]))
 
 
-def data_caches(os_caches) -> list[dict]:
-    """The caches loads go through (Data and Unified), smallest first."""
-    return sorted((c for c in os_caches if c.get("type") in ("Data", "Unified")),
-                  key=lambda c: (c["level"], c["size_bytes"]))
-
-
-def cache_name(c: dict) -> str:
-    suffix = {"Data": "d", "Instruction": "i"}.get(c.get("type", ""), "")
-    return f"L{c['level']}{suffix} {human_bytes(c['size_bytes'])}"
-
-
 def cpuinfo() -> dict[str, str]:
     """The first processor's fields from /proc/cpuinfo."""
     info: dict[str, str] = {}
@@ -110,10 +100,6 @@ def tlbs() -> dict:
         if known:
             found, source = known, f"{why}; {source}"
     return {"tlbs": found, "source": source}
-
-
-def cache_label(c: dict) -> str:
-    return c.get("name") or cache_name(c)
 
 
 def fingerprint(timing: dict | None = None) -> dict:

@@ -41,7 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from cpulab.machine import data_caches, os_cache_sizes
+from cpulab.machine import os_cache_sizes
+from cpulab.params import data_caches
 
 VALGRIND = ("valgrind", "--tool=cachegrind")
 EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 0.4 s under valgrind)

@@ -22,7 +22,8 @@ from cpulab.compile.artifacts import BuildError, place
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import built_here
 from cpulab.machine import toolchains
-from cpulab.measure import instructions, probes, programs, time_split
+from cpulab import time_split
+from cpulab.measure import instructions, probes, programs
 from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor, on_cpu
 from cpulab.measure.explain.largest import (
     Difference,
@@ -35,7 +36,7 @@ from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rou
 from cpulab.measure.session import Stopped, machine_identity, recorded_run
 from cpulab.measure.site import Site
 from cpulab.measure.targets import Target, build_targets, build_variant, resumed_targets
-from cpulab.measure.time_split import TimeSplit
+from cpulab.time_split import TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan.plan import Plan
 from cpulab.store.db import SIGNALS, Store
@@ -98,10 +99,10 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     split = TimeSplit()
     with split.timing(time_split.RUN, "timing calibration"):
         identity = site.identity(plan.timer) if resume is None else None
-    with recorded_run(store, plan.as_dict(), plan.timer, argv, resume, site.executor, identity, label,
+    with recorded_run(store, plan.record(), plan.timer, argv, resume, site.executor, identity, label,
                       origin) as run_id:
         if resume is not None:  # the stopped part's time counts too
-            split = TimeSplit(store.run(run_id)["conditions"].get("time_split"))
+            split = TimeSplit(store.run(run_id).conditions.get("time_split"))
         try:
             _measure_all(plan, store, run_id, site, progress, rng, split, resume)
         finally:  # interrupted too: the time spent so far is kept with what it measured
@@ -113,10 +114,10 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                  split: TimeSplit, resume: int | None) -> None:
     targets = build_targets(plan, store, run_id, progress, site, split) if resume is None else \
         resumed_targets(plan, store, run_id, progress)
-    made = {(a["kind"], a["key"]) for a in store.analyses(run_id)}
+    made = {(a.kind, a.key) for a in store.analyses(run_id)}
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
     schedule = Schedule.of_plan(plan)
-    tsc_hz = store.run(run_id)["timing"].get("tsc_hz")
+    tsc_hz = store.run(run_id).timing.get("tsc_hz")
 
     def table_in_lane(name: str):  # most probes measure one fact of the core: they may share the machine
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU

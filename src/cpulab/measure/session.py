@@ -14,6 +14,7 @@ from cpulab import machine, workloads
 from cpulab.compile import artifacts
 from cpulab.measure.execute import Executor, LocalExecutor, calibrate_timing
 from cpulab.plan import toolchain
+from cpulab.record import RunRecord
 from cpulab.store.db import Store
 
 
@@ -72,7 +73,7 @@ def machine_identity(timer: str = "auto", executor: Executor | None = None) -> d
 
 
 @contextmanager
-def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] | None = None,
+def recorded_run(store: Store, record: RunRecord, timer: str = "auto", argv: list[str] | None = None,
                  resume: int | None = None, executor: Executor | None = None, identity: dict | None = None,
                  label: str = "", origin: dict | None = None):
     """A run row with the machine's fingerprint and timing (`identity`, default: this
@@ -83,7 +84,7 @@ def recorded_run(store: Store, plan: dict, timer: str = "auto", argv: list[str] 
     with stop_signals_interrupt():
         if resume is None:
             ident = identity or machine_identity(timer, executor)
-            run_id = store.start_run(ident["fingerprint"], ident["machine_id"], plan, ident["conditions"],
+            run_id = store.start_run(ident["fingerprint"], ident["machine_id"], record, ident["conditions"],
                                      ident["timing"], argv if argv is not None else sys.argv, ident.get("parent"),
                                      ident.get("machine", ""), label, origin)
         else:

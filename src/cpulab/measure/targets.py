@@ -19,7 +19,7 @@ from cpulab.estimates import against_name
 from cpulab.machine import toolchains
 from cpulab.measure.rounds import Progress
 from cpulab.measure.site import Site
-from cpulab.measure.time_split import TimeSplit
+from cpulab.time_split import TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan

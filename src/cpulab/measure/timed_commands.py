@@ -18,7 +18,8 @@ from cpulab.measure.session import recorded_run
 from cpulab.model import Status, params_key
 from cpulab.plan import plan as plans
 from cpulab.plan.programs import Check, CommandError
-from cpulab.policy import DecisionPolicy
+from cpulab.policy import PRECISION, DecisionPolicy
+from cpulab.record import RunRecord
 from cpulab.store.db import Store
 
 
@@ -76,16 +77,18 @@ def command_labels(commands: list[str], names: list[str]) -> list[str]:
     return labels
 
 
-def time_plan(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
-              cpu: int, runs: int, budget: float, metric: str = "time") -> dict:
-    """The run's plan record: what `cpulab time` was asked, as summarise, the report and
-    the rounds' schedule read it (processes compared by round: method paired)."""
-    return {"name": "time", "processes": runs, "budget": budget, "method": "paired", "metric": metric,
-            "warmup_runs": how.warmup,
-            "cpu": cpu, "shell": shell,
-            "commands": dict(zip(labels, commands)), "scans": scans,
-            "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
-                             "baseline": labels[0]}]}
+def time_record(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
+                cpu: int, runs: int | None, budget: float, metric: str = "time") -> RunRecord:
+    """The run's record: what `cpulab time` was asked, as the rounds' schedule, summarise
+    and the report read it.  Processes are compared by round (method paired); runs None:
+    the first look, the fewest rounds at which its comparisons can be significant."""
+    family = (len(labels) - 1) * len(scan_points(scans))
+    runs = runs or DecisionPolicy.of_settings(budget, PRECISION, "paired", metric).first_look(family)
+    return RunRecord.make("time", {
+        "name": "time", "processes": runs, "budget": budget, "method": "paired", "metric": metric,
+        "warmup_runs": how.warmup, "cpu": cpu, "shell": shell, "commands": dict(zip(labels, commands)), "scans": scans,
+        "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
+                         "baseline": labels[0]}]})
 
 
 def time_targets(store: Store, run_id: int, commands: list[str], labels: list[str], scans: dict[str, list[str]],
@@ -128,21 +131,17 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
     labels = command_labels(list(commands), list(names))
     if budget is None:
         budget = 0.0 if runs else plans.Plan.budget
-    if runs is None:
-        family = (len(labels) - 1) * len(scan_points(scans))
-        runs = DecisionPolicy.of_settings(budget, plans.Plan.precision, "paired", metric).first_look(max(family, 1))
     for text in [*commands, *(t for t in (prepare, setup, cleanup) if t)]:
         for point in scan_points(scans):
             command_argv(fill_scan(text, point), shell)
     executor = LocalExecutor(cpu=cpu, seed=seed)
-    plan = time_plan(list(commands), labels, scans, how, shell, executor.cpu, runs, budget, metric)
-    with recorded_run(store, plan, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
+    record = time_record(list(commands), labels, scans, how, shell, executor.cpu, runs, budget, metric)
+    with recorded_run(store, record, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
         try:
-            # the policy as summarise will read it back from the stored record
-            schedule = Schedule({"time": runs}, budget, DecisionPolicy.from_plan(plan), {"time": labels[0]})
+            schedule = Schedule({"time": record.stored["processes"]}, budget, record.policy, {"time": labels[0]})
             measure(store, targets, how, schedule, executor, progress, random.Random(seed))
         finally:
             if cleanup:

@@ -10,19 +10,16 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cpulab import machine, policy, workloads
-from cpulab.params import ParamError, human_bytes
+from cpulab import policy, workloads
+from cpulab.record import RunRecord
 from cpulab.plan import toolchain
-from cpulab.plan.programs import CommandError, Program, check_plan_programs, parse_programs
+from cpulab.plan.checks import LIMITS, PlanError, canonical_params, check, check_keys, str_list, validate  # noqa: F401 (plans.LIMITS, plans.validate)
+from cpulab.plan.programs import CommandError, Program, parse_programs
 from cpulab.plan.toolchain import Variant
 from cpulab.machine import toolchains
 
 PLAN_DIR = Path(__file__).resolve().parents[1] / "plans"
 DEFAULT_PLAN = "seeds"
-
-
-class PlanError(Exception):
-    pass
 
 
 @dataclass
@@ -101,8 +98,12 @@ class Plan:
         return (len(e.variants) - 1) * points
 
     def decision_policy(self) -> policy.DecisionPolicy:
-        """The run's one policy, from these settings (stored runs: DecisionPolicy.from_plan)."""
+        """The policy of these settings, as the run's record will hold it."""
         return policy.DecisionPolicy.of_settings(self.budget, self.precision, self.method, self.metric)
+
+    def record(self, kind: str = "plan", **more) -> RunRecord:
+        """What a run of this plan was asked, as it is stored (a cluster run's: with `more`)."""
+        return RunRecord.make(kind, {**self.as_dict(), **more})
 
     def counts_instructions(self, experiment: str) -> bool:
         return (self.instructions or self.metric == "instructions"
@@ -122,18 +123,6 @@ class Plan:
         return d
 
 
-# Accepted ranges of the measurement settings, for plans and command-line flags alike.
-LIMITS = {
-    "processes": (1, 10000),           # per result
-    "samples": (1, 10000),             # samples per process (the harness holds at most 10000)
-    "min_sample_time": (0.0001, 60.0),  # seconds one sample lasts at least
-    "warmup": (0.0, 60.0),             # seconds of untimed repetitions per process
-    "timeout": (0.1, 86400.0),         # seconds one process may take
-    "budget": (0.0, 86400.0),          # seconds per experiment for rounds on undecided comparisons (0: a fixed count)
-    "precision": (1e-06, 0.5),         # a comparison is decided when its interval is within +-this
-}
-
-
 def parse_param_flags(flags: list[str]) -> dict[str, str]:
     """['n=16..1024', 'precision=float'] -> {'n': '16..1024', 'precision': 'float'}; the
     values are parsed against each workload's declaration when the plan is validated."""
@@ -149,11 +138,6 @@ def parse_param_flags(flags: list[str]) -> dict[str, str]:
     return out
 
 
-def _check(cond: bool, where: str, msg: str) -> None:
-    if not cond:
-        raise PlanError(f"{where}: {msg}")
-
-
 # Keys plans were written with before their words changed, and the word each now means.
 OLD_KEYS = {"runs": "processes", "profile": "grid"}
 
@@ -163,149 +147,9 @@ def _renamed(d: dict, where: str) -> dict:
     out = dict(d)
     for old, new in OLD_KEYS.items():
         if old in out:
-            _check(new not in out, f"{where}: {old}", f"{old!r} is the old name of {new!r}; give one of them")
+            check(new not in out, f"{where}: {old}", f"{old!r} is the old name of {new!r}; give one of them")
             out[new] = out.pop(old)
     return out
-
-
-def _check_keys(d: dict, known: set[str], where: str) -> None:
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise PlanError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
-
-
-def _check_unique(values: list[str], where: str) -> None:
-    for i, v in enumerate(values):
-        _check(v not in values[:i], where, f"{v!r} is listed twice")
-
-
-def _check_setting(value, key: str, where: str) -> None:
-    """A count (processes, samples) or a number of seconds, within LIMITS[key]."""
-    lo, hi = LIMITS[key]
-    whole = isinstance(lo, int)
-    _check(not isinstance(value, bool) and isinstance(value, int if whole else (int, float)), f"{where}: {key}",
-           f"expected {'a whole number' if whole else 'a fraction' if key == 'precision' else 'a number of seconds'}, "
-           f"got {value!r}")
-    _check(lo <= value <= hi, f"{where}: {key}", f"must be {lo}..{hi}, got {value!r}")
-
-
-def _str_list(value, where: str) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    _check(isinstance(value, list) and all(isinstance(v, str) for v in value), where, "expected a list of strings")
-    return list(value)
-
-
-def validate(plan: Plan, where: str = "plan") -> Plan:
-    """Check the whole plan before anything is built, and make every parameter value
-    canonical (cpulab.params); PlanError names the first problem in one line."""
-    _check_settings(plan, where)
-    _check(bool(plan.experiments) or bool(plan.probe_tables), where, "no experiments")
-    for name in plan.custom_variants:
-        _check(name not in toolchain.BUILTIN, f"{where}: variants.{name}",
-               "a built-in variant has this name; give yours another")
-    _check_unique([e.name for e in plan.experiments], f"{where}: experiment names")
-    for i, e in enumerate(plan.experiments):
-        _check_experiment(plan, e, f"{where}: experiment {e.name or i!r}")
-    _check_resources(plan, where)
-    _validate_programs(plan, where)
-    return plan
-
-
-def _check_settings(plan: Plan, where: str) -> None:
-    for key in LIMITS:
-        if not (key == "processes" and plan.processes is None):  # None: policy.first_look
-            _check_setting(getattr(plan, key), key, where)
-    _check(plan.grid in ("quick", "full"), f"{where}: grid", f"must be quick or full, got {plan.grid!r}")
-    _check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
-           f"must be auto, perf, tsc or clock, got {plan.timer!r}")
-    _check(plan.method in policy.METHODS, f"{where}: method",
-           f"expected one of {', '.join(policy.METHODS)}, got {plan.method!r}")
-    _check(plan.metric in policy.METRICS, f"{where}: metric",
-           f"expected one of {', '.join(policy.METRICS)}, got {plan.metric!r}")
-    _check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
-           f"expected true or false, got {plan.measure_identical!r}")
-    _check(isinstance(plan.instructions, bool), f"{where}: instructions",
-           f"expected true or false, got {plan.instructions!r}")
-    _check_unique(plan.probe_tables, f"{where}: probe_tables")
-
-
-def _check_experiment(plan: Plan, e: Experiment, at: str) -> None:
-    _check(bool(e.workloads), at, "no workloads")
-    _check(bool(e.variants), at, "no variants")
-    _check_unique(e.workloads, f"{at}: workloads")
-    _check_unique(e.variants, f"{at}: variants")
-    for key in ("processes", "samples"):
-        if getattr(e, key) is not None:
-            _check_setting(getattr(e, key), key, at)
-    for w in e.workloads:
-        if w in plan.programs:
-            continue  # checked by _validate_programs
-        try:
-            workloads.get(w)
-        except KeyError as err:
-            raise PlanError(f"{at}: workloads: {err.args[0]}") from None
-    _check(isinstance(e.params, dict), f"{at}: params", "expected a table per workload")
-    for w, given in e.params.items():
-        _check(w in e.workloads, f"{at}: params", f"{w!r} is not one of this experiment's workloads")
-        if w not in plan.programs:  # a program's inputs are checked by _validate_programs
-            e.params[w] = _canonical_params(workloads.get(w), given, f"{at}: params.{w}.")
-    for v in e.variants:
-        try:
-            plan.variant(v)
-        except KeyError as err:
-            raise PlanError(f"{at}: variants: {err.args[0]}") from None
-    _check(e.baseline in e.variants, f"{at}: baseline",
-           f"{e.baseline!r} is not one of its variants ({', '.join(e.variants)})")
-
-
-def _canonical_params(w: workloads.Workload, given, prefix: str) -> dict[str, list[str]]:
-    """{'size': '1K..4K'} -> {'size': ['1024', '2048', '4096']}, each value parsed once
-    against the workload's declaration of that parameter; errors start prefix + key."""
-    _check(isinstance(given, dict), prefix.rstrip(". "), "expected a table of parameter = values")
-    out = {}
-    for key, spec in given.items():
-        _check(key in w.params, f"{prefix}{key}", f"workload {w.name!r} has no parameter {key!r} "
-                                                  f"(it has: {', '.join(sorted(w.params)) or 'none'})")
-        try:
-            out[key] = w.params[key].values(spec)
-        except ParamError as err:
-            raise PlanError(f"{prefix}{key}: {err}") from None
-    return out
-
-
-def _check_resources(plan: Plan, where: str) -> None:
-    """Every point fits in available memory, and the data files the plan would write
-    fit on their disk: a run that cannot fit fails here, not an hour in."""
-    available = machine.mem_available()
-    files: dict[Path, tuple[int, str]] = {}
-    for e in plan.experiments:
-        for name in (w for w in e.workloads if w not in plan.programs):
-            w = workloads.get(name)
-            for point in w.grid(plan.grid, e.params.get(name)):
-                at = f"{where}: experiment {e.name!r}: {name} {_point_label(w, point)}"
-                need = w.memory(point) if w.memory else 0
-                _check(available is None or need <= available, at,
-                       f"needs {human_bytes(need)} of memory, {human_bytes(available or 0)} is available")
-                for path, size in (w.files(point) if w.files else {}).items():
-                    files[path] = (size, at)
-    for d in {p.parent for p in files}:
-        in_d = {p: v for p, v in files.items() if p.parent == d}
-        need, free = sum(size for size, _ in in_d.values()), machine.disk_free(d)
-        _, at = max(in_d.values())
-        _check(need <= free, at, f"its data files need {human_bytes(need)} in {d}, {human_bytes(free)} is free there")
-
-
-def _point_label(w: workloads.Workload, point: dict[str, str]) -> str:
-    """The parameters of a point that are not at their defaults: 'size=1099511627776'."""
-    return " ".join(f"{k}={v}" for k, v in point.items() if v != w.params[k].default) or "(defaults)"
-
-
-def _validate_programs(plan: Plan, where: str) -> None:
-    try:
-        check_plan_programs(plan, where)
-    except CommandError as e:
-        raise PlanError(str(e)) from None
 
 
 def _programs_from_toml(table, where: str) -> dict[str, Program]:
@@ -325,19 +169,19 @@ _VARIANT_KEYS = {"compiler", "cflags", "ldflags", "abi_flags", "env", "package",
 
 def _str(d: dict, key: str, default: str, where: str) -> str:
     value = d.get(key, default)
-    _check(isinstance(value, str), f"{where}: {key}", f"expected a string, got {value!r}")
+    check(isinstance(value, str), f"{where}: {key}", f"expected a string, got {value!r}")
     return value
 
 
 def _variant_from_toml(name: str, d: dict, where: str) -> Variant:
-    _check_keys(d, _VARIANT_KEYS, where)
+    check_keys(d, _VARIANT_KEYS, where)
     env = d.get("env", {})
-    _check(isinstance(env, dict) and all(isinstance(v, (str, int)) and not isinstance(v, bool)
+    check(isinstance(env, dict) and all(isinstance(v, (str, int)) and not isinstance(v, bool)
                                          for v in env.values()), f"{where}.env", "expected a table of NAME = \"value\"")
     return Variant(name=name, compiler=_str(d, "compiler", "gcc", where),
-                   cflags=tuple(_str_list(d.get("cflags", ["-O2"]), f"{where}.cflags")),
-                   ldflags=tuple(_str_list(d.get("ldflags", []), f"{where}.ldflags")),
-                   abi_flags=tuple(_str_list(d.get("abi_flags", []), f"{where}.abi_flags")),
+                   cflags=tuple(str_list(d.get("cflags", ["-O2"]), f"{where}.cflags")),
+                   ldflags=tuple(str_list(d.get("ldflags", []), f"{where}.ldflags")),
+                   abi_flags=tuple(str_list(d.get("abi_flags", []), f"{where}.abi_flags")),
                    env=tuple((k, str(v)) for k, v in env.items()), package=_str(d, "package", "", where),
                    description=_str(d, "description", "", where))
 
@@ -355,30 +199,30 @@ def _pick_baseline(names: list[str], custom: dict[str, Variant]) -> str:
 
 def from_dict(d: dict, where: str) -> Plan:
     d = _renamed(d, where)
-    _check_keys(d, _PLAN_KEYS, where)
+    check_keys(d, _PLAN_KEYS, where)
     variants_table = d.get("variants") or {}
-    _check(isinstance(variants_table, dict), f"{where}: variants", "expected [variants.NAME] tables")
+    check(isinstance(variants_table, dict), f"{where}: variants", "expected [variants.NAME] tables")
     custom = {}
     for name, vd in variants_table.items():
-        _check(isinstance(vd, dict), f"{where}: variants.{name}", "expected a table")
+        check(isinstance(vd, dict), f"{where}: variants.{name}", "expected a table")
         custom[name] = _variant_from_toml(name, vd, f"{where}: variants.{name}")
     exps = []
     raw_exps = d.get("experiment") or []
-    _check(isinstance(raw_exps, list), f"{where}: experiment", "expected [[experiment]] tables")
+    check(isinstance(raw_exps, list), f"{where}: experiment", "expected [[experiment]] tables")
     for i, ed in enumerate(raw_exps):
         at = f"{where}: experiment[{i}]"
-        _check(isinstance(ed, dict), at, "expected a table")
+        check(isinstance(ed, dict), at, "expected a table")
         ed = _renamed(ed, at)
-        _check_keys(ed, _EXP_KEYS, at)
-        variants = _str_list(ed.get("variants", []), f"{at}.variants")
-        baselines = _str_list(ed.get("baseline", variants[:1]), f"{at}.baseline")
+        check_keys(ed, _EXP_KEYS, at)
+        variants = str_list(ed.get("variants", []), f"{at}.variants")
+        baselines = str_list(ed.get("baseline", variants[:1]), f"{at}.baseline")
         for b in baselines:
-            _check(b in variants, f"{at}.baseline", f"{b!r} is not one of its variants ({', '.join(variants)})")
+            check(b in variants, f"{at}.baseline", f"{b!r} is not one of its variants ({', '.join(variants)})")
         for key in ("share_machine", "instructions"):
-            _check(isinstance(ed.get(key, False), bool), f"{at}.{key}", "expected true or false")
+            check(isinstance(ed.get(key, False), bool), f"{at}.{key}", "expected true or false")
         exps.append(Experiment(name=_str(ed, "name", f"experiment-{i}", at), title=_str(ed, "title", "", at),
                                intro=_str(ed, "intro", "", at), tag=_str(ed, "tag", "", at),
-                               workloads=_str_list(ed.get("workloads", []), f"{at}.workloads"),
+                               workloads=str_list(ed.get("workloads", []), f"{at}.workloads"),
                                variants=variants, baseline=_pick_baseline(baselines, custom),
                                params=ed.get("params") or {}, processes=ed.get("processes"), samples=ed.get("samples"),
                                share_machine=ed.get("share_machine", False),
@@ -387,7 +231,7 @@ def from_dict(d: dict, where: str) -> Plan:
                 programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
                 **{k: d[k] for k in ("processes", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
                                      "grid", "timer", "measure_identical", "method", "instructions", "metric") if k in d},
-                probe_tables=_str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
+                probe_tables=str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
     return validate(plan, where)
 
 
@@ -419,7 +263,7 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
             wl = workloads.get(w)
         except KeyError as err:
             raise PlanError(f"--workload: {err.args[0]}") from None
-        per_workload[w] = _canonical_params(wl, {k: v for k, v in params.items() if k in wl.params}, "--param ")
+        per_workload[w] = canonical_params(wl, {k: v for k, v in params.items() if k in wl.params}, "--param ")
     for k in params:
         if not any(k in per_workload[w] for w in names):
             raise PlanError(f"--param {k}: no selected workload has this parameter")
@@ -429,8 +273,9 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
     return validate(Plan(name="command line", experiments=[exp]), "command line")
 
 
-def from_stored(d: dict, where: str) -> Plan:
-    """The Plan a run stored (Plan.as_dict), read back to resume that run."""
+def from_stored(record: RunRecord, where: str) -> Plan:
+    """The Plan a run stored (Plan.record), read back to resume that run."""
+    d = {k: v for k, v in record.stored.items() if k != "kind"}
     if d.get("programs"):
         raise PlanError(f"{where}: a run with [program] tables cannot be resumed (its kernels and programs "
                         "would be measured apart); run it again")

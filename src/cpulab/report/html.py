@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jinja2
 
-from cpulab import machine
 from cpulab.model import Machines, Result, Summary
+from cpulab.params import cache_label
 from cpulab.report import plots
 from cpulab.report.tables import FOLD_ROWS
 from cpulab.report.analysis_views import analysis_tables
@@ -148,7 +148,7 @@ def render(s: Summary) -> str:
     return tpl.render(s=s, sections=sections(s), geomeans=geomean_table(s), comparisons=comparison_list(s),
                       fold=FOLD_ROWS, fmt_params=fmt_params, legend=s.policy.legend(),
                       carryover=carryover_line(s), time_split=time_split_table(s),
-                      caches=", ".join(machine.cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
+                      caches=", ".join(cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))
 
 
@@ -161,7 +161,7 @@ def render_machines(doc: Machines) -> str:
     table 1, machines x workloads, each machine's memory-latency curve overlaid, fingerprints."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
     what = f"run {doc.run_id}" if doc.run_id is not None else "runs " + ", ".join(map(str, doc.run_ids))
-    caches = {m.machine: ", ".join(machine.cache_label(c) for c in m.fingerprint.get("caches", [])) or "unknown"
+    caches = {m.machine: ", ".join(cache_label(c) for c in m.fingerprint.get("caches", [])) or "unknown"
               for m in doc.machines}
     plot = [plots.curves({k: [tuple(p) for p in v] for k, v in doc.memlat.items()}, "working set",
                          "ns per load", "memlat: load-to-use latency of each machine", logy=True)] \

@@ -7,9 +7,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from cpulab import stats
-from cpulab.model import Summary
+from cpulab.model import Machines, Summary
 from cpulab.report.tables import fmt_num, to_rich
 from cpulab.report.analysis_views import analysis_tables, explain_tables
+from cpulab.report.machine_views import machine_tables
 from cpulab.report.views import carryover_line, geomean_table, process_table, time_split_line, workload_tables
 
 
@@ -56,4 +57,10 @@ def print_analysis(kind: str, data: Any, console: Console) -> None:
 
 def print_explain(doc: dict, max_rows: int, console: Console) -> None:
     for t in explain_tables(doc, max_rows):
+        console.print(to_rich(t))
+
+
+def print_machines(summary: Machines, console: Console) -> None:
+    """A cluster run, or several runs side by side: one table per workload, machines as rows."""
+    for t in machine_tables(summary):
         console.print(to_rich(t))

@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from cpulab import workloads
-from cpulab.measure import time_split
+from cpulab import time_split
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
 from cpulab.report.tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 

@@ -10,162 +10,15 @@ A run row names its owner (pid, process start time, boot id, host): a run left
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-MIGRATIONS: list[str] = [
-    # 1: the first schema
-    """
-    CREATE TABLE machines (
-        id TEXT PRIMARY KEY,            -- machine.fingerprint_id
-        fingerprint TEXT NOT NULL,      -- JSON
-        first_seen REAL NOT NULL
-    );
-    CREATE TABLE runs (
-        id INTEGER PRIMARY KEY,
-        machine_id TEXT NOT NULL REFERENCES machines(id),
-        started REAL NOT NULL,
-        finished REAL,
-        status TEXT NOT NULL,           -- running | done | interrupted | failed
-        plan TEXT NOT NULL,             -- JSON of the plan as run
-        conditions TEXT NOT NULL,       -- JSON: governor, turbo, ASLR, load, ...
-        timing TEXT NOT NULL,           -- JSON: timer, tsc_hz, core_per_tsc at start
-        argv TEXT NOT NULL
-    );
-    CREATE TABLE variants (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        name TEXT NOT NULL,
-        definition TEXT NOT NULL,       -- JSON: compiler, cflags, ldflags, abi_flags, env
-        compiler_version TEXT,
-        PRIMARY KEY (run_id, name)
-    );
-    CREATE TABLE artifacts (
-        hash TEXT PRIMARY KEY,          -- of the inputs
-        code_hash TEXT NOT NULL,        -- of the executable
-        path TEXT NOT NULL,
-        size_bytes INTEGER NOT NULL,
-        compiler_version TEXT,
-        commands TEXT NOT NULL          -- JSON list of exact command lines
-    );
-    CREATE TABLE results (
-        id INTEGER PRIMARY KEY,
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        experiment TEXT NOT NULL DEFAULT '',
-        workload TEXT NOT NULL,
-        variant TEXT NOT NULL,
-        params TEXT NOT NULL,           -- JSON, sorted keys
-        unit TEXT NOT NULL,
-        status TEXT NOT NULL,           -- ok | identical | skipped | build-failed | verify-failed | setup-failed | crash | timeout | error | pending
-        error TEXT NOT NULL DEFAULT '',
-        artifact_hash TEXT REFERENCES artifacts(hash),
-        same_as TEXT NOT NULL DEFAULT '', -- for status 'identical': the variant with the same code
-        notes TEXT NOT NULL DEFAULT '{}', -- JSON from the kernel (working_set_bytes, ...)
-        UNIQUE (run_id, experiment, workload, variant, params)
-    );
-    CREATE TABLE samples (
-        result_id INTEGER NOT NULL REFERENCES results(id),
-        invocation INTEGER NOT NULL,    -- which process (migration 7: `process`): layout is fixed within one
-        idx INTEGER NOT NULL,
-        ns REAL NOT NULL,               -- wall time of one sample
-        cycles REAL,                    -- core cycles (counters, or TSC x core_per_tsc)
-        instructions REAL,
-        work REAL NOT NULL,             -- units of work in the sample
-        reps INTEGER NOT NULL,          -- k_run repetitions in the sample
-        user_s REAL,
-        sys_s REAL,
-        timer TEXT NOT NULL,
-        tsc_hz REAL,
-        core_per_tsc REAL,
-        layout_pad INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (result_id, invocation, idx)
-    );
-    CREATE TABLE analyses (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        kind TEXT NOT NULL,             -- e.g. memlat-levels, probe, align-table
-        key TEXT NOT NULL DEFAULT '',
-        data TEXT NOT NULL,             -- JSON
-        PRIMARY KEY (run_id, kind, key)
-    );
-    CREATE INDEX results_run ON results(run_id);
-    """,
-    # 2: who is measuring a run, so that a dead owner's run is known to be over
-    """
-    ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
-    ALTER TABLE runs ADD COLUMN owner_started INTEGER;  -- the owner's start, clock ticks after boot
-    ALTER TABLE runs ADD COLUMN owner_boot_id TEXT;     -- /proc/sys/kernel/random/boot_id
-    ALTER TABLE runs ADD COLUMN owner_host TEXT;
-    """,
-    # 3: a run across a cluster is a parent run with one child run per machine (worker name)
-    """
-    ALTER TABLE runs ADD COLUMN parent INTEGER REFERENCES runs(id);
-    ALTER TABLE runs ADD COLUMN machine TEXT NOT NULL DEFAULT '';
-    CREATE INDEX runs_parent ON runs(parent);
-    """,
-    # 4: what was seen around each sample (harness), and why a sample is left out of
-    # estimates ('' = used).  Older samples have NULL signals and are all used.
-    """
-    ALTER TABLE samples ADD COLUMN invol_switches REAL;   -- of the thread, during the sample
-    ALTER TABLE samples ADD COLUMN vol_switches REAL;
-    ALTER TABLE samples ADD COLUMN offcpu_ns REAL;        -- wall minus thread CPU time
-    ALTER TABLE samples ADD COLUMN migrated REAL;         -- 1: CPU differed before and after
-    ALTER TABLE samples ADD COLUMN steal_ticks REAL;      -- /proc/stat steal of the CPU, USER_HZ
-    ALTER TABLE samples ADD COLUMN ratio_before REAL;     -- core/TSC ratio just before
-    ALTER TABLE samples ADD COLUMN ratio_after REAL;
-    ALTER TABLE samples ADD COLUMN canary_before REAL;    -- independent adds per cycle
-    ALTER TABLE samples ADD COLUMN canary_after REAL;
-    ALTER TABLE samples ADD COLUMN excluded TEXT NOT NULL DEFAULT '';
-    """,
-    # 5: where the measured code came from: a label the user gave, and the git commit and
-    # dirty state of the program's source or the plan's directory (JSON, {} when unknown)
-    """
-    ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';
-    ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '{}';
-    """,
-    # 6: where each sample's code sat and when it ran among the other members of its group,
-    # so placement is a measured effect and carry-over between members can be checked
-    """
-    ALTER TABLE samples ADD COLUMN placement INTEGER;     -- which placement of the artifact ran (NULL: not varied)
-    ALTER TABLE samples ADD COLUMN code_offset INTEGER;   -- k_run's address modulo 4096, as the harness saw it
-    ALTER TABLE samples ADD COLUMN start_ns REAL;         -- the sample's start, CLOCK_MONOTONIC ns
-    ALTER TABLE samples ADD COLUMN turn INTEGER;          -- its position in its cycle (turns), NULL otherwise
-    ALTER TABLE samples ADD COLUMN follows TEXT;          -- the variant that ran just before it ('' the first)
-    ALTER TABLE artifacts ADD COLUMN placements TEXT NOT NULL DEFAULT '[]';  -- pad bytes of each placement
-    """,
-    # 7: one word per idea: a measured process is a process (it was an invocation)
-    """
-    ALTER TABLE samples RENAME COLUMN invocation TO process;
-    """,
-    # 8: each result's rate estimate as one estimator made it, kept so that a run's history
-    # does not estimate every stored result of its points again (2.7 ms each); a result's
-    # are dropped when it gets more samples
-    """
-    CREATE TABLE estimates (
-        result_id INTEGER NOT NULL REFERENCES results(id),
-        estimator TEXT NOT NULL,        -- estimates.ESTIMATOR: which code made it
-        median REAL NOT NULL,
-        ci_low REAL,                    -- NULL: no interval (one process)
-        ci_high REAL,
-        rate_unit TEXT NOT NULL,
-        PRIMARY KEY (result_id, estimator)
-    );
-    """,
-    # 9: an artifact's placements are drawn per round from its hash (compile/artifacts.py),
-    # no longer a list of pads: whether it has them
-    """
-    ALTER TABLE artifacts ADD COLUMN placeable INTEGER NOT NULL DEFAULT 0;
-    UPDATE artifacts SET placeable = 1 WHERE placements != '[]';
-    """,
-    # 10: a whole process's peak memory and page faults (wait4), so memory is a metric
-    # compared like time (programs, cpulab time; NULL for kernels' samples)
-    """
-    ALTER TABLE samples ADD COLUMN max_rss_kb REAL;
-    ALTER TABLE samples ADD COLUMN page_faults REAL;
-    """,
-]
+from cpulab.model import Analysis
+from cpulab.record import RunRecord
+from cpulab.store.rows import RunListing, StoredRun, owner, shown_status
+from cpulab.store.schema import MIGRATIONS
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them), and
 # a whole process's peak memory and page faults as the launcher saw them.
@@ -211,47 +64,6 @@ def _store_error(path: Path, e: sqlite3.Error, timeout: float) -> StoreError:
     if getattr(e, "sqlite_errorcode", 0) == sqlite3.SQLITE_CANTOPEN:
         return StoreError(f"store {path} cannot be opened ({e})")
     return StoreError(f"store {path} is not a cpulab database ({e})")
-
-
-def _boot_id() -> str:
-    """This boot's random id: a pid names one process only within one boot."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _process_started(pid: int) -> int | None:
-    """When process pid started (clock ticks after boot), None if there is no such process.
-    With the pid it names one process: a reused pid has a later start."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22; the command name (field 2) may hold spaces, so count after its ')'.
-    return int(stat[stat.rindex(")") + 2:].split()[19])
-
-
-def _owner() -> dict:
-    pid = os.getpid()
-    return {"owner_pid": pid, "owner_started": _process_started(pid), "owner_boot_id": _boot_id(),
-            "owner_host": socket.gethostname()}
-
-
-def _owner_gone(run: dict) -> bool:
-    """Whether the process that owns a run is known to have ended.  Unknown owners (runs
-    from before migration 2) and owners on another host are not known to be gone."""
-    if run.get("owner_pid") is None or run.get("owner_host") != socket.gethostname():
-        return False
-    if run.get("owner_boot_id") and run["owner_boot_id"] != _boot_id():
-        return True  # the machine restarted since
-    started = _process_started(run["owner_pid"])
-    return started is None or (run.get("owner_started") is not None and started != run["owner_started"])
-
-
-def _shown_status(run: dict) -> str:
-    """A run's status as it stands: 'running' whose owner is gone is 'interrupted'."""
-    return "interrupted" if run["status"] == "running" and _owner_gone(run) else run["status"]
 
 
 class Store:
@@ -328,7 +140,7 @@ class Store:
 
     # ---- writing -------------------------------------------------------------------
 
-    def start_run(self, fingerprint: dict, machine_id: str, plan: dict, conditions: dict,
+    def start_run(self, fingerprint: dict, machine_id: str, record: RunRecord, conditions: dict,
                   timing: dict, argv: list[str], parent: int | None = None, machine: str = "",
                   label: str = "", origin: dict | None = None) -> int:
         """A new run; `parent` and `machine` make it one machine's part of a cluster run;
@@ -341,10 +153,10 @@ class Store:
                 " owner_started, owner_boot_id, owner_host, parent, machine, label, origin) VALUES (:machine_id, :started,"
                 " 'running', :plan, :conditions, :timing, :argv, :owner_pid, :owner_started, :owner_boot_id,"
                 " :owner_host, :parent, :machine, :label, :origin)",
-                {"machine_id": machine_id, "started": time.time(), "plan": json.dumps(plan),
+                {"machine_id": machine_id, "started": time.time(), "plan": json.dumps(record.stored),
                  "conditions": json.dumps(conditions), "timing": json.dumps(timing), "argv": json.dumps(argv),
                  "parent": parent, "machine": machine, "label": label, "origin": json.dumps(origin or {}),
-                 **_owner()})
+                 **owner()})
             return int(cur.lastrowid)
 
     def claim_run(self, run_id: int) -> None:
@@ -354,12 +166,12 @@ class Store:
             row = c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise StoreError(f"no run {run_id} in {self.path}")
-            if _shown_status(dict(row)) == "running":
+            if shown_status(dict(row)) == "running":
                 raise StoreError(f"run {run_id} is still running (pid {row['owner_pid']} on "
                                  f"{row['owner_host'] or 'an unknown host'})")
             c.execute("UPDATE runs SET status = 'running', finished = NULL, owner_pid = :owner_pid,"
                       " owner_started = :owner_started, owner_boot_id = :owner_boot_id, owner_host = :owner_host"
-                      " WHERE id = :id", {**_owner(), "id": run_id})
+                      " WHERE id = :id", {**owner(), "id": run_id})
 
     def finish_run(self, run_id: int, status: str) -> None:
         with self.tx() as c:
@@ -505,18 +317,14 @@ class Store:
         """The per-machine runs of a cluster run, in the order they started."""
         return [r[0] for r in self.con.execute("SELECT id FROM runs WHERE parent = ? ORDER BY id", (run_id,))]
 
-    def run(self, run_id: int) -> dict:
+    def run(self, run_id: int) -> StoredRun:
         row = self.con.execute("SELECT r.*, m.fingerprint FROM runs r JOIN machines m ON m.id = r.machine_id"
                                " WHERE r.id = ?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"no run {run_id} in {self.path}")
-        d = dict(row)
-        for k in ("plan", "conditions", "timing", "argv", "fingerprint", "origin"):
-            d[k] = json.loads(d[k])
-        d["status"] = _shown_status(d)
-        return d
+        return StoredRun.of_row(row)
 
-    def runs(self, label: str | None = None, commit: str | None = None, machine: str | None = None) -> list[dict]:
+    def runs(self, label: str | None = None, commit: str | None = None, machine: str | None = None) -> list[RunListing]:
         """Every run, or those with this label, at this commit (a prefix) and on this machine (its
         id's prefix, its worker name, or a part of its CPU model)."""
         where, args = [], []
@@ -530,13 +338,11 @@ class Store:
             where.append("(r.machine_id LIKE ? || '%' OR r.machine = ?"
                          " OR json_extract(m.fingerprint, '$.cpu_model') LIKE '%' || ? || '%')")
             args += [machine, machine, machine]
-        rows = [dict(r) for r in self.con.execute(
+        return [RunListing.of_row(r) for r in self.con.execute(
             "SELECT r.id, r.started, r.finished, r.status, r.machine_id, r.parent, r.machine, r.label, r.origin,"
             " count(x.id) AS results, r.owner_pid, r.owner_started, r.owner_boot_id, r.owner_host"
             " FROM runs r JOIN machines m ON m.id = r.machine_id LEFT JOIN results x ON x.run_id = r.id"
             + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY r.id ORDER BY r.id", args)]
-        return [{k: v for k, v in {**r, "status": _shown_status(r), "origin": json.loads(r["origin"])}.items()
-                 if not k.startswith("owner_")} for r in rows]
 
     def variants(self, run_id: int) -> list[dict]:
         return [{**json.loads(r["definition"]), "compiler_version": r["compiler_version"]}
@@ -569,7 +375,7 @@ class Store:
         d["placeable"] = bool(d["placeable"])
         return d
 
-    def analyses(self, run_id: int, kind: str | None = None) -> list[dict]:
+    def analyses(self, run_id: int, kind: str | None = None) -> list[Analysis]:
         q = "SELECT * FROM analyses WHERE run_id = ?" + (" AND kind = ?" if kind else "")
         args = (run_id, kind) if kind else (run_id,)
-        return [{"kind": r["kind"], "key": r["key"], "data": json.loads(r["data"])} for r in self.con.execute(q, args)]
+        return [Analysis(r["kind"], r["key"], json.loads(r["data"])) for r in self.con.execute(q, args)]

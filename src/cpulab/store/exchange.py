@@ -196,12 +196,12 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
         results.append({**{k: r[k] for k in ResultRecord.model_fields if k != "samples"}, "samples": samples})
         if r["artifact_hash"] and r["artifact_hash"] not in hashes:
             hashes.append(r["artifact_hash"])
-    return {"parent": parent, "machine": run["machine"], "machine_id": run["machine_id"],
-            "fingerprint": run["fingerprint"], "started": run["started"], "finished": run["finished"],
-            "status": run["status"], "plan": run["plan"], "conditions": run["conditions"], "timing": run["timing"],
-            "argv": run["argv"], "label": run["label"], "origin": run["origin"], "variants": store.variants(run_id),
+    return {"parent": parent, "machine": run.machine, "machine_id": run.machine_id,
+            "fingerprint": run.fingerprint, "started": run.started, "finished": run.finished,
+            "status": run.status, "plan": run.record.stored, "conditions": run.conditions, "timing": run.timing,
+            "argv": run.argv, "label": run.label, "origin": run.origin, "variants": store.variants(run_id),
             "artifacts": [store.artifact(h) for h in hashes], "results": results,
-            "analyses": store.analyses(run_id)}
+            "analyses": [a.to_dict() for a in store.analyses(run_id)]}
 
 
 def read_document(path: Path) -> DocumentRecord:

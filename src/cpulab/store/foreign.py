@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cpulab.model import Status
+from cpulab.record import RunRecord
 from cpulab.store.db import Store
 from cpulab.store.exchange import RunFileError, validated
 
@@ -217,7 +218,7 @@ def import_parsed(store: Store, parsed: Parsed, argv: list[str]) -> int:
     """Write one parsed file as one run; returns its id."""
     plan, fp, results = parsed
     machine_id = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
-    run_id = store.start_run(fp, machine_id, plan, {}, {"timer": plan["tool"]}, argv)
+    run_id = store.start_run(fp, machine_id, RunRecord.make("imported", plan), {}, {"timer": plan["tool"]}, argv)
     for r in results:
         exp = r["workload"]
         rid = store.add_result(run_id, r["workload"], r["variant"], r["params"], r["unit"], Status.PENDING,

@@ -222,12 +222,12 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
     if missing := [m for m in names if m not in available]:
         raise ClusterError(f"--machines: no worker named {', '.join(missing)} (have: {', '.join(sorted(available))})")
     progress_for = progress_for or (lambda name: run.QuietProgress())
-    doc = {**plan.as_dict(), "cluster": str(client.scheduler.address), "machines": names}
     # The client measures nothing: its fingerprint needs no compiler and no calibration.
     fp = machine.fingerprint()
     here = {"fingerprint": fp, "machine_id": machine.fingerprint_id(fp), "conditions": machine.conditions(),
             "timing": {}}
-    with recorded_run(store, doc, plan.timer, argv, identity=here, label=label, origin=origin) as parent:
+    record = plan.record("cluster", cluster=str(client.scheduler.address), machines=names)
+    with recorded_run(store, record, plan.timer, argv, identity=here, label=label, origin=origin) as parent:
         sites = {n: MachineSite(client, n, parent, grace_s) for n in names}
         outcomes = {n: MachineOutcome(n) for n in names}
 

@@ -38,7 +38,7 @@ def largest_differences(store: Store, run_id: int, schedule: Schedule,
     """For each experiment (of `experiments`, None: all) and workload not yet explained,
     the largest faster/slower comparison of the run as it stands, whose builds are still
     on disk."""
-    done = {a["key"] for a in store.analyses(run_id) if a["kind"] == "explain"}
+    done = {a.key for a in store.analyses(run_id) if a.kind == "explain"}
     rows = [r for r in store.results(run_id) if experiments is None or r["experiment"] in experiments]
     results = [result_summary(r, store.samples(r["id"])) for r in rows]
     largest: dict[tuple, Comparison] = {}

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from cpulab import workloads
 from cpulab.compile.artifacts import BuildError, build_artifact
-from cpulab.machine import cpu_flags, data_caches, os_cache_sizes
+from cpulab.machine import cpu_flags, os_cache_sizes
+from cpulab.params import data_caches
 from cpulab.measure.execute import Executor
 from cpulab.measure.probes import Probe
 from cpulab.measure.probes.asm import ProbeError
