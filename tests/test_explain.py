@@ -2,7 +2,8 @@
 from pathlib import Path
 
 from cpulab.compile import artifacts
-from cpulab.measure.explain import code, profile, why
+from cpulab.analysis.why import with_why
+from cpulab.measure.explain import code, compare, profile
 from cpulab.plan import toolchain
 from cpulab import workloads
 
@@ -31,7 +32,7 @@ def test_hot_loop_is_in_the_timed_code():
 
 
 def test_same_artifact_explains_as_identical():
-    doc = why.explain(artifact("O2"), artifact("O2"))
+    doc = compare.explain(artifact("O2"), artifact("O2"))
     assert doc["identical"] and all(tag == "=" for _, _, tag in doc["rows"])
 
 
@@ -59,24 +60,25 @@ def test_most_samples_land_in_the_hot_loop():
     assert total >= 30, per_func  # a 97 us timer over 0.3 s: hundreds expected, 30 is a wide floor
     hot = max(per_func, key=per_func.get)
     assert code.stem(hot) == "hot_loop" and per_func[hot] > 0.8 * total, per_func
-    region = why.sampled_region(funcs[hot])
+    region = compare.sampled_region(funcs[hot])
     assert region is not None  # narrowed to the loop, not the whole function
     assert sum(i.samples for i in code.loop_listing(funcs[hot], region)) > 0.5 * per_func[hot]
 
 
 def test_two_builds_line_up_on_the_same_region():
-    doc = why.explain(hotcold("O1"), hotcold("O3"), profile_code=0.3, names=("O1", "O3"))
+    doc = compare.explain(hotcold("O1"), hotcold("O3"), profile_code=0.3, names=("O1", "O3"))
     ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
     assert code.stem(ha["function"]) == code.stem(hb["function"]) == "hot_loop"
     assert ha["loop"] and hb["loop"] and hb["lined_up"]
     assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5
-    assert "O3 against O1" in doc["why"] and "instructions per iteration" in doc["why"]
+    why = with_why(doc)["why"]  # the analysis stage's words for the measured evidence
+    assert "O3 against O1" in why and "instructions per iteration" in why
     assert len(ha["samples"]) == len(ha["listing"]) == ha["instructions"]
 
 
 def test_a_double_run_is_not_explained_by_the_float_loop():
     art = artifacts.build_artifact(workloads.get("dot"), toolchain.BUILTIN["O2"]).path
-    doc = why.explain(art, art, {"n": "4096", "precision": "double"}, profile_code=0.3)
+    doc = compare.explain(art, art, {"n": "4096", "precision": "double"}, profile_code=0.3)
     assert code.stem(doc["a"]["hot_loop"]["function"]) == "dot_f64"
     assert doc["identical"]
 
@@ -103,7 +105,7 @@ def test_instruction_kinds():
 def test_a_whole_program_is_profiled_into_its_own_binary():
     src = Path(__file__).resolve().parent / "kernels" / "hotcold_program.c"
     a, b = (str(artifacts.build_tool(src, (flag,))) for flag in ("-O1", "-O2"))
-    doc = why.explain_programs(a, [a], b, [b], ("O1", "O2"))
+    doc = compare.explain_programs(a, [a], b, [b], ("O1", "O2"))
     ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
     assert code.stem(ha["function"]) == code.stem(hb["function"]) == "hot", (ha["function"], hb["function"])
     assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5

@@ -78,7 +78,7 @@ def test_unpaired_holds_alpha_on_identical_distributions(sigma):
 
 def test_turns_hold_alpha_when_a_slowdown_hits_both_sides():
     """Rounds in turns: each round's processes share a slowdown (the host's state) and a
-    layout each; per cycle the samples share the moment's noise.  Under no difference
+    layout each; per turn the samples share the moment's noise.  Under no difference
     the raw p of the per-round ratios is uniform."""
     def one(rng, effect=1.0):
         base, var = {}, {}

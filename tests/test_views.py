@@ -16,7 +16,7 @@ from cpulab.policy import DecisionPolicy
 from cpulab.report import exports
 from cpulab.report import html
 from cpulab.report.tables import Cell, to_markdown, to_rich
-from cpulab.report.analysis_views import ANALYSIS_VIEWS, analysis_tables, memlat_tables
+from cpulab.report.analysis_views import VIEWS, analysis_tables, memlat_tables
 from cpulab.report.views import comparison_list, fmt_params, result_list, workload_tables
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "summary.json"
@@ -160,7 +160,7 @@ def test_every_analysis_kind_has_one_renderer_and_each_draws(summary):
         for t in analysis_tables(a.kind, a.data):
             assert t.rows and all(len(r) == len(t.columns) for r in t.rows)
             to_rich(t)  # draws without markup errors (a probe body may hold [brackets])
-    assert {"probe", "align", "memlat-levels", "bandwidth", "explain"} <= set(ANALYSIS_VIEWS)
+    assert {"probe", "align", "memlat-levels", "bandwidth", "explain"} <= set(VIEWS)
     assert "no view" in analysis_tables("unknown-kind", {})[0].title
 
 

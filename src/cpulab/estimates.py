@@ -93,7 +93,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         "placement_band": [float(q) / est.median for q in np.quantile(list(placed.values()), PLACEMENT_BAND)]
         if len(placed) > 1 and est.median else None,
         "observations": rates,
-        "turn_rates": stats.per_cycle(samples, rate),
+        "turn_rates": stats.per_turn(samples, rate),
         "carryover_ratios": carryover_ratios(r, samples),
         "cycle_observations": stats.per_process(
             samples, lambda s: s["work"] / s["cycles"] if s["timer"] == "wait4" and s["cycles"] else None),
@@ -112,8 +112,8 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
 def placement_bands(results: list[Result]) -> None:
     """Where a point's variants ran in turns, each result's placement band is read against
     the other members of its rounds, so that the host's state cancels: per process, the
-    median over its cycles of its log rate minus the mean log rate of all k members in
-    that cycle, centred, and scaled by sqrt(k / (k - 1)) (the mean holds the others'
+    median over its turns of its log rate minus the mean log rate of all k members in
+    that turn, centred, and scaled by sqrt(k / (k - 1)) (the mean holds the others'
     placements too: for equal spreads this restores one placement's).  The band replaces
     the one from whole-process estimates (result_summary), which carries every slow
     process of a shared host."""
@@ -127,12 +127,12 @@ def placement_bands(results: list[Result]) -> None:
             continue
         for r in members:
             rel = []
-            for rnd, cycles in r.turn_rates.items():
-                level = [m.turn_rates.get(rnd, {}) for m in members]
-                common = [c for c in cycles if all(c in x for x in level)]
+            for round_, turns in r.turn_rates.items():
+                level = [m.turn_rates.get(round_, {}) for m in members]
+                common = [t for t in turns if all(t in x for x in level)]
                 if common:
-                    rel.append(float(np.median([math.log(cycles[c]) - np.mean([math.log(x[c]) for x in level])
-                                                for c in common])))
+                    rel.append(float(np.median([math.log(turns[t]) - np.mean([math.log(x[t]) for x in level])
+                                                for t in common])))
             if len(rel) > 1:
                 spread = (np.asarray(rel) - np.median(rel)) * math.sqrt(k / (k - 1))
                 r.placement_band = [float(math.exp(q)) for q in np.quantile(spread, PLACEMENT_BAND)]

@@ -30,7 +30,7 @@ PRECISION = 0.01
 # run in several placements, so their test already includes it and needs no floor.
 MIN_EFFECT = 0.01
 # How a variant meets its baseline: "turns" (the processes of one round alive together on
-# one CPU, taking samples in turns: per-cycle ratios, one per round, signed-rank over
+# one CPU, taking samples in turns: per-turn ratios, one per round, signed-rank over
 # rounds), "paired" (one estimate per process, ratio per round) or "unpaired"
 # (Mann-Whitney over processes).  README "How it measures" has the figures.
 METHODS = ("turns", "paired", "unpaired")
@@ -104,7 +104,7 @@ class DecisionPolicy:
 
     def legend(self) -> str:
         how = {"turns": "rounds of processes alive together, samples in turns; signed-rank over rounds of the "
-                        "median per-cycle ratio",
+                        "median per-turn ratio",
                "paired": "signed-rank over per-round ratios",
                "unpaired": "Mann-Whitney over processes"}[self.method]
         spent = f" ({self.alpha:g} spent over {self.looks} looks)" if self.looks > 1 else ""

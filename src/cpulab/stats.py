@@ -264,9 +264,9 @@ def mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float] | Non
 
 
 def round_ratio(baseline: dict[int, float], variant: dict[int, float]) -> float:
-    """One round's ratio from the per-cycle rates of two processes that took their
+    """One round's ratio from the per-turn rates of two processes that took their
     samples in turns (cycle -> rate; cycles where either sample was left out are
-    dropped): the exp of the median per-cycle log ratio -- a median, so it does not
+    dropped): the exp of the median per-turn log ratio -- a median, so it does not
     depend on how many cycles survived."""
     both = sorted(set(baseline) & set(variant))
     if not both:
@@ -278,7 +278,7 @@ def compare_pair(baseline, variant, confidence: float = 0.95, method: str = "unp
     """Compare two results' observations keyed by round.  unpaired: Mann-Whitney over the
     per-process estimates (round -> estimate); paired: signed-rank over per-round ratios
     of those estimates; turns: the observations are round -> {cycle: rate} and each
-    round's ratio is round_ratio of its cycles."""
+    round's ratio is round_ratio of its turns."""
     both = sorted(set(baseline) & set(variant))
     if method == "turns":
         return paired_compare([round_ratio(baseline[r], variant[r]) for r in both], confidence, "turns")
@@ -304,8 +304,8 @@ def per_process(samples: list[dict], fn, reduce=np.median, keep: int | None = No
     return {inv: float(reduce(g)) for inv, g in sorted(groups.items())}
 
 
-def per_cycle(samples: list[dict], fn) -> dict[int, dict[int, float]]:
-    """fn(sample) of every used sample, as round -> {cycle (sample index): value}."""
+def per_turn(samples: list[dict], fn) -> dict[int, dict[int, float]]:
+    """fn(sample) of every used sample, as round -> {turn (sample index): value}."""
     out: dict[int, dict[int, float]] = defaultdict(dict)
     for s in samples:
         if not s.get("excluded"):

@@ -17,6 +17,7 @@ from cpulab import workloads
 from cpulab.analysis.findings import knees, spread
 from cpulab.analysis.history import run_history
 from cpulab.analysis.steps import explain_curves
+from cpulab.analysis.why import with_why
 from cpulab.analysis.summary import summarise
 from cpulab.analysis.memory import bandwidth_rows, memlat_colour, memlat_curves
 from cpulab.analysis.roofline import roofline
@@ -57,6 +58,9 @@ def analyse(store: Store, run_id: int) -> Summary:
         ok = [r for r in results if r.median is not None]
         if ok and (found := knees(ok, caches, w.sweep_axis if w else None) + spread(ok)):
             store.add_analysis(run_id, "findings", found, key=f"{exp}/{wname}")
+    for code in store.analyses(run_id, "explain"):  # the measured evidence, in words
+        if "why" not in code.data:
+            store.add_analysis(run_id, "explain", with_why(code.data), key=code.key)
     for roofs in store.analyses(run_id, "roofline-roofs"):  # the probe measured the roofs: place the kernels
         if "error" not in roofs.data and (placed := roofline(roofs.data, s.results)):
             store.add_analysis(run_id, "roofline", placed)

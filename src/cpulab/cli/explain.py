@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from cpulab import workloads
-from cpulab.measure.explain import profile, why
+from cpulab.analysis.why import with_why
+from cpulab.measure.explain import compare, profile
 from cpulab.compile import artifacts
 from cpulab.compile.programs import build_program
 from cpulab.cli import complete
@@ -62,8 +63,8 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, pro
         except artifacts.BuildError as e:
             fail(f"variant {v.name}: build failed: {e}")
     try:
-        doc = why.explain(arts[0].path, arts[1].path, {**w.defaults(), **params},
-                              profile.PROFILE_SECONDS if profile_code else 0, (variant_a, variant_b))
+        doc = with_why(compare.explain(arts[0].path, arts[1].path, {**w.defaults(), **params},
+                                       profile.PROFILE_SECONDS if profile_code else 0, (variant_a, variant_b)))
     except RuntimeError as e:
         fail(str(e))
     if as_json:
@@ -97,7 +98,7 @@ def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | 
             fail(f"program {name} under {v.name}: {b.error or 'its run template names no built file'}")
         runs.append((b.exe, point_argv(p, v, b, point)[1]))
     try:
-        return why.explain_programs(*runs[0], *runs[1], (variant_a, variant_b), profile_code)
+        return with_why(compare.explain_programs(*runs[0], *runs[1], (variant_a, variant_b), profile_code))
     except RuntimeError as e:
         fail(str(e))
 

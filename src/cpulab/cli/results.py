@@ -35,7 +35,7 @@ from cpulab.store.db import StoreError
               help="Exit 1 when any comparison's verdict is one of these words (a comma list, e.g. "
                    "slower,unclear), for CI.")
 @click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
-              help="Override the run's method: turns (per-cycle ratios of processes that took samples in turns), "
+              help="Override the run's method: turns (per-turn ratios of processes that took samples in turns), "
                    "paired (signed-rank over per-round ratios) or unpaired (Mann-Whitney over processes).")
 @db_option
 @json_option

@@ -12,7 +12,7 @@ from cpulab.cli.common import (
     RichProgress, console, db_option, fail, json_option, open_store, out, progress_bar
 )
 from cpulab.cli.pipeline import carry, print_run
-from cpulab.measure import processes
+from cpulab.measure.processes import Rounds
 from cpulab.measure.timed_commands import list_values, scan_values, time_commands
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of
@@ -23,7 +23,7 @@ from cpulab.report.terminal import print_summary
 
 @click.command("time")
 @click.argument("commands", nargs=-1, required=True)
-@click.option("-r", "--processes", "--runs", "runs", type=click.IntRange(1, 100000), default=None,
+@click.option("-r", "--processes", "--runs", "processes", type=click.IntRange(1, 100000), default=None,
               help="Timed processes per command, in interleaved random rounds, exactly (--runs as in hyperfine). "
                    "Default: as `cpulab run` decides, the fewest rounds that can be significant, then more for "
                    "undecided comparisons at the looks while --budget lasts.")
@@ -56,7 +56,7 @@ from cpulab.report.terminal import print_summary
 @click.option("--export-markdown", type=click.Path(dir_okay=False), default=None)
 @db_option
 @json_option
-def time_(commands, runs, warmup, budget, metric, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
+def time_(commands, processes, warmup, budget, metric, prepare, setup, cleanup, int_scans, list_scans, names, shell, ignore_failure,
           cpu, timeout, random_seed, label, export_json, export_csv, export_markdown, db, as_json):
     """Time whole commands, the first being the baseline: wall, user and sys per run,
     peak RSS and context switches from wait4, verdicts as for kernels."""
@@ -69,13 +69,13 @@ def time_(commands, runs, warmup, budget, metric, prepare, setup, cleanup, int_s
     except CommandError as e:
         fail(str(e))
     store = open_store(db)
-    how = processes.Rounds(warmup=warmup, timeout=timeout)
+    how = Rounds(warmup=warmup, timeout=timeout)
 
     def measure() -> int:
         with progress_bar() as bar:
             try:
                 return time_commands(
-                    store, list(commands), names=list(names), scans=scans, how=how, runs=runs, budget=budget,
+                    store, list(commands), names=list(names), scans=scans, how=how, processes=processes, budget=budget,
                     shell=shell, prepare=prepare, setup=setup, cleanup=cleanup,
                     check=Check(exit=None) if ignore_failure else Check(), cpu=cpu, seed=random_seed,
                     progress=RichProgress(bar), metric=metric, argv=sys.argv, label=label, origin=origin_of([Path.cwd()]))

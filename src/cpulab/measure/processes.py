@@ -142,7 +142,7 @@ class ProcessTarget:
     live: bool = True
     evicted_with: str = ""  # how the page cache was emptied before its cold runs
     reports: list[dict] = field(default_factory=list)
-    done: int = 0  # processes timed so far: the next round
+    rounds: int = 0  # rounds it has been timed in (one process each): its next process's number
 
 
 @dataclass
@@ -212,10 +212,10 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: S
             if out.status != Status.OK:
                 _fail(store, t, out.status, out.error)
             else:
-                store.add_process(t.result_id, t.done, process_record(out.data), out.layout_pad)
+                store.add_process(t.result_id, t.rounds, process_record(out.data), out.layout_pad)
                 t.reports.append(out.data)
-                t.done += 1
-            progress.advance(f"round {t.done}  {t.label}" + (f"  {out.status}: {out.error[:60]}"
+                t.rounds += 1
+            progress.advance(f"round {t.rounds}  {t.label}" + (f"  {out.status}: {out.error[:60]}"
                                                               if out.status != Status.OK else ""))
         return seconds
 

@@ -65,7 +65,7 @@ def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, 
     set).  points: key (experiment, ...) -> its targets.  A resumed target ahead of its
     point's others waits for them."""
     goal = {k: schedule.first[k[0]] for k in points}
-    done = {k: min(t.done for t in ts) for k, ts in points.items()}
+    done = {k: min(t.rounds for t in ts) for k, ts in points.items()}
     spent: dict[str, float] = defaultdict(float)
     progress.phase("measure", sum((goal[k] - done[k]) * len(ts) for k, ts in points.items()))
     while True:
@@ -81,7 +81,7 @@ def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, 
             if schedule.budget and done[k] >= schedule.first[k[0]] and spent[k[0]] >= schedule.budget:
                 goal[k] = done[k]  # out of budget: this round is not started
                 continue
-            order = [t for t in points[k] if t.live and t.done <= done[k]]
+            order = [t for t in points[k] if t.live and t.rounds <= done[k]]
             rng.shuffle(order)
             spent[k[0]] += run_round(k, order)
             done[k] += 1

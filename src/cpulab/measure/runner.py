@@ -131,9 +131,9 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         if not isinstance(site.executor, LocalExecutor):  # the builds' files are elsewhere
             return
         with split.timing(time_split.RUN, "instructions"):
-            _count_instructions(plan, a_store, [t for t in targets if t.live and t.done and not t.emulator and
+            _count_instructions(plan, a_store, [t for t in targets if t.live and t.rounds and not t.emulator and
                                                 (experiments is None or t.experiment in experiments)],
-                                [t for t in ran if t.live and t.done], site, tsc_hz, a_progress, len(executors), stop)
+                                [t for t in ran if t.live and t.rounds], site, tsc_hz, a_progress, len(executors), stop)
         with split.timing(time_split.RUN, "explain"):
             _explain(a_store, run_id, schedule, executors, a_rng, a_progress, experiments, stop)
 
@@ -232,7 +232,7 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
              after: Callable[[str, Executor, Store, random.Random, threading.Event], None] | None = None) -> list[str]:
     """The kernels' rounds (rounds.measure_rounds).  With the method "turns" a point's
     targets run as one group: processes alive together on one CPU taking their samples
-    in turns, in a fresh random order each cycle, so sample j of a variant and of its
+    in turns, in a fresh random order each turn, so sample j of a variant and of its
     baseline are milliseconds apart and share the host's state.  Otherwise they run back
     to back in the round's random order.
 
@@ -346,20 +346,20 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
 
 
 def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:
-    """Store one process of a target (its round: t.done): its samples, each with why it
+    """Store one process of a target (its round: t.rounds): its samples, each with why it
     is left out if the signals around it say it was disturbed (stats.contamination), its
     placement and turns, or the failure, which ends the target."""
-    rnd = t.done
+    round_ = t.rounds
     if out.status == Status.OK and out.data.get("ns"):
         d = out.data
         io = workloads.get(t.workload).io_bound
         excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
                     for i, ns in enumerate(d["ns"])]
-        store.add_process(t.result_id, rnd, d, out.layout_pad, excluded, t.placement(), turns)
-        t.done += 1
+        store.add_process(t.result_id, round_, d, out.layout_pad, excluded, t.placement(), turns)
+        t.rounds += 1
         t.reps = t.reps or d.get("reps")
     else:
         t.live = False
         store.set_status(t.result_id, out.status if out.status != Status.OK else Status.ERROR, out.error or "no samples")
-    progress.advance(f"round {rnd + 1}  {t.workload} {t.variant}"
+    progress.advance(f"round {round_ + 1}  {t.workload} {t.variant}"
                      + (f"  {out.status}: {out.error[:60]}" if out.status != Status.OK else ""))

@@ -37,7 +37,7 @@ class Target:
     artifact: artifacts.Artifact | None = None
     live: bool = True
     emulator: tuple[str, ...] = ()  # qemu-user prefix for a cross artifact
-    done: int = 0  # processes measured so far: the next process's number (its round)
+    rounds: int = 0  # rounds it has been measured in (one process each): its next process's number
     # Set by its first process that succeeds in this session: later ones take its
     # repetitions per sample and skip the known-answer test it passed (_job).
     reps: int | None = None
@@ -45,7 +45,7 @@ class Target:
     def placement(self) -> int | None:
         """The placement the next process runs: one of its own for each round, so that no
         two rounds of a comparison share one (None: the artifact has none)."""
-        return self.done if self.artifact.placeable else None
+        return self.rounds if self.artifact.placeable else None
 
 
 def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
@@ -202,6 +202,6 @@ def resumed_targets(plan: Plan, store: Store, run_id: int, progress: Progress) -
             store.set_status(r["id"], Status.ERROR, why)
         else:
             targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], b.artifact,
-                                  done=done.get(r["id"], 0), emulator=b.emulator))
+                                  rounds=done.get(r["id"], 0), emulator=b.emulator))
         progress.advance(f"{r['workload']} / {r['variant']}" + (f": {why}" if why else ""))
     return targets

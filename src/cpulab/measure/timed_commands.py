@@ -78,14 +78,14 @@ def command_labels(commands: list[str], names: list[str]) -> list[str]:
 
 
 def time_record(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
-                cpu: int, runs: int | None, budget: float, metric: str = "time") -> RunRecord:
+                cpu: int, processes: int | None, budget: float, metric: str = "time") -> RunRecord:
     """The run's record: what `cpulab time` was asked, as the rounds' schedule, summarise
-    and the report read it.  Processes are compared by round (method paired); runs None:
+    and the report read it.  Processes are compared by round (method paired); processes None:
     the first look, the fewest rounds at which its comparisons can be significant."""
     family = (len(labels) - 1) * len(scan_points(scans))
-    runs = runs or DecisionPolicy.of_settings(budget, PRECISION, "paired", metric).first_look(family)
+    processes = processes or DecisionPolicy.of_settings(budget, PRECISION, "paired", metric).first_look(family)
     return RunRecord.make("time", {
-        "name": "time", "processes": runs, "budget": budget, "method": "paired", "metric": metric,
+        "name": "time", "processes": processes, "budget": budget, "method": "paired", "metric": metric,
         "warmup_runs": how.warmup, "cpu": cpu, "shell": shell, "commands": dict(zip(labels, commands)), "scans": scans,
         "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
                          "baseline": labels[0]}]})
@@ -115,27 +115,27 @@ def run_once(executor: Executor, argv: list[str], timeout: float, what: str) -> 
 
 
 def time_commands(store: Store, commands: list[str], *, names: list[str] = (), scans: dict[str, list[str]] = None,
-                  how: Rounds = Rounds(), runs: int | None = None, budget: float | None = None, shell: bool = False,
+                  how: Rounds = Rounds(), processes: int | None = None, budget: float | None = None, shell: bool = False,
                   prepare: str | None = None,
                   setup: str | None = None, cleanup: str | None = None, check: Check | None = Check(),
                   cpu: int | None = None, seed: int | None = None, progress=None, metric: str = "time",
                   argv: list[str] | None = None, label: str = "", origin: dict | None = None) -> int:
     """`cpulab time`: every command at every scan point, checked, warmed up and timed in
-    interleaved random rounds (runs at the first look; with a budget, more for undecided
+    interleaved random rounds (processes of each at the first look; with a budget, more for undecided
     comparisons at the looks); the first command is the baseline.  Returns the run id.
-    As `cpulab run` decides by default: without runs, the first look is the fewest rounds
-    at which the comparisons can be significant, and the budget is a plan's; with runs
+    As `cpulab run` decides by default: without processes, the first look is the fewest rounds
+    at which the comparisons can be significant, and the budget is a plan's; with processes
     alone, exactly that many (hyperfine's fixed count).  Bad input raises CommandError
     before anything runs."""
     scans = scans or {}
     labels = command_labels(list(commands), list(names))
     if budget is None:
-        budget = 0.0 if runs else plans.Plan.budget
+        budget = 0.0 if processes else plans.Plan.budget
     for text in [*commands, *(t for t in (prepare, setup, cleanup) if t)]:
         for point in scan_points(scans):
             command_argv(fill_scan(text, point), shell)
     executor = LocalExecutor(cpu=cpu, seed=seed)
-    record = time_record(list(commands), labels, scans, how, shell, executor.cpu, runs, budget, metric)
+    record = time_record(list(commands), labels, scans, how, shell, executor.cpu, processes, budget, metric)
     with recorded_run(store, record, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:

@@ -54,7 +54,7 @@ class Plan:
     # be significant after Holm over all of them (policy.first_look): 8 for one, 12 for 16.
     processes: int | None = None
     # Samples per process: short ones, so preempted ones can be left out; many, since in
-    # turns a round's ratio is a median over its cycles (per-sample noise here is ~13%).
+    # turns a round's ratio is a median over its turns (per-sample noise here is ~13%).
     samples: int = 50
     min_sample_time: float = 0.0025
     # Budget mode (budget > 0): after `processes` rounds, add rounds to undecided comparisons

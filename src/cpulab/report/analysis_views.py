@@ -1,11 +1,13 @@
-"""The tables of stored analyses: one renderer per analysis kind in ANALYSIS_VIEWS (probe
+"""The tables of stored analyses: one view per analysis kind in VIEWS (probe
 and alignment tables, memlat levels, steps and colours, bandwidth by level, the explained
 code, history), each turning the analysis' data into tables for every presenter."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from cpulab.params import human_bytes
+from cpulab.report import plots
 from cpulab.report.tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 
 def probe_tables(data: dict) -> list[Table]:
@@ -253,26 +255,44 @@ def roofline_tables(data: dict) -> list[Table]:
     return [t]
 
 
-ANALYSIS_VIEWS: dict[str, Callable[[Any], list[Table]]] = {
-    "table": legacy_table,
-    "probe": probe_tables,
-    "align": align_tables,
-    "memlat-levels": memlat_tables,
-    "memlat-steps": memlat_steps_tables,
-    "memlat-colour": memlat_colour_tables,
-    "bandwidth": bandwidth_tables,
-    "explain": explain_tables,
-    "history": history_tables,
-    "roofline-roofs": roofs_tables,
-    "roofline": roofline_tables,
+@dataclass(frozen=True)
+class View:
+    """How every presenter draws one analysis kind: its tables (terminal, HTML, CSV,
+    Markdown) and, in the HTML report, its plots (data, the machine's caches -> images)."""
+    tables: Callable[[Any], list[Table]]
+    plots: Callable[[Any, list[dict]], list[str]] | None = None
+
+
+# Analysis kind -> its view: the one place a kind is drawn.  What is made of a workload's
+# results is named by the Workload (`analyses`) and made in analysis/run_analyses.py; a
+# probe's table by its Probe (`kind`).
+VIEWS: dict[str, View] = {
+    "table": View(legacy_table),
+    "probe": View(probe_tables),
+    "align": View(align_tables),
+    "memlat-levels": View(memlat_tables, lambda curves, caches: [plots.memlat(curves, caches)]),
+    "memlat-steps": View(memlat_steps_tables),
+    "memlat-colour": View(memlat_colour_tables, lambda doc, caches: [plots.colour(doc, caches)]),
+    "bandwidth": View(bandwidth_tables),
+    "explain": View(explain_tables),
+    "history": View(history_tables, lambda series, _: plots.histories(series)),
+    "roofline-roofs": View(roofs_tables),
+    "roofline": View(roofline_tables, lambda data, _: [plots.roofline(data)]),
 }
 
 
 def analysis_tables(kind: str, data: Any) -> list[Table]:
     """The tables of a stored analysis; a kind this version cannot draw says so."""
-    view = ANALYSIS_VIEWS.get(kind)
+    view = VIEWS.get(kind)
     if isinstance(data, dict) and "error" in data and "status" in data:  # a probe table that failed or was lost
         return [Table(kind, f"{kind}: {data['status']}: {data['error']}", columns("analysis"))]
     if view is None:
         return [Table(kind, f"{kind}: stored, but this version of cpulab has no view of it", columns("analysis"))]
-    return view(data)
+    return view.tables(data)
+
+
+def analysis_plots(kind: str, data: Any, caches: list[dict]) -> list[str]:
+    """The HTML report's plots of a stored analysis (none for a kind without any)."""
+    view = VIEWS.get(kind)
+    return view.plots(data, caches) if view and view.plots and not (isinstance(data, dict) and "error" in data
+                                                                     and "status" in data) else []

@@ -16,7 +16,7 @@ from cpulab.model import Machines, Result, Summary
 from cpulab.params import cache_label
 from cpulab.report import plots
 from cpulab.report.tables import FOLD_ROWS
-from cpulab.report.analysis_views import analysis_tables
+from cpulab.report.analysis_views import analysis_plots, analysis_tables
 from cpulab.report.machine_views import drift_sentence, machine_tables
 from cpulab.report.views import (
     carryover_line, comparison_list, fmt_params, geomean_table, pivot_table, time_split_table, workload_of,
@@ -63,37 +63,6 @@ def rate_plots(wname: str, ok: list[Result], caches: list[dict]) -> list[str]:
                          f"{wname}: speedup of each variant over the slowest at each point", caches)]
 
 
-def memlat_plot(curves: list[dict], caches: list[dict]) -> str:
-    series = {f"{c['variant']} {c['series']}": [(p["size_bytes"], p["ns"]) for p in c["points"]] for c in curves}
-    return plots.curves(series, "working set", "ns per load", "memlat: load-to-use latency", caches, logy=True,
-                        levels=curves[0]["levels"] if curves else None)
-
-
-def colour_plot(doc: dict, caches: list[dict]) -> str:
-    """Arbitrary and balanced pages' latency against working set, a pair of lines per cache."""
-    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for r in doc["rows"]:
-        for side in ("arbitrary", "balanced"):
-            if r[f"{side}_ns"] and r["size_bytes"]:
-                series[f"{r['variant']} {r['cache']} {side}"].append((r["size_bytes"], r[f"{side}_ns"]))
-    title = "memlat: arbitrary against colour-balanced pages" + (" (no balanced pages: see the table)"
-                                                                 if doc.get("missing") else "")
-    return plots.curves(series, "working set", "ns per load", title, caches, logy=True)
-
-
-# Plots of stored analyses, by kind (their tables come from analysis_views.ANALYSIS_VIEWS).
-def history_plots(histories: list[dict], caches: list[dict]) -> list[str]:
-    return [plots.history(s) for s in histories]
-
-
-ANALYSIS_PLOTS = {"memlat-levels": memlat_plot, "memlat-colour": colour_plot, "history": history_plots,
-                  "roofline": lambda data, caches: plots.roofline(data)}
-
-
-def _as_list(plot: str | list[str]) -> list[str]:
-    return plot if isinstance(plot, list) else [plot]
-
-
 def _part(title: str, plots_=(), why=(), tables=()) -> dict:
     return {"title": title, "plots": list(plots_), "why": list(why), "tables": list(tables)}
 
@@ -122,8 +91,7 @@ def sections(s: Summary) -> list[dict]:
             part = _part(wname, tables=[tables[(e.name, wname)]] if (e.name, wname) in tables else [])
             own = [a for kind in (w.analyses if w else ()) if (a := analysis(kind, e.name)) is not None]
             for a in own:
-                if a.kind in ANALYSIS_PLOTS:
-                    part["plots"] += _as_list(ANALYSIS_PLOTS[a.kind](a.data, caches))
+                part["plots"] += analysis_plots(a.kind, a.data, caches)
                 part["tables"] += analysis_tables(a.kind, a.data)
             found = analysis("findings", f"{e.name}/{wname}")
             if ok and not (w and w.view == "analysis" and own):
@@ -136,7 +104,7 @@ def sections(s: Summary) -> list[dict]:
     for i, a in enumerate(s.analyses):  # every other stored analysis: a section of its own
         if i not in shown:
             ts = analysis_tables(a.kind, a.data)
-            plot = _as_list(ANALYSIS_PLOTS[a.kind](a.data, caches)) if a.kind in ANALYSIS_PLOTS else []
+            plot = analysis_plots(a.kind, a.data, caches)
             out.append({"id": f"{a.kind}-{a.key}", "title": ts[0].title if ts else a.kind, "intro": "",
                         "parts": [_part(f"{a.kind} {a.key}".strip(), plot, tables=ts)]})
     return out

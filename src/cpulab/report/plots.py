@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections import defaultdict
 
 import matplotlib
 import matplotlib.ticker
@@ -144,3 +145,28 @@ def roofline(data: dict) -> str:
     ax.set_title("roofline: kernels under this core's measured roofs")
     ax.legend(fontsize=6, ncol=2)
     return _svg(fig)
+
+
+# The plots of stored analyses (report/analysis_views.py VIEWS names each kind's).
+
+def memlat(levels: list[dict], caches: list[dict]) -> str:
+    """Each memlat curve (a memlat-levels analysis) with the levels found in it."""
+    series = {f"{c['variant']} {c['series']}": [(p["size_bytes"], p["ns"]) for p in c["points"]] for c in levels}
+    return curves(series, "working set", "ns per load", "memlat: load-to-use latency", caches, logy=True,
+                  levels=levels[0]["levels"] if levels else None)
+
+
+def colour(doc: dict, caches: list[dict]) -> str:
+    """Arbitrary and balanced pages' latency against working set, a pair of lines per cache."""
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in doc["rows"]:
+        for side in ("arbitrary", "balanced"):
+            if r[f"{side}_ns"] and r["size_bytes"]:
+                series[f"{r['variant']} {r['cache']} {side}"].append((r["size_bytes"], r[f"{side}_ns"]))
+    title = "memlat: arbitrary against colour-balanced pages" + (" (no balanced pages: see the table)"
+                                                                 if doc.get("missing") else "")
+    return curves(series, "working set", "ns per load", title, caches, logy=True)
+
+
+def histories(series: list[dict]) -> list[str]:
+    return [history(s) for s in series]

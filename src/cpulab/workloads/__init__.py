@@ -63,7 +63,8 @@ class Workload:
     sweep_axis: str | None = None  # the numeric parameter its curves run along
     times: bool = False  # show real/user/sys per repetition (the work is a whole file)
     io_bound: bool = False  # waits for a device count as its time (stats.contamination)
-    # The analyses (analysis/run_analyses.py ANALYSES) made of its results after a run; with
+    # The analyses made of its results after a run (made in analysis/run_analyses.py, drawn by
+    # report/analysis_views.py VIEWS); with
     # view="analysis" the report draws them instead of rate curves and knees.
     analyses: tuple[str, ...] = ()
     view: str = "rate"
@@ -97,10 +98,10 @@ class Workload:
         """Every file whose content goes into the artifact hash."""
         return [self.source] + [KERNEL_DIR / s for s in self.extra_sources]
 
-    def grid(self, profile: str = "quick", overrides: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
-        """The parameter points to measure: defaults, the profile's sweep, then overrides."""
+    def grid(self, grid: str = "quick", overrides: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
+        """The parameter points to measure: defaults, the grid's sweep (quick or full), then overrides."""
         axes: dict[str, list[str]] = {k: [p.default] for k, p in self.params.items()}
-        axes.update(self.full if profile == "full" else self.quick)
+        axes.update(self.full if grid == "full" else self.quick)
         for key, values in (overrides or {}).items():
             if key not in self.params:
                 raise KeyError(f"workload {self.name!r} has no parameter {key!r} "

@@ -15,7 +15,7 @@ from pathlib import Path
 from cpulab import workloads
 from cpulab.estimates import compare_results, result_summary
 from cpulab.measure.execute import Executor
-from cpulab.measure.explain import why
+from cpulab.measure.explain import compare
 from cpulab.measure.rounds import Schedule
 from cpulab.model import Comparison, Verdict, params_key
 from cpulab.store.db import Store
@@ -67,7 +67,7 @@ def explain_difference(d: Difference, executor: Executor) -> dict | None:
     each) and their code side by side; None when the code cannot be read."""
     c = d.comparison
     try:
-        doc = why.explain(*d.artifacts, c.params, PROFILE_SECONDS, (c.baseline, c.variant), executor)
+        doc = compare.explain(*d.artifacts, c.params, PROFILE_SECONDS, (c.baseline, c.variant), executor)
     except (RuntimeError, OSError):
         return None
     if d.executed:

@@ -27,7 +27,7 @@ class Probe:
     name: str
     description: str
     # The analysis kind its data is stored as: the one renderer that draws it
-    # (report/analysis_views.py ANALYSIS_VIEWS), e.g. "probe" or "align".
+    # (report/analysis_views.py VIEWS), e.g. "probe" or "align".
     kind: str
     # measure(timer=..., executor=...) -> the data stored with the run
     measure: Callable[..., dict]

@@ -1,6 +1,6 @@
 """Two builds side by side: the hot loop of each (by samples when profiled, else by size),
-lined up instruction by instruction with its mix and an llvm-mca estimate, and a sentence
-of why one is faster.
+lined up instruction by instruction with its mix and an llvm-mca estimate: the evidence
+the analysis stage words as why one is faster (analysis/why.py).
 """
 from __future__ import annotations
 
@@ -85,36 +85,10 @@ def summary_of(funcs: dict[str, Function], prof: dict | None = None, function: s
     return out
 
 
-def why(a_name: str, b_name: str, a: dict, b: dict) -> str:
-    """One sentence from the evidence: the region, its share of samples, instructions per
-    iteration, what kind they are, alignment, and the measured cycles per unit."""
-    ha, hb = a["hot_loop"], b["hot_loop"]
-    if not ha or not hb:
-        return "no hot region found in one of the builds"
-    what = "loop" if ha["loop"] and hb["loop"] else "function"
-    parts = [f"hot {what} {'in ' if what == 'loop' else ''}{ha['function']}"
-             + (f" / {hb['function']}" if hb["function"] != ha["function"] else "")]
-    if ha["sample_share"] is not None and hb["sample_share"] is not None:
-        parts[0] += f" ({ha['sample_share']:.0%} / {hb['sample_share']:.0%} of samples)"
-    if not hb.get("lined_up", True):
-        parts.append(f"{a_name}'s {ha['function']} has no counterpart in {b_name} (inlined or renamed)")
-    n_a, n_b = ha["instructions"], hb["instructions"]
-    parts.append(f"{n_a} -> {n_b} instructions per iteration" + (f" ({n_b / n_a:.1f}x)" if n_a and n_a != n_b else ""))
-    diffs = [f"{k} {ha['kinds'][k]} -> {hb['kinds'][k]}" for k in ha["kinds"] if ha["kinds"][k] != hb["kinds"][k]]
-    if diffs:
-        parts.append(", ".join(diffs))
-    if ha["alignment"] != hb["alignment"]:
-        parts.append(f"alignment {ha['alignment']} vs {hb['alignment']}")
-    pa, pb = a.get("profile") or {}, b.get("profile") or {}
-    if pa.get("cycles_per_unit") and pb.get("cycles_per_unit"):
-        parts.append(f"measured {pa['cycles_per_unit']:.3g} -> {pb['cycles_per_unit']:.3g} cycles/{pa['unit'].rstrip('s')}")
-    return f"{b_name} against {a_name}: " + "; ".join(parts) + "."
-
-
 def explain(artifact_a: str, artifact_b: str, params: dict[str, str] | None = None, profile_code: float = 0.0,
             names: tuple[str, str] = ("A", "B"), executor: Executor | None = None) -> dict:
     """Both builds' kernel code, their hot regions lined up on the same function and
-    aligned side by side, and a sentence of why.  profile_code: seconds of sampled
+    aligned side by side.  profile_code: seconds of sampled
     profile of each artifact at `params` to find the regions (0: the static guess)."""
     pa = profile(artifact_a, params, profile_code, executor) if profile_code else None
     pb = profile(artifact_b, params, profile_code, executor) if profile_code else None
@@ -125,7 +99,7 @@ def explain(artifact_a: str, artifact_b: str, params: dict[str, str] | None = No
 def compare_code(funcs_a: dict[str, Function], funcs_b: dict[str, Function], pa: dict | None, pb: dict | None,
                  names: tuple[str, str], identical: bool) -> dict:
     """Two builds' code summaries, their hot regions lined up on the same function (B on
-    A's hottest) and aligned side by side, and the sentence of why."""
+    A's hottest) and aligned side by side, named (`names`: A's and B's)."""
     a = summary_of(funcs_a, pa)
     b = summary_of(funcs_b, pb, a["hot_loop"]["function"] if a["hot_loop"] else None)
     rows = []
@@ -137,7 +111,7 @@ def compare_code(funcs_a: dict[str, Function], funcs_b: dict[str, Function], pa:
     for side in (a, b):
         if side["hot_loop"]:
             side["hot_loop"].pop("_instructions", None)
-    return {"a": a, "b": b, "rows": rows, "why": why(*names, a, b), "profiled": pa is not None and pb is not None,
+    return {"a": a, "b": b, "rows": rows, "names": list(names), "profiled": pa is not None and pb is not None,
             "identical": identical}
 
 
