@@ -23,8 +23,8 @@ from power import rate  # noqa: E402
 
 from cpulab.analysis import between_runs as machines
 from cpulab.plan import plan as plans
-from cpulab.measure import runner  # noqa: E402
-from cpulab.measure.execute import claimed_cpu  # noqa: E402
+from cpulab.measure.schedule import runner  # noqa: E402
+from cpulab.measure.execute.executor import claimed_cpu  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 
 

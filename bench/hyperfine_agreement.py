@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cpulab.measure.execute import claimed_cpu
+from cpulab.measure.execute.executor import claimed_cpu
 
 SPIN_C = r"""
 #include <stdlib.h>

@@ -29,7 +29,7 @@ from scipy import stats as sps
 from cpulab.compile import artifacts
 from cpulab.plan import toolchain
 from cpulab import workloads
-from cpulab.measure.execute import HarnessJob, LocalExecutor
+from cpulab.measure.execute.executor import HarnessJob, LocalExecutor
 
 SHAPES = {"5x10ms": (5, 0.010), "20x2.5ms": (20, 0.0025)}
 SLOW = 0.05  # a sample this far below its process's fastest is slow

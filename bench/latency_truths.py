@@ -10,7 +10,7 @@ from cpulab.compile import artifacts
 from cpulab.measure import probes
 from cpulab.plan import toolchain
 from cpulab import workloads
-from cpulab.measure.execute import HarnessJob, default_executor
+from cpulab.measure.execute.executor import HarnessJob, default_executor
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 

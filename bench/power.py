@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cotenant import cotenant  # noqa: E402
 
 from cpulab import analysis, workloads  # noqa: E402
-from cpulab.measure import runner  # noqa: E402
+from cpulab.measure.schedule import runner  # noqa: E402
 from cpulab.params import Param  # noqa: E402
 from cpulab.plan import plan as plans  # noqa: E402
 from cpulab.plan.toolchain import Variant  # noqa: E402

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from cpulab import analysis, workloads
-from cpulab.measure import runner
+from cpulab.measure.schedule import runner
 from cpulab.plan import plan as plans
 from cpulab.plan.toolchain import Variant
 from cpulab.store.db import Store

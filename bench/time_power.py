@@ -27,7 +27,7 @@ from power import rate  # noqa: E402
 
 from cpulab import analysis  # noqa: E402
 from cpulab.compile.artifacts import build_tool  # noqa: E402
-from cpulab.measure.timed_commands import time_commands  # noqa: E402
+from cpulab.measure.schedule.timed_commands import time_commands  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 
 SPIN = Path(__file__).resolve().parent / "kernels" / "spin.c"

@@ -14,7 +14,7 @@ import pytest
 from cpulab.compile import artifacts
 from cpulab.plan import toolchain
 from cpulab import workloads
-from cpulab.measure.execute import Finished, Outcome, default_executor
+from cpulab.measure.execute.executor import Finished, Outcome, default_executor
 from cpulab.model import Status
 from cpulab.store.db import Store
 from cpulab.plan.toolchain import Variant

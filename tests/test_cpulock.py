@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from cpulab.measure import cpulock
+from cpulab.measure.execute import cpulock
 
 # Two cpulab processes at once, each measuring 4 harness processes on the same CPU; each
 # prints the [start, end] of every sample it took (CLOCK_MONOTONIC, shared by processes).
@@ -16,7 +16,7 @@ import json, os, sys, time
 from pathlib import Path
 from cpulab import workloads
 from cpulab.compile import artifacts
-from cpulab.measure.execute import HarnessJob, LocalExecutor
+from cpulab.measure.execute.executor import HarnessJob, LocalExecutor
 from cpulab.plan import toolchain
 art = artifacts.build_artifact(workloads.get("sha256"), toolchain.BUILTIN["O2"])
 ex = LocalExecutor(cpu=int(sys.argv[1]))
@@ -52,7 +52,7 @@ def test_a_claimed_cpu_is_not_picked_again(tmp_path, monkeypatch):
     monkeypatch.setenv("CPULAB_LOCK_DIR", str(tmp_path))
     first, claim = cpulock.claim_cpu({0, 1})
     assert first == 1 and claim is not None
-    code = "from cpulab.measure import cpulock; print(cpulock.claim_cpu({0, 1})[0])"
+    code = "from cpulab.measure.execute import cpulock; print(cpulock.claim_cpu({0, 1})[0])"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)})
     assert other.stdout.strip() == "0"  # the free one

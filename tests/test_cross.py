@@ -13,7 +13,7 @@ from cpulab import workloads
 from cpulab.analysis.summary import compare_results
 from cpulab.policy import DecisionPolicy
 from cpulab.model import Result, Status, Verdict
-from cpulab.measure.execute import HarnessJob, default_executor
+from cpulab.measure.execute.executor import HarnessJob, default_executor
 from cpulab.machine import toolchains
 
 CROSS = ["armel", "armel-softfp", "armhf", "aarch64"]

@@ -22,7 +22,7 @@ from conftest import SRC, cpulab  # noqa: E402
 from cpulab.measure import cluster as fleet  # noqa: E402
 from cpulab.store import exchange
 from cpulab.analysis import between_runs as machines  # noqa: E402
-from cpulab.measure.execute import Finished, Outcome  # noqa: E402
+from cpulab.measure.execute.executor import Finished, Outcome  # noqa: E402
 from cpulab.model import Status, Verdict  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 

@@ -368,7 +368,7 @@ def test_memlat_colour_without_root_notes_unknown_and_skips_balanced(memlat, tmp
     import os
     import shutil
     from conftest import ArgvJob
-    from cpulab.measure.execute import default_executor
+    from cpulab.measure.execute.executor import default_executor
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv (Debian package util-linux) to drop to an unprivileged user")
     exe = tmp_path / "memlat"

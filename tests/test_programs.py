@@ -14,9 +14,10 @@ from conftest import cpulab
 from cpulab.record import RunRecord
 from cpulab.compile import inputs
 from cpulab.compile.programs import build_program, run_argv
-from cpulab.measure import processes, runner
-from cpulab.measure.execute import LocalExecutor
-from cpulab.measure.processes import ProcessJob
+from cpulab.measure.execute import processes
+from cpulab.measure.schedule import runner
+from cpulab.measure.execute.executor import LocalExecutor
+from cpulab.measure.execute.processes import ProcessJob
 from cpulab.model import Status
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain

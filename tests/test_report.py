@@ -8,7 +8,7 @@ import pytest
 
 from cpulab import analysis
 from cpulab.plan import plan as plans
-from cpulab.measure import runner
+from cpulab.measure.schedule import runner
 from cpulab.report import exports
 from cpulab.report import html
 from cpulab.store.db import Store

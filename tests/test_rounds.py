@@ -6,9 +6,9 @@ import random
 
 from conftest import FakeExecutor
 from cpulab.record import RunRecord
-from cpulab.measure import processes
-from cpulab.measure.processes import ProcessTarget, Rounds
-from cpulab.measure.rounds import Schedule
+from cpulab.measure.execute import processes
+from cpulab.measure.execute.processes import ProcessTarget, Rounds
+from cpulab.measure.schedule.rounds import Schedule
 from cpulab.model import Status
 from cpulab.policy import DecisionPolicy
 
@@ -67,7 +67,7 @@ def test_kernels_in_turns_without_processes(store):
     noise is decided at the first look."""
     from conftest import FakeSite
     from cpulab import analysis
-    from cpulab.measure import runner
+    from cpulab.measure.schedule import runner
     from cpulab.plan import plan as plans
     rng = random.Random(3)
     wall = lambda job: 0.001 * (0.97 if "-O3" in job.artifact_path else 1.0) * (1 + 0.002 * rng.random())  # noqa: E731

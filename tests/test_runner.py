@@ -16,9 +16,10 @@ import pytest
 from conftest import cpulab
 from cpulab import analysis
 from cpulab.plan import plan as plans
-from cpulab.measure import runner, targets
-from cpulab.measure.execute import LocalExecutor
-from cpulab.measure.rounds import QuietProgress
+from cpulab.measure.schedule import runner
+from cpulab.measure.schedule import targets
+from cpulab.measure.execute.executor import LocalExecutor
+from cpulab.measure.schedule.rounds import QuietProgress
 from cpulab.store.db import Store
 from cpulab.machine import toolchains
 

@@ -6,7 +6,7 @@ import pytest
 from cpulab.compile import artifacts
 from cpulab.plan import toolchain
 from cpulab import workloads
-from cpulab.measure.execute import HarnessJob, LocalExecutor
+from cpulab.measure.execute.executor import HarnessJob, LocalExecutor
 from cpulab.model import Status
 
 

@@ -130,7 +130,7 @@ def test_a_one_way_carry_over_is_held_back_not_called(tmp_path):
     import random
     from conftest import FakeExecutor, FakeSite
     from cpulab import analysis
-    from cpulab.measure import runner
+    from cpulab.measure.schedule import runner
     from cpulab.plan import plan as plans
     from cpulab.plan.toolchain import Variant
     from cpulab.store.db import Store

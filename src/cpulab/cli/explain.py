@@ -12,7 +12,7 @@ from cpulab.compile import artifacts
 from cpulab.compile.programs import build_program
 from cpulab.cli import complete
 from cpulab.cli.common import emit_json, fail, json_option, out
-from cpulab.measure.programs import point_argv
+from cpulab.measure.schedule.programs import point_argv
 from cpulab.model import Status
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain

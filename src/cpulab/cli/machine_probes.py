@@ -11,8 +11,9 @@ from cpulab import machine, workloads
 from cpulab.compile import artifacts
 from cpulab.cli.pipeline import carry
 from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
-from cpulab.measure import probes, runner
-from cpulab.measure.execute import calibrate_timing
+from cpulab.measure import probes
+from cpulab.measure.schedule import runner
+from cpulab.measure.execute.executor import calibrate_timing
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.params import cache_label

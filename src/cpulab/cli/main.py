@@ -8,7 +8,7 @@ import click
 
 from cpulab.cli import bisect, ci, cluster, explain, history, machine_probes, memory, results, run, timing
 from cpulab.cli.common import fail
-from cpulab.measure.session import Interrupted
+from cpulab.measure.schedule.session import Interrupted
 from cpulab.store.db import StoreError
 
 

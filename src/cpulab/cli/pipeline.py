@@ -17,8 +17,8 @@ from rich.markup import escape
 from cpulab import analysis
 from cpulab.cli.common import RichProgress, console, default_report_path, emit_json, fail, out, progress_bar
 from cpulab import time_split
-from cpulab.measure import runner
-from cpulab.measure.session import Interrupted
+from cpulab.measure.schedule import runner
+from cpulab.measure.schedule.session import Interrupted
 from cpulab.time_split import TimeSplit
 from cpulab.model import Machines, Summary
 from cpulab.plan.plan import Plan

@@ -14,7 +14,8 @@ from cpulab.cli.common import (
     RichProgress, cluster_security, console, db_option, emit_json, fail, json_option, open_store,
     out, processes_option, progress_bar, require_dask, tls_options
 )
-from cpulab.measure import probes, runner
+from cpulab.measure import probes
+from cpulab.measure.schedule import runner
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides

@@ -12,8 +12,8 @@ from cpulab.cli.common import (
     RichProgress, console, db_option, fail, json_option, open_store, out, progress_bar
 )
 from cpulab.cli.pipeline import carry, print_run
-from cpulab.measure.processes import Rounds
-from cpulab.measure.timed_commands import list_values, scan_values, time_commands
+from cpulab.measure.execute.processes import Rounds
+from cpulab.measure.schedule.timed_commands import list_values, scan_values, time_commands
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of
 from cpulab.plan.programs import Check, CommandError

@@ -1,8 +1,7 @@
-"""The measure stage: every measured process is a Job run by an Executor (`execute.py`),
-pinned to a CPU it holds a host-wide lock on (`cpulock.py`); one rounds loop with the
-policy's looks serves kernels, programs and `cpulab time` (`rounds.py`); a run's lifecycle
-and signals (`session.py`), the runner of a plan's kernels at a site (`runner.py`, the
-machine it meets in `site.py`, its targets in `targets.py`, two CPUs' lanes in
-`lanes.py`) and programs (`programs.py`, `processes.py`), whole commands
-(`timed_commands.py`), dask workers (`cluster/`), the probes (`probes/`), the code behind
-the largest differences (`explain/`) and instruction counts (`instructions.py`)."""
+"""The measure stage, in the folders where its jobs part: `execute/` runs one measured
+process (a Job run by an Executor, pinned to a CPU it holds a host-wide lock on, whole
+commands under the launcher); `schedule/` decides which process runs when (a plan's
+targets, the one rounds loop with the policy's looks for kernels, programs and `cpulab
+time`, two CPUs' lanes, a run's lifecycle and signals, the site it runs at); beside them
+the probes (`probes/`), the code behind the largest differences (`explain/`), instruction
+counts (`instructions.py`) and dask workers (`cluster/`)."""

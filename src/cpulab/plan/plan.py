@@ -59,7 +59,7 @@ class Plan:
     min_sample_time: float = 0.0025
     # Budget mode (budget > 0): after `processes` rounds, add rounds to undecided comparisons
     # whose interval is wider than +-precision, up to `budget` seconds per experiment
-    # (measure/rounds.py; looks at 1x, 2x, 4x).  0 = a fixed count of `processes` rounds.
+    # (measure/schedule/rounds.py; looks at 1x, 2x, 4x).  0 = a fixed count of `processes` rounds.
     budget: float = 60.0
     precision: float = 0.01
     warmup: float = 0.020

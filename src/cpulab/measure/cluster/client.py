@@ -19,14 +19,14 @@ from cpulab import machine
 from cpulab.compile.artifacts import Built, place
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import ProgramBuild, packed_source, source_hash
-from cpulab.measure import runner as run
+from cpulab.measure.schedule import runner as run
 from cpulab.measure.cluster.servers import (
     ClusterError, _on_worker_build, _on_worker_build_program, _on_worker_execute, _on_worker_execute_group,
     _on_worker_identity, _on_worker_kill_measured, _on_worker_prepare, _on_worker_probe, source_digest
 )
-from cpulab.measure.execute import Outcome
-from cpulab.measure.processes import evict
-from cpulab.measure.session import recorded_run
+from cpulab.measure.execute.executor import Outcome
+from cpulab.measure.execute.processes import evict
+from cpulab.measure.schedule.session import recorded_run
 from cpulab.model import Status
 from cpulab.plan.plan import Plan
 from cpulab.store.db import Store

@@ -18,10 +18,12 @@ from cpulab import workloads
 from cpulab.compile import artifacts
 from cpulab.compile.artifacts import Built
 from cpulab.compile.programs import built_here, unpacked_source
-from cpulab.measure import execute, probes, targets
-from cpulab.measure import runner as run
-from cpulab.measure.execute import Outcome
-from cpulab.measure.processes import ProcessJob, launcher
+from cpulab.measure import probes
+from cpulab.measure.execute import executor as execute
+from cpulab.measure.schedule import targets
+from cpulab.measure.schedule import runner as run
+from cpulab.measure.execute.executor import Outcome
+from cpulab.measure.execute.processes import ProcessJob, launcher
 from cpulab.model import Status
 from cpulab.plan import toolchain
 from cpulab.plan.programs import Program

@@ -13,7 +13,7 @@ from cpulab.measure.explain.code import (
     Function, Loop, disassemble, hot_loop, kernel_functions, loop_listing, side_by_side, size_differences, stem
 )
 from cpulab.measure.explain.profile import attribute, profile, profile_program
-from cpulab.measure.execute import Executor
+from cpulab.measure.execute.executor import Executor
 from cpulab.measure.probes.mca import mca_predict
 
 

@@ -12,8 +12,8 @@ from elftools.elf.elffile import ELFFile
 
 from cpulab.measure.explain.code import Function
 from cpulab.compile.artifacts import build_tool
-from cpulab.measure.execute import Executor, HarnessJob, default_executor
-from cpulab.measure.processes import ProcessJob, launcher
+from cpulab.measure.execute.executor import Executor, HarnessJob, default_executor
+from cpulab.measure.execute.processes import ProcessJob, launcher
 from cpulab.model import Status
 
 PROFILE_SECONDS = 1.0  # ~10,000 addresses on a quiet host; a loaded KVM host delivered the 97 us timer at ~1 kHz

@@ -10,7 +10,7 @@ import statistics
 from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.compile.artifacts import build_artifact
-from cpulab.measure.execute import Executor
+from cpulab.measure.execute.executor import Executor
 from cpulab.measure.probes.sampling import measure, per_unit
 
 ALIGN_GROUPS = [

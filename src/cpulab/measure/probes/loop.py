@@ -60,7 +60,7 @@ from pathlib import Path
 from cpulab import paths
 from cpulab.plan import toolchain
 from cpulab.compile.artifacts import BuildError, build_executable
-from cpulab.measure.execute import Executor
+from cpulab.measure.execute.executor import Executor
 from cpulab.measure.probes.asm import GPR64, TO64, ProbeError, assemble, check_rules, expand_loop, split_body
 from cpulab.measure.probes.sampling import measure, per_unit, spread
 

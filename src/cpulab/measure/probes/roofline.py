@@ -22,7 +22,7 @@ from cpulab import workloads
 from cpulab.compile.artifacts import BuildError, build_artifact
 from cpulab.machine import cpu_flags, os_cache_sizes
 from cpulab.params import data_caches
-from cpulab.measure.execute import Executor
+from cpulab.measure.execute.executor import Executor
 from cpulab.measure.probes import Probe
 from cpulab.measure.probes.asm import ProbeError
 from cpulab.measure.probes.loop import measure_loop

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from cpulab.measure.execute import Executor, HarnessJob, default_executor
+from cpulab.measure.execute.executor import Executor, HarnessJob, default_executor
 from cpulab.model import Status
 from cpulab.measure.probes.asm import ProbeError
 

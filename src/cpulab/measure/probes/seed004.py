@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from cpulab.measure.execute import Executor
+from cpulab.measure.execute.executor import Executor
 from cpulab.measure.probes import Probe
 from cpulab.measure.probes.align import align_table
 from cpulab.measure.probes.loop import measure_loop

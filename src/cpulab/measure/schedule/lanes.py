@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from cpulab.measure.execute import Executor
-from cpulab.measure.rounds import Progress
+from cpulab.measure.execute.executor import Executor
+from cpulab.measure.schedule.rounds import Progress
 from cpulab.store.db import Store
 
 

@@ -17,8 +17,8 @@ from cpulab.compile import artifacts, emulation
 from cpulab.compile.artifacts import Built
 from cpulab.estimates import against_name
 from cpulab.machine import toolchains
-from cpulab.measure.rounds import Progress
-from cpulab.measure.site import Site
+from cpulab.measure.schedule.rounds import Progress
+from cpulab.measure.schedule.site import Site
 from cpulab.time_split import TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan import toolchain

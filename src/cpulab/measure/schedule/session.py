@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from cpulab import machine, workloads
 from cpulab.compile import artifacts
-from cpulab.measure.execute import Executor, LocalExecutor, calibrate_timing
+from cpulab.measure.execute.executor import Executor, LocalExecutor, calibrate_timing
 from cpulab.plan import toolchain
 from cpulab.record import RunRecord
 from cpulab.store.db import Store

@@ -11,10 +11,10 @@ import os
 import random
 import shlex
 
-from cpulab.measure.execute import Executor, LocalExecutor
-from cpulab.measure.processes import UNIT, ProcessJob, ProcessTarget, Rounds, launcher, measure
-from cpulab.measure.rounds import Schedule
-from cpulab.measure.session import recorded_run
+from cpulab.measure.execute.executor import Executor, LocalExecutor
+from cpulab.measure.execute.processes import UNIT, ProcessJob, ProcessTarget, Rounds, launcher, measure
+from cpulab.measure.schedule.rounds import Schedule
+from cpulab.measure.schedule.session import recorded_run
 from cpulab.model import Status, params_key
 from cpulab.plan import plan as plans
 from cpulab.plan.programs import Check, CommandError

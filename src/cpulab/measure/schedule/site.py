@@ -7,7 +7,7 @@ from typing import Protocol
 from cpulab import workloads
 from cpulab.compile.artifacts import Artifact, Built
 from cpulab.compile.programs import ProgramBuild
-from cpulab.measure.execute import Executor
+from cpulab.measure.execute.executor import Executor
 from cpulab.plan import toolchain
 from cpulab.plan.programs import Program
 

@@ -33,9 +33,9 @@ import tempfile
 import threading
 import time
 
-from cpulab.measure import cpulock
+from cpulab.measure.execute import cpulock
 # What a job and an executor are, and the harness's job, live in jobs.py; imported from here too
-from cpulab.measure.jobs import (  # noqa: F401
+from cpulab.measure.execute.jobs import (  # noqa: F401
     Executor, Finished, HarnessJob, Job, Outcome, parse_harness_output
 )
 from cpulab.model import Status

@@ -23,19 +23,20 @@ from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import built_here
 from cpulab.machine import toolchains
 from cpulab import time_split
-from cpulab.measure import instructions, probes, programs
-from cpulab.measure.execute import Executor, HarnessJob, LocalExecutor, on_cpu
+from cpulab.measure import instructions, probes
+from cpulab.measure.schedule import programs
+from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu
 from cpulab.measure.explain.largest import (
     Difference,
     explain_difference,
     largest_differences,
 )
-from cpulab.measure.lanes import LaneProgress, in_lanes
-from cpulab.measure.processes import evict
-from cpulab.measure.rounds import Progress, QuietProgress, Schedule, measure_rounds
-from cpulab.measure.session import Stopped, machine_identity, recorded_run
-from cpulab.measure.site import Site
-from cpulab.measure.targets import Target, build_targets, build_variant, resumed_targets
+from cpulab.measure.schedule.lanes import LaneProgress, in_lanes
+from cpulab.measure.execute.processes import evict
+from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, measure_rounds
+from cpulab.measure.schedule.session import Stopped, machine_identity, recorded_run
+from cpulab.measure.schedule.site import Site
+from cpulab.measure.schedule.targets import Target, build_targets, build_variant, resumed_targets
 from cpulab.time_split import TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan.plan import Plan

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from cpulab.compile import inputs
 from cpulab.compile.programs import ProgramBuild, run_argv, template_values
-from cpulab.measure import processes
-from cpulab.measure.processes import ProcessTarget, Rounds
-from cpulab.measure.rounds import Schedule
+from cpulab.measure.execute import processes
+from cpulab.measure.execute.processes import ProcessTarget, Rounds
+from cpulab.measure.schedule.rounds import Schedule
 from cpulab.model import Status, params_key
 from cpulab.plan.programs import CommandError, Program, parse_size
 from cpulab.plan.toolchain import Variant

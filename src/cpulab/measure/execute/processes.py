@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpulab.compile import artifacts
-from cpulab.measure.execute import Executor, Finished, LocalExecutor, Outcome
-from cpulab.measure.rounds import QuietProgress, Schedule, measure_rounds
+from cpulab.measure.execute.executor import Executor, Finished, LocalExecutor, Outcome
+from cpulab.measure.schedule.rounds import QuietProgress, Schedule, measure_rounds
 from cpulab.model import Status
 from cpulab.plan.programs import Check
 from cpulab.store.db import Store
