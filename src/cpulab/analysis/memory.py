@@ -70,7 +70,8 @@ def memlat_colour(results: list[Result], policy: DecisionPolicy) -> dict | None:
         for name, r in (("arbitrary", arb), ("balanced", bal)):
             ok = r is not None and r.status == Status.OK and bool(r.ns_per_unit)
             row[f"{name}_ns"], row[f"{name}_ns_ci"] = (r.ns_per_unit, _ns_ci(r)) if ok else (None, None)
-            row[f"{name}_error"] = None if ok else "not measured" if r is None else r.error or str(r.status)
+            row[f"{name}_error"] = None if ok else "not measured" if r is None else r.error or (
+                "no sample kept" if r.status == Status.OK else str(r.status))
         if row["arbitrary_ns"] and row["balanced_ns"]:
             t = stats.compare_pair(arb.observations, bal.observations, policy.confidence, "paired")
             row.update(ratio=t.ratio, ci=list(t.ci), p=t.p)
