@@ -14,16 +14,15 @@ from typing import Callable
 
 from rich.markup import escape
 
-from cpulab import analysis
+from cpulab import analysis, time_split
 from cpulab.cli.common import RichProgress, console, default_report_path, emit_json, fail, out, progress_bar
-from cpulab import time_split
 from cpulab.measure.schedule import runner
 from cpulab.measure.schedule.session import Interrupted
-from cpulab.time_split import TimeSplit
 from cpulab.model import Machines, Summary
 from cpulab.plan.plan import Plan
 from cpulab.report import html
 from cpulab.store.db import Store
+from cpulab.time_split import TimeSplit
 
 
 def carry(store: Store, measure: Callable[[], int],

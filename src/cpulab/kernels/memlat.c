@@ -526,7 +526,11 @@ void *k_setup(void)
         /* Touch every page so it has a frame, then read the frames (one 8-byte pagemap
          * entry per page: ~1 ms per 100 MiB). */
         c->mapped_pages = c->map_len / PAGE_STRIDE;
-        for (size_t m = 0; m < c->mapped_pages; m++)
+        int populated = 0;
+#ifdef MADV_POPULATE_WRITE /* one call for every fault (Linux 5.14+): 10-15% of this set-up at L3 sizes */
+        populated = madvise(c->base, c->map_len, MADV_POPULATE_WRITE) == 0;
+#endif
+        for (size_t m = 0; !populated && m < c->mapped_pages; m++)
             c->base[m * PAGE_STRIDE] = 1;
         uint64_t *pfn = malloc(c->mapped_pages * sizeof *pfn);
         if (!pfn) {

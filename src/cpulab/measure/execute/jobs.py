@@ -1,5 +1,5 @@
 """What a measured process is to cpulab: a job (what to run, how to read what it left
-behind), the executor protocol that runs it (execute.py), what the executor saw of the
+behind), the executor protocol that runs it (executor.py), what the executor saw of the
 process (Finished) and what the job made of it (Outcome).  HarnessJob is the job of a
 kernel's harness (native/harness.c): its command line and its one JSON line read back."""
 from __future__ import annotations

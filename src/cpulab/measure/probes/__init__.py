@@ -8,7 +8,7 @@
 * roofline.py the roofline's roofs: flops per cycle per instruction set, bytes per cycle per level
 * sampling.py running a probe artifact through the executor, one figure per run
 
-Every process goes through the executor (execute.py), like a plan's jobs.  A probe that
+Every process goes through the executor (execute/executor.py), like a plan's jobs.  A probe that
 a plan can name (plan key `probe_tables`) is a `Probe` in a module-level list `PROBES`
 of any module here; the registry collects them, as the workload registry does.
 """

@@ -1,9 +1,9 @@
 """Running a plan's kernels at a site: build its targets (targets.py), then measure in rounds.
 
-Every process is one job run by an executor (execute.py): one artifact at one parameter
+Every process is one job run by an executor (execute/executor.py): one artifact at one parameter
 point, pinned, with the layout pad, its failure recorded if it fails.  In each round a
 point's variants run as one group taking samples in turns (a fresh random order each
-cycle), so a drifting machine hits all variants alike; a job that fails is recorded with
+turn), so a drifting machine hits all variants alike; a job that fails is recorded with
 its reason and dropped from later rounds while the others go on.  The site is this
 machine (LocalSite) or a dask worker (cluster.MachineSite).
 """
