@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,8 +32,7 @@ def machine_turn(request):
     """Tests run two at a time (pytest-xdist, pyproject's addopts), except that one marked
     `alone` or `timing` has the machine to itself: it waits at the turnstile for the test
     running beside it to end and holds the machine until its own end; every other test
-    passes the turnstile and shares the machine.  Without xdist, nothing to share.  Alone,
-    its CPU locks are its own (the other worker's idle executors keep their claims)."""
+    passes the turnstile and shares the machine.  Without xdist, nothing to share."""
     worker = getattr(request.config, "workerinput", None)
     if worker is None:
         yield
@@ -44,16 +44,22 @@ def machine_turn(request):
         fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         if not alone:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        locks = os.environ.get("CPULAB_LOCK_DIR")
-        if alone:
-            os.environ["CPULAB_LOCK_DIR"] = tempfile.mkdtemp(prefix="cpulab-locks-")
+        # Alone, its CPU locks and artifact cache are its own: the other worker's idle
+        # executors keep their CPU claims, and its module fixtures may build and run
+        # artifacts of the shared cache (they start before this fixture).
+        saved = {k: os.environ.get(k) for k in ("CPULAB_LOCK_DIR", "CPULAB_CACHE_DIR")}
+        own = {k: tempfile.mkdtemp(prefix=f"cpulab-alone-{k[7:].lower()}-") for k in saved} if alone else {}
+        os.environ.update(own)
         try:
             yield
         finally:
-            if alone and locks is None:
-                del os.environ["CPULAB_LOCK_DIR"]
-            elif alone:
-                os.environ["CPULAB_LOCK_DIR"] = locks
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            for d in own.values():
+                shutil.rmtree(d, ignore_errors=True)
             fcntl.flock(machine, fcntl.LOCK_UN)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
 ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
