@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,44 +24,41 @@ from cpulab.workloads import KERNEL_DIR
 from cpulab.machine import toolchains
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"
+ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
 
 
-@pytest.fixture(autouse=True)
-def machine_turn(request):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     """Tests run two at a time (pytest-xdist, pyproject's addopts), except that one marked
     `alone` or `timing` has the machine to itself: it waits at the turnstile for the test
-    running beside it to end and holds the machine until its own end; every other test
-    passes the turnstile and shares the machine.  Without xdist, nothing to share."""
-    worker = getattr(request.config, "workerinput", None)
+    beside it to end and holds the machine until its own end, fixtures included (a
+    module's fixtures are set up and torn down inside some test's protocol); every other
+    test passes the turnstile and shares the machine.  Alone, its CPU locks are its own:
+    the other worker's idle executors keep their CPU claims.  Without xdist, nothing to
+    share."""
+    worker = getattr(item.config, "workerinput", None)
     if worker is None:
         yield
         return
-    alone = any(request.node.get_closest_marker(m) for m in ("alone", "timing"))
+    alone = any(item.get_closest_marker(m) for m in ("alone", "timing"))
     where = Path(tempfile.gettempdir()) / f"cpulab-tests-{worker['testrunuid']}"
     with open(f"{where}.turnstile", "a") as turnstile, open(f"{where}.machine", "a") as machine:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         if not alone:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        # Alone, its CPU locks and artifact cache are its own: the other worker's idle
-        # executors keep their CPU claims, and its module fixtures may build and run
-        # artifacts of the shared cache (they start before this fixture).
-        saved = {k: os.environ.get(k) for k in ("CPULAB_LOCK_DIR", "CPULAB_CACHE_DIR")}
-        own = {k: tempfile.mkdtemp(prefix=f"cpulab-alone-{k[7:].lower()}-") for k in saved} if alone else {}
-        os.environ.update(own)
+        locks = os.environ.get("CPULAB_LOCK_DIR")
+        if alone:
+            os.environ["CPULAB_LOCK_DIR"] = tempfile.mkdtemp(prefix="cpulab-alone-locks-")
         try:
             yield
         finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-            for d in own.values():
-                shutil.rmtree(d, ignore_errors=True)
+            if alone and locks is None:
+                del os.environ["CPULAB_LOCK_DIR"]
+            elif alone:
+                os.environ["CPULAB_LOCK_DIR"] = locks
             fcntl.flock(machine, fcntl.LOCK_UN)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
 
 
 def workload_of(kernel: str | None) -> workloads.Workload | None:
