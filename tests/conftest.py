@@ -2,12 +2,10 @@
 machine cannot build (optional toolchains and libraries), naming the Debian package."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,40 +23,6 @@ from cpulab.machine import toolchains
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"
 ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Tests run two at a time (pytest-xdist, pyproject's addopts), except that one marked
-    `alone` or `timing` has the machine to itself: it waits at the turnstile for the test
-    beside it to end and holds the machine until its own end, fixtures included (a
-    module's fixtures are set up and torn down inside some test's protocol); every other
-    test passes the turnstile and shares the machine.  Alone, its CPU locks are its own:
-    the other worker's idle executors keep their CPU claims.  Without xdist, nothing to
-    share."""
-    worker = getattr(item.config, "workerinput", None)
-    if worker is None:
-        yield
-        return
-    alone = any(item.get_closest_marker(m) for m in ("alone", "timing"))
-    where = Path(tempfile.gettempdir()) / f"cpulab-tests-{worker['testrunuid']}"
-    with open(f"{where}.turnstile", "a") as turnstile, open(f"{where}.machine", "a") as machine:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        locks = os.environ.get("CPULAB_LOCK_DIR")
-        if alone:
-            os.environ["CPULAB_LOCK_DIR"] = tempfile.mkdtemp(prefix="cpulab-alone-locks-")
-        try:
-            yield
-        finally:
-            if alone and locks is None:
-                del os.environ["CPULAB_LOCK_DIR"]
-            elif alone:
-                os.environ["CPULAB_LOCK_DIR"] = locks
-            fcntl.flock(machine, fcntl.LOCK_UN)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 def workload_of(kernel: str | None) -> workloads.Workload | None:

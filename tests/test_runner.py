@@ -205,9 +205,6 @@ def test_budget_is_not_overspent(tmp_path):
     assert all(len({s["process"] for s in store.samples(r["id"])}) == 4 for r in store.results(run_id))
 
 
-# A run stopped by a signal must leave no process behind, and nothing else may run
-# processes from this artifact cache meanwhile: these have the machine to themselves.
-@pytest.mark.alone
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     db = tmp_path / "db.sqlite"
     env = {**os.environ, "CPULAB_DB": str(db)}
@@ -289,7 +286,6 @@ def wait_until(cond, timeout=120.0):
         time.sleep(0.05)
 
 
-@pytest.mark.alone
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, sig):
     db = tmp_path / "db.sqlite"
@@ -307,7 +303,6 @@ def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, sig):
     assert f"interrupted ({signal.Signals(sig).name})" in err and "cpulab run --resume 1" in err
 
 
-@pytest.mark.alone
 def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
     db = tmp_path / "db.sqlite"
     runs, samples = 4, 2
@@ -407,7 +402,6 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
         assert all(j.reps == first_reps and j.verified for j in jobs[1:])
 
 
-@pytest.mark.alone
 def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, monkeypatch):
     """Two share_machine experiments run in two lanes at once (their samples overlap in
     time), each complete, and the plan's probe table in a lane after them; the run
