@@ -220,7 +220,12 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
         except sqlite3.Error:
             n = 0
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:  # a run that outlives its test would hold a CPU and spoil the tests after it
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 130, err
     con = sqlite3.connect(db)
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
