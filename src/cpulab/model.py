@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from cpulab.policy import DecisionPolicy
-from cpulab.record import RunRecord, upgraded
+from cpulab.record import RunRecord
 
 
 class Status(StrEnum):
@@ -255,7 +255,7 @@ class Summary:
     @classmethod
     def from_dict(cls, d: dict) -> "Summary":
         """A document as to_dict() wrote it (an export, a test fixture) back as a Summary."""
-        plan = RunRecord.of_stored(upgraded(d["plan"]))
+        plan = RunRecord.of_stored(d["plan"])
         return cls(**{**_known(cls, d), "plan": plan,
                       "results": [Result.from_dict(r) for r in d["results"]],
                       "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],

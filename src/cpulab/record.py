@@ -61,10 +61,9 @@ class RunRecord:
 
     @classmethod
     def of_stored(cls, d: dict) -> "RunRecord":
-        """A record as a run stored it (store/db.py brings records of earlier versions up
-        to date as it reads them: upgraded)."""
-        if "kind" not in d:
-            raise RecordError("run record: no kind (a record of an earlier version not read through the store?)")
+        """A record as a run stored it, one of an earlier version brought up to date first
+        (upgraded)."""
+        d = upgraded(d)
         return cls.make(d["kind"], d)
 
     def compared_by(self, method: str | None) -> DecisionPolicy:

@@ -1,6 +1,6 @@
 """The store's rows as typed values: what its read methods return (a run, the list of runs;
-analyses are model.Analysis).  A run's record is read through record.upgraded, so runs of
-earlier versions read like new ones; a run whose owner is gone reads as interrupted."""
+analyses are model.Analysis).  A run's record is read through RunRecord.of_stored, so runs
+of earlier versions read like new ones; a run whose owner is gone reads as interrupted."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cpulab.record import RunRecord, upgraded
+from cpulab.record import RunRecord
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class StoredRun:
         d = dict(row)
         j = {k: json.loads(d[k]) for k in ("plan", "conditions", "timing", "argv", "fingerprint", "origin")}
         return cls(d["id"], d["started"], d["finished"], shown_status(d), d["machine_id"], d["parent"], d["machine"],
-                   d["label"], j["origin"], RunRecord.of_stored(upgraded(j["plan"])), j["fingerprint"],
+                   d["label"], j["origin"], RunRecord.of_stored(j["plan"]), j["fingerprint"],
                    j["conditions"], j["timing"], j["argv"])
 
 
