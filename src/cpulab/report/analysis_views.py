@@ -284,7 +284,7 @@ VIEWS: dict[str, View] = {
 def analysis_tables(kind: str, data: Any) -> list[Table]:
     """The tables of a stored analysis; a kind this version cannot draw says so."""
     view = VIEWS.get(kind)
-    if isinstance(data, dict) and "error" in data and "status" in data:  # a probe table that failed or was lost
+    if _lost(data):
         return [Table(kind, f"{kind}: {data['status']}: {data['error']}", columns("analysis"))]
     if view is None:
         return [Table(kind, f"{kind}: stored, but this version of cpulab has no view of it", columns("analysis"))]
@@ -294,5 +294,9 @@ def analysis_tables(kind: str, data: Any) -> list[Table]:
 def analysis_plots(kind: str, data: Any, caches: list[dict]) -> list[str]:
     """The HTML report's plots of a stored analysis (none for a kind without any)."""
     view = VIEWS.get(kind)
-    return view.plots(data, caches) if view and view.plots and not (isinstance(data, dict) and "error" in data
-                                                                     and "status" in data) else []
+    return view.plots(data, caches) if view and view.plots and not _lost(data) else []
+
+
+def _lost(data: Any) -> bool:
+    """A probe table that failed or was lost: stored as its status and error, nothing to draw."""
+    return isinstance(data, dict) and "error" in data and "status" in data
