@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from conftest import TEST_KERNELS
+from cpulab import workloads
 from cpulab.compile import artifacts
 from cpulab.estimates import count_verdicts, witness_words
 from cpulab.measure import instructions
@@ -47,6 +48,48 @@ def test_another_path_under_valgrind_gives_no_count(three_per_unit):
     exe = three_per_unit
     with pytest.raises(instructions.CountError, match="another path.*lanes 1 where timed 2"):
         instructions.count(exe, {}, {"lanes": 2}, tsc_hz=2e9)
+
+
+needs_x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="single-stepping counts x86-64 only")
+
+
+@needs_x86_64
+def test_single_stepping_counts_the_timed_work_exactly(three_per_unit):
+    """On the core itself: the k_run call alone, so the count is the same to the
+    instruction every time, 3 a trip plus the C loop's few a rep, all in the loop's
+    functions."""
+    c = instructions.count_with(instructions.step_run, three_per_unit, {}, {"lanes": 1}, 2e9, False)
+    assert c.source == "single-step" and 3.0 <= c.per_unit <= 3.0 + 20 / 4096
+    again = instructions.count_with(instructions.step_run, three_per_unit, {}, None, 2e9, False)
+    assert again.per_unit == c.per_unit
+    assert {fn for fn, _ in c.functions} <= {"k_run", "trips"}
+    assert sum(n for _, n in c.functions) == pytest.approx(c.per_unit, rel=1e-9)
+
+
+@needs_valgrind
+@needs_x86_64
+@pytest.mark.parametrize("kernel, params", [("three_per_unit", {}), ("dot", {"n": "2048"})])
+def test_the_core_counts_what_valgrind_counts(three_per_unit, kernel, params):
+    """The two counters agree within 1% on builds both can run (they count the same
+    instructions: valgrind's count differs only by its run-to-run wobble)."""
+    exe = three_per_unit if kernel == "three_per_unit" else artifacts.build_artifact(
+        workloads.get(kernel), Variant("O2", cflags=("-O2",))).path
+    by_valgrind = instructions.count_with(instructions.valgrind_run, exe, params, None, 2e9, False)
+    stepped = instructions.count_with(instructions.step_run, exe, params, None, 2e9, False)
+    assert stepped.per_unit == pytest.approx(by_valgrind.per_unit, rel=0.01)
+
+
+@needs_x86_64
+def test_what_valgrind_cannot_run_is_counted_on_the_core(three_per_unit, monkeypatch):
+    def avx512(*args):
+        raise instructions.OtherPath("valgrind 3.19 cannot execute this build's instructions (AVX-512?)")
+    monkeypatch.setattr(instructions, "valgrind_run", avx512)
+    monkeypatch.setattr(instructions, "unavailable_reason", lambda: None)
+    c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9, cycles_per_rep=4096)
+    assert c.source == "single-step" and c.notes()["instructions_source"] == "single-step"
+    # a repetition too long to step through is refused at once, saying why
+    with pytest.raises(instructions.CountError, match="AVX-512.*too long to single-step"):
+        instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9, cycles_per_rep=1e9)
 
 
 FOUR_PER_TRIP = r"""

@@ -61,7 +61,8 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
                                      if s["instructions"] is not None else None).values())
     notes = r["notes"] or {}
     ipu, source = (float(np.median(counted)), "counters") if counted else \
-        (notes.get("instructions_per_unit"), "valgrind" if notes.get("instructions_per_unit") else None)
+        (notes.get("instructions_per_unit"),
+         notes.get("instructions_source", "valgrind") if notes.get("instructions_per_unit") else None)
     est = stats.estimate(list(rates.values()))
     placed = _placements(samples, rates)
     excluded = [s["excluded"] for s in samples if s.get("excluded")]

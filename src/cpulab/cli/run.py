@@ -53,7 +53,8 @@ from cpulab.store.db import Store, StoreError
               help="How variants meet their baseline (default turns: a point's processes alive together, "
                    "samples in turns).")
 @click.option("--instructions", is_flag=True, default=None,
-              help="Also count each result's instructions per unit under valgrind (exact, beside the time; "
+              help="Also count each result's instructions per unit under valgrind, or single-stepped "
+                   "on the core where valgrind cannot run it (exact, beside the time; "
                    "IPC where no counters exist).")
 @click.option("--metric", type=click.Choice(list(policy.METRICS)), default=None,
               help="What the verdicts are read from (default time): instructions counts every result under valgrind "

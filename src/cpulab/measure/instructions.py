@@ -23,15 +23,23 @@ cachegrind accepts them (sets a power of two): valgrind's own reading of CPUID t
 KVM guest's 32 MiB L3 for the host's 256 MiB and saw no 64 MiB chase miss it.
 
 Valgrind 3.19 cannot execute AVX-512 and hides it from CPUID, so a build that uses it
-fails to count (said so), and a kernel that picks its path at run time may take another
-one under valgrind: the notes by which a kernel says which path it took (PATH_NOTES)
-must equal the timed run's, else the result says which differed and gets no count.
+stops on an unhandled instruction, and a kernel that picks its path at run time takes
+another one under valgrind: the notes by which a kernel says which path it took
+(PATH_NOTES) must equal the timed run's.  Such a build is counted on the core itself
+instead (`instructions_source` "single-step"): native/stepcount.c single-steps the
+first k_run call under ptrace, every instruction the core executes one step, exact and
+without the loader's or the set-up's instructions, so the difference of 1 and 2
+repetitions is one repetition's work to the instruction.  A step costs ~13 us under KVM
+(75,000 a second), so a call is bounded by STEP_LIMIT; valgrind stays first where it runs
+the timed path, being ~100x faster and holding the cache model.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -41,6 +49,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from elftools.elf.elffile import ELFFile
+
+from cpulab.compile.artifacts import NATIVE_DIR, build_tool
 from cpulab.machine import os_cache_sizes
 from cpulab.params import data_caches
 
@@ -49,6 +60,7 @@ EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 
 # The notes by which a kernel reports the code path it chose at run time (rc5-72, DES).
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
 TIMEOUT_S = 600.0
+STEP_LIMIT = 2_000_000  # instructions one single-stepped call may execute (about 27 s under KVM)
 REPEATABLE = 0.001  # two counts of one whole process further apart than this: not deterministic
 FUNCTIONS = 8  # a count names its functions executing the most instructions
 # ... of at least this share of the timed work: below it, a kernel's extra repetitions
@@ -65,8 +77,10 @@ class Count:
     d1_misses: float | None = None
     ll_misses: float | None = None
 
+    source: str = "valgrind"  # or "single-step": counted on the core itself (stepcount.c)
+
     def notes(self) -> dict:
-        return {"instructions_per_unit": self.per_unit, "instructions_source": "valgrind",
+        return {"instructions_per_unit": self.per_unit, "instructions_source": self.source,
                 "instructions_by_function": self.functions,
                 **({"d1_misses_per_unit": self.d1_misses, "ll_misses_per_unit": self.ll_misses}
                    if self.d1_misses is not None else {})}
@@ -76,31 +90,54 @@ class CountError(Exception):
     """Why a result's instructions cannot be counted (one line)."""
 
 
+class OtherPath(CountError):
+    """Valgrind cannot run the timed path (AVX-512): the core itself must count it."""
+
+
 def unavailable_reason() -> str | None:
     return None if shutil.which("valgrind") else "valgrind is not installed (Debian package valgrind)"
 
 
 def count(executable: str, params: dict[str, str], timed_notes: dict | None = None,
-          tsc_hz: float | None = None, caches: bool = False) -> Count:
+          tsc_hz: float | None = None, caches: bool = False, cycles_per_rep: float | None = None) -> Count:
     """The instructions per unit of one executable's timed work at `params` and of each
     of the FUNCTIONS functions executing most of it (with `caches`, the simulated D1 and
     last-level misses per unit too); raises CountError saying why when it cannot be had.
-    timed_notes: the notes of the timed run, whose path notes the counted run must repeat."""
+    timed_notes: the notes of the timed run, whose path notes the counted run must repeat.
+    Counted under valgrind, or single-stepped where valgrind cannot run the timed path and
+    one repetition (cycles_per_rep, as timed) is short enough to step through."""
     if why := unavailable_reason():
         raise CountError(why)
-    r1 = _run(executable, params, 1, tsc_hz, caches)
+    try:
+        return count_with(valgrind_run, executable, params, timed_notes, tsc_hz, caches)
+    except OtherPath as e:
+        if why := step_unavailable_reason():
+            raise CountError(f"{e}; {why}") from None
+        # 1 + 2 repetitions stepped, at an instruction a cycle (a kernel faster than
+        # that per cycle steps for longer, one slower is refused sooner than needed)
+        if cycles_per_rep and 3 * cycles_per_rep > STEP_LIMIT:
+            raise CountError(f"{e}; a repetition lasts {cycles_per_rep:,.0f} cycles, too long to single-step "
+                             f"(at most {STEP_LIMIT:,} instructions, ~14 us each)") from None
+        return count_with(step_run, executable, params, timed_notes, tsc_hz, False)
+
+
+def count_with(run: Callable[..., _Profile], executable: str, params: dict[str, str], timed_notes: dict | None,
+              tsc_hz: float | None, caches: bool) -> Count:
+    """count() by one counter: `run` (valgrind_run or step_run) of 1, 2 and, where a
+    repetition is short against the counter's run-to-run wobble, more repetitions."""
+    r1 = run(executable, params, 1, tsc_hz, caches)
     for key in PATH_NOTES:
         timed, counted = (timed_notes or {}).get(key), r1.data.get("notes", {}).get(key)
         if timed is not None and counted != timed:
-            raise CountError(f"under valgrind the kernel took another path ({key} {counted} where timed "
-                             f"{timed}: valgrind hides AVX-512)")
-    r2 = _run(executable, params, 2, tsc_hz, caches)
+            raise OtherPath(f"counted by {r1.source}, the kernel took another path ({key} {counted} where timed "
+                            f"{timed}{': valgrind hides AVX-512' if r1.source == 'valgrind' else ''})")
+    r2 = run(executable, params, 2, tsc_hz, caches)
     one = r2.events["Ir"] - r1.events["Ir"]
     if one <= 0:  # without tsc_hz the harness's calibration spin varies more than a repetition
         raise CountError(f"one more repetition added {one} instructions: the process's own work varies more")
-    if one < EXTRA_INSTRUCTIONS:  # short repetitions: enough of them to drown the run-to-run wobble
-        more = 1 + math.ceil(EXTRA_INSTRUCTIONS / one)
-        r2 = _run(executable, params, more, tsc_hz, caches)
+    if one < r1.wobble_extra:  # short repetitions: enough of them to drown the run-to-run wobble
+        more = 1 + math.ceil(r1.wobble_extra / one)
+        r2 = run(executable, params, more, tsc_hz, caches)
     extra = r2.data["work"] - r1.data["work"]
     if extra <= 0:
         raise CountError("the extra repetitions did no work")
@@ -111,7 +148,7 @@ def count(executable: str, params: dict[str, str], timed_notes: dict | None = No
     r2.functions.subtract(r1.functions)
     return Count(per_unit, [(fn, n / extra) for fn, n in r2.functions.most_common(FUNCTIONS)
                             if n / extra >= SHOWN * per_unit],
-                 *((added("D1mr", "D1mw"), added("DLmr", "DLmw")) if caches else ()))
+                 *((added("D1mr", "D1mw"), added("DLmr", "DLmw")) if caches else ()), source=r1.source)
 
 
 def count_process(argv: list[str], env: dict[str, str] | None = None) -> Count:
@@ -150,6 +187,10 @@ class _Profile:
     events: dict[str, int]
     functions: Counter
     data: dict = field(default_factory=dict)
+    source: str = "valgrind"
+    # Repetitions add at least this many instructions to the counted run: what the
+    # counter's run-to-run wobble (valgrind's: the whole process's) is drowned in.
+    wobble_extra: int = EXTRA_INSTRUCTIONS
 
 
 def cache_model(caches: list[dict]) -> list[str]:
@@ -178,7 +219,7 @@ def _valgrind(argv: list[str], caches: bool = False, **kw) -> tuple[subprocess.C
         except OSError as e:
             raise CountError(f"cannot run valgrind: {e}") from None
         if "unhandled instruction" in (p.stderr or ""):
-            raise CountError("valgrind 3.19 cannot execute this build's instructions (AVX-512?)")
+            raise OtherPath("valgrind 3.19 cannot execute this build's instructions (AVX-512?)")
         return p, parse_profile(out.read().decode(errors="replace"))
 
 
@@ -211,22 +252,84 @@ def _run_process(argv: list[str], env: dict[str, str] | None) -> _Profile:
     return profile
 
 
-def _run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None, caches: bool) -> _Profile:
-    """One run of a kernel under valgrind: one sample of exactly `reps` repetitions; no
-    warm-up, no calibration, no known-answer test (it passed when timed)."""
+def harness_argv(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None) -> list[str]:
+    """A kernel's command for counting: one sample of exactly `reps` repetitions, its
+    first k_run call; no warm-up, no calibration, no known-answer test (it passed when
+    timed)."""
     argv = [executable, "--samples", "1", "--warmup", "0", "--min-sample-time", "0",
             "--reps", str(reps), "--verified", "--timer", "clock"]
     if tsc_hz:  # without it the harness spins 30 ms, a count that depends on valgrind's speed
         argv += ["--tsc-hz", repr(float(tsc_hz))]
     for k, v in params.items():
         argv += ["--param", f"{k}={v}"]
-    p, profile = _valgrind(argv, caches, capture_output=True)
+    return argv
+
+
+def _harness_data(p: subprocess.CompletedProcess, profile: _Profile, counted: bool) -> _Profile:
+    """The counted run's harness JSON on `profile`; CountError unless both it and the
+    counter (`counted`) finished well."""
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     try:
         profile.data = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
         pass
-    if p.returncode != 0 or profile.data.get("status") != "ok" or "Ir" not in profile.events:
+    if p.returncode != 0 or profile.data.get("status") != "ok" or not counted:
         detail = profile.data.get("error") or _last_line(p.stderr)
-        raise CountError(f"under valgrind: exit {p.returncode}: {detail}")
+        raise CountError(f"under {profile.source}: exit {p.returncode}: {detail}")
     return profile
+
+
+def valgrind_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None,
+                  caches: bool) -> _Profile:
+    """One run of a kernel under valgrind (harness_argv): the whole process's count."""
+    p, profile = _valgrind(harness_argv(executable, params, reps, tsc_hz), caches, capture_output=True)
+    return _harness_data(p, profile, "Ir" in profile.events)
+
+
+STEP_MARK = "stepcount "
+
+
+def step_unavailable_reason() -> str | None:
+    return None if platform.machine() == "x86_64" and shutil.which("gcc") else \
+        "single-stepping counts x86-64 only, built with gcc"
+
+
+def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None,
+              caches: bool = False) -> _Profile:
+    """One run of a kernel with its first k_run call (the sample's `reps` repetitions)
+    single-stepped on the core (stepcount.c): exact, the call alone."""
+    entry, pie, functions = _symbols(executable)
+    if "k_run" not in entry:
+        raise CountError("no k_run symbol to count from (a stripped build?)")
+    stepper = build_tool(NATIVE_DIR / "stepcount.c")
+    try:
+        p = subprocess.run([str(stepper), f"{entry['k_run']:x}", str(int(pie)), str(STEP_LIMIT), "--",
+                            *harness_argv(executable, params, reps, tsc_hz)],
+                           capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise CountError(f"single-stepping took over {TIMEOUT_S:.0f} s") from None
+    marked = [json.loads(ln[len(STEP_MARK):]) for ln in p.stdout.splitlines() if ln.startswith(STEP_MARK)]
+    steps = marked[-1] if marked else {"error": _last_line(p.stderr)}
+    if "error" in steps:
+        raise CountError(f"single-stepping: {steps['error']}")
+    per_function = Counter()
+    for pc, n in steps["pcs"].items():
+        per_function[_function_of(int(pc, 16), functions)] += n
+    profile = _Profile({"Ir": steps["instructions"]}, per_function, source="single-step", wobble_extra=0)
+    return _harness_data(p, profile, steps.get("exit") == 0)
+
+
+def _symbols(executable: str) -> tuple[dict[str, int], bool, list[tuple[int, int, str]]]:
+    """An executable's function symbols: name -> address, whether it is position-
+    independent, and (start, end, name) sorted by start."""
+    with open(executable, "rb") as f:
+        elf = ELFFile(f)
+        symtab = elf.get_section_by_name(".symtab")
+        funcs = sorted((s["st_value"], s["st_value"] + s["st_size"], s.name) for s in (symtab.iter_symbols() if symtab else ())
+                       if s["st_info"]["type"] == "STT_FUNC" and s["st_value"])
+        return {name: start for start, _, name in funcs}, elf["e_type"] == "ET_DYN", funcs
+
+
+def _function_of(pc: int, functions: list[tuple[int, int, str]]) -> str:
+    i = bisect.bisect_right(functions, (pc, float("inf"), "")) - 1
+    return functions[i][2] if i >= 0 and functions[i][0] <= pc < functions[i][1] else "(outside the executable)"

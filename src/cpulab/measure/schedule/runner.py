@@ -196,8 +196,10 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
     for t in targets:
         if (notes := uncounted(t.result_id, t.experiment)) is not None:
             w = workloads.get(t.workload)
+            per_rep = [s["cycles"] / s["reps"] for s in store.samples(t.result_id) if s["cycles"] and s["reps"]]
             jobs[t.result_id] = (f"{t.workload} {t.variant}", functools.partial(
-                instructions.count, t.artifact.path, site.prepare(w, t.params), notes, tsc_hz, w.simulate_caches))
+                instructions.count, t.artifact.path, site.prepare(w, t.params), notes, tsc_hz, w.simulate_caches,
+                min(per_rep, default=None)))
     for t in ran:
         if uncounted(t.result_id, t.point[0]) is not None:
             jobs[t.result_id] = (t.label, functools.partial(instructions.count_process, t.command, t.env))
