@@ -163,6 +163,8 @@ class Comparison:
     # witnesses disagree (estimates.witness_words); None where either has no count.
     instruction_ratio: float | None = None
     witness: str = ""
+    # Why a decided comparison came out so (analysis/why.py): {"sentence", "figures"}.
+    why: dict | None = None
     # In turns: each member's carry-over (its rate right after the other member over
     # right after itself: {"baseline"|"variant": {ratio, ci, processes}}) and their
     # asymmetry (variant's over baseline's, {ratio, ci}), which biases the ratio; `held`

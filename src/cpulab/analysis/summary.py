@@ -11,6 +11,7 @@ from __future__ import annotations
 from cpulab.estimates import (
     carryover, compare_results, count_verdicts, geomeans, placement_bands, result_summary
 )
+from cpulab.analysis.why import attach_causes
 from cpulab.model import Summary
 from cpulab.store.db import Store
 
@@ -30,6 +31,8 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
     comparisons = compare_results(results, baselines, policy, plan.against)
     if policy.metric == "instructions":
         count_verdicts(comparisons, policy)
+    attach_causes(comparisons, results, {a.key: a.data for a in store.analyses(run_id, "code")},
+                  run.fingerprint.get("caches") or [])
     return Summary(run_id=run_id, status=run.status, started=run.started, finished=run.finished,
                    plan=plan, machine=run.fingerprint,
                    conditions={k: v for k, v in run.conditions.items() if k != "time_split"},

@@ -1,7 +1,13 @@
 """Why one build is faster, in words, from the evidence the measure stage stored: the two
 builds' code side by side (measure/explain/compare.py), their hot regions, instruction mixes
-and alignments, and the measured cycles per unit."""
+and alignments, and the measured cycles per unit; and for every decided comparison a
+cause (`Comparison.why`) from its two results and each build's hot loop."""
 from __future__ import annotations
+
+import math
+
+from cpulab.model import Comparison, Result, Verdict
+from cpulab.params import cache_name, data_caches, human_bytes
 
 
 def with_why(doc: dict) -> dict:
@@ -37,3 +43,120 @@ def code_sentence(a_name: str, b_name: str, a: dict, b: dict) -> str:
     if pa.get("cycles_per_unit") and pb.get("cycles_per_unit"):
         parts.append(f"measured {pa['cycles_per_unit']:.3g} -> {pb['cycles_per_unit']:.3g} cycles/{pa['unit'].rstrip('s')}")
     return f"{b_name} against {a_name}: " + "; ".join(parts) + "."
+
+
+# A change smaller than this in instructions, IPC or a loop's model is "about the same".
+ALIKE = 0.02
+
+
+def attach_causes(comparisons: list[Comparison], results: list[Result], codes: dict[str, dict],
+                  caches: list[dict]) -> None:
+    """Each decided (faster/slower) comparison's `why`, from its two results and the code
+    the measure stage read of each build (`codes`, by experiment/workload/variant)."""
+    by_point = {(r.experiment, r.workload, r.variant, r.point): r for r in results}
+    for c in comparisons:
+        if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio:
+            base, var = (by_point.get((c.experiment, c.workload, v, c.point)) for v in (c.baseline, c.variant))
+            if base is None or var is None:
+                continue
+            code = [(codes.get(f"{c.experiment}/{c.workload}/{v}") or {}).get("hot_loop") for v in
+                    (c.baseline, c.variant)]
+            counted = base.instructions_per_unit and var.instructions_per_unit
+            if all(code) or counted:  # else nothing was read to say it from (a run of an earlier version)
+                c.why = cause(c, base, var, *code, caches)
+
+
+def cause(c: Comparison, base: Result, var: Result, hot_b: dict | None, hot_v: dict | None,
+          caches: list[dict]) -> dict:
+    """Why the variant's time differs from the baseline's at one point: {"sentence",
+    "figures"}.  Read from measurements and the code, never from the verdict alone: the
+    work (instructions per unit, counted) against its rate (per cycle), the hot loops
+    side by side (vector width, instructions, loop-carried chain, llvm-mca's model), and
+    where the working set lives; it says when these do not settle it."""
+    figures: dict = {"cycles_per_unit": [base.cycles_per_unit, var.cycles_per_unit]}
+    said = [_work(base, var, figures)]
+    said.append(_loops(c, base, var, hot_b, hot_v, figures))
+    settled = any(said)
+    said.append(_where(var, caches, figures))
+    if not settled:
+        said.append("neither the instructions nor the hot loop tell the builds apart: the evidence does not "
+                    "settle it (where the code sits, or the machine)")
+    return {"sentence": "; ".join(s for s in said if s), "figures": figures}
+
+
+def _work(base: Result, var: Result, figures: dict) -> str:
+    """The counted work and the rate it ran at, and which of the two moved the time."""
+    ib, iv = base.instructions_per_unit, var.instructions_per_unit
+    if not ib or not iv:
+        return ""
+    unit = var.unit.rstrip("s")
+    figures["instructions_per_unit"] = [ib, iv]
+    moved = f"{abs(iv / ib - 1):.0%} {'fewer' if iv < ib else 'more'} instructions a {unit} ({ib:.4g} -> {iv:.4g})"
+    if not base.cycles_per_unit or not var.cycles_per_unit:
+        return moved
+    ipc_b, ipc_v = ib / base.cycles_per_unit, iv / var.cycles_per_unit
+    figures["ipc"] = [ipc_b, ipc_v]
+    rate = f"{ipc_b:.2f} -> {ipc_v:.2f} instructions a cycle"
+    if abs(math.log(iv / ib)) >= abs(math.log(ipc_v / ipc_b)):
+        return moved + (f" at about the same {rate}" if abs(ipc_v / ipc_b - 1) < ALIKE else f", {rate}")
+    return f"{rate} ({'the same work' if abs(iv / ib - 1) < ALIKE else moved}): the rate moved, not the work"
+
+
+def _loops(c: Comparison, base: Result, var: Result, hb: dict | None, hv: dict | None, figures: dict) -> str:
+    """The two hot loops side by side, where they differ in what bounds an iteration."""
+    if not hb or not hv:
+        return ""
+    a, b = c.baseline, c.variant
+    parts = []
+    if hb.get("listing") == hv.get("listing"):
+        return ""
+    if (wb := _width(hb)) != (wv := _width(hv)):
+        parts.append(f"{b}'s hot loop uses {wv} against {a}'s {wb}")
+    figures["loop_instructions"] = [hb["instructions"], hv["instructions"]]
+    chains = [hb.get("chain"), hv.get("chain")]  # None: not followed (x87)
+    if None not in chains and chains[0] != chains[1]:
+        figures["chain"] = chains
+        parts.append(f"its loop-carried chain: {_chain(chains[1])} an iteration, against {_chain(chains[0])}")
+    mb, mv = ((h.get("mca") or {}).get("cycles_per_iteration") for h in (hb, hv))
+    if mb and mv and not hb.get("x87") and not hv.get("x87"):  # llvm-mca's x87 model is not one to quote
+        figures["mca_cycles_per_iteration"] = [mb, mv]
+        agrees = ""
+        if base.instructions_per_unit and var.instructions_per_unit and base.cycles_per_unit and var.cycles_per_unit:
+            # per unit: iterations a unit are the counted instructions a unit over the
+            # loop's (the hot loop carrying the work), so unrolled and vector loops compare
+            modelled = (mv * var.instructions_per_unit / hv["instructions"]) / \
+                (mb * base.instructions_per_unit / hb["instructions"])
+            measured = var.cycles_per_unit / base.cycles_per_unit
+            figures["mca_ratio_per_unit"] = modelled
+            agrees = (" (the model sees no difference: look beyond the loop's schedule)" if abs(modelled - 1) < ALIKE
+                      else " (as measured)" if (modelled < 1) == (measured < 1) else " (the model expects the opposite)")
+        parts.append(f"llvm-mca models {mb:.3g} -> {mv:.3g} cycles an iteration of {hb['instructions']} -> "
+                     f"{hv['instructions']} instructions{agrees}")
+    return ", ".join(parts)
+
+
+def _where(r: Result, caches: list[dict], figures: dict) -> str:
+    """Which cache level the working set fits in, beyond the first: there the level's
+    bandwidth or latency, not the code, may set the pace."""
+    ws = r.notes.get("working_set_bytes")
+    levels = data_caches(caches)
+    if not ws or not levels:
+        return ""
+    fits = next((lv for lv in levels if ws <= lv["size_bytes"]), None)
+    figures["working_set_bytes"] = ws
+    if fits is levels[0]:
+        return ""
+    return f"working set {human_bytes(ws)}: " + (f"in {cache_name(fits)}" if fits else "beyond the last cache, in memory")
+
+
+def _width(hot: dict) -> str:
+    if hot.get("x87"):
+        return "x87 stack code"
+    return f"{hot['vector_bits']}-bit vectors" if hot.get("vector_bits") else "scalar code"
+
+
+def _chain(chain: list[str]) -> str:
+    if not chain:
+        return "none"
+    names = sorted(set(chain))
+    return f"{len(chain)} dependent {'/'.join(names)}"

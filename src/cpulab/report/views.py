@@ -7,6 +7,7 @@ analysis_views.py, machines side by side by machine_views.py.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -151,8 +152,25 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
             if simulated:  # per unit, from valgrind's cache model with this machine's sizes
                 cells += [Cell(r.d1_misses_per_unit), Cell(r.ll_misses_per_unit)]
             t.add(*cells)
+        t.notes += cause_notes([c for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)])
         tables[(exp, wname)] = t
     return tables
+
+
+def cause_notes(comparisons: list[Comparison]) -> list[str]:
+    """One line per variant and verdict: at how many points, and the cause at the widest
+    gap (every point's is in --json and the report's data)."""
+    groups: dict[tuple, list[Comparison]] = defaultdict(list)
+    for c in comparisons:
+        if c.why:
+            groups[(c.variant, c.verdict)].append(c)
+    out = []
+    for (variant, verdict), cs in groups.items():
+        widest = max(cs, key=lambda c: abs(math.log(c.ratio)))
+        where = f" at {len(cs)} points" if len(cs) > 1 else ""
+        at = f" ({'widest ' if len(cs) > 1 else ''}at {fmt_params(widest.params, widest.workload)})"
+        out.append(f"why {variant} is {verdict} than {widest.baseline}{where}: {widest.why['sentence']}{at}")
+    return out
 
 
 def _witness_cells(r: Result, c: Comparison | None, notes: list[str]) -> list[Cell]:

@@ -183,6 +183,41 @@ def hot_loop(funcs: dict[str, Function]) -> tuple[str, Loop] | None:
     return max(best, key=lambda c: c[1].instructions)
 
 
+_VREG = re.compile(r"\b([xyz])mm(\d+)\b")
+_WIDTH = {"x": 128, "y": 256, "z": 512}
+
+
+def vector_bits(listing: list[Instruction]) -> int:
+    """The widest SIMD register the packed instructions of a listing use (0: none, the
+    floating point is scalar or x87): how many lanes a vector build actually got."""
+    return max((_WIDTH[m.group(1)] for i in listing if "vector" in i.kinds() for m in _VREG.finditer(i.text)),
+               default=0)
+
+
+def carried_chain(listing: list[Instruction]) -> list[str] | None:
+    """The longest loop-carried chain of a loop through one SIMD register: the
+    instructions writing a register that every writer also reads (an accumulator: `addsd
+    xmm0, xmm1`, `vaddsd xmm0, xmm0, xmm1`, any FMA), each waiting for the one before,
+    across iterations too.  Its length times its instructions' latency bounds the
+    iteration from below, however wide the core.  None for x87 code, whose stack
+    registers this does not follow."""
+    if any(i.mnemonic.startswith("f") and "fp-scalar" in i.kinds() for i in listing):
+        return None
+    writers: dict[str, list[tuple[str, bool]]] = {}
+    for i in listing:
+        ops = i.text.split(None, 1)[1] if " " in i.text else ""
+        regs = [f"v{m.group(2)}" for m in _VREG.finditer(ops)]
+        if not regs or not _VREG.match(ops.strip()):  # the destination is not a SIMD register
+            continue
+        dest, sources = regs[0], regs[1:]
+        two_operand = not i.mnemonic.startswith("v")  # SSE: the destination is a source
+        reads = (two_operand and not i.mnemonic.startswith(("mov", "cvt", "pxor", "xorp", "unpck", "shuf")))\
+            or "fma" in i.mnemonic or dest in sources
+        writers.setdefault(dest, []).append((i.mnemonic, reads))
+    chains = [[m for m, _ in w] for w in writers.values() if all(r for _, r in w)]
+    return max(chains, key=len, default=[])
+
+
 def loop_listing(f: Function, lp: Loop) -> list[Instruction]:
     return [i for i in f.instructions if lp.start <= i.address <= lp.end]
 

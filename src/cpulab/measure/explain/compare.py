@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from cpulab.measure.explain.code import (
-    Function, Loop, disassemble, hot_loop, kernel_functions, loop_listing, side_by_side, size_differences, stem
+    Function, Loop, carried_chain, disassemble, hot_loop, vector_bits, kernel_functions, loop_listing, side_by_side, size_differences, stem
 )
 from cpulab.measure.explain.profile import attribute, profile, profile_program
 from cpulab.measure.execute.executor import Executor
@@ -37,6 +37,8 @@ def region_summary(name: str, f: Function, lp: Loop | None, total: int) -> dict:
             "alignment": (lp.alignment if lp else Loop(insns[0].address, 0, 0, 0).alignment),
             "sample_share": held / total if total else None,
             "kinds": {k: kinds.get(k, 0) for k in ("load", "store", "branch", "vector", "fp-scalar")},
+            "vector_bits": vector_bits(insns), "x87": any(i.mnemonic.startswith("f") and "fp-scalar" in i.kinds()
+                                                   for i in insns), "chain": carried_chain(insns) if lp else None,
             "listing": [i.display for i in insns], "samples": [i.samples for i in insns],
             "_instructions": insns}
 
@@ -94,6 +96,17 @@ def explain(artifact_a: str, artifact_b: str, params: dict[str, str] | None = No
     pb = profile(artifact_b, params, profile_code, executor) if profile_code else None
     return compare_code(kernel_functions(artifact_a), kernel_functions(artifact_b), pa, pb, names,
                         Path(artifact_a).read_bytes() == Path(artifact_b).read_bytes())
+
+
+def build_code(artifact: str, params: dict[str, str] | None, seconds: float, executor: Executor | None = None) -> dict:
+    """One build's code: its hot region found by `seconds` of samples at `params`, with
+    its instructions, vector width, loop-carried chain and llvm-mca's estimate."""
+    out = summary_of(kernel_functions(artifact), profile(artifact, params, seconds, executor))
+    if (hot := out["hot_loop"]) is not None:
+        hot.pop("_instructions", None)
+        if hot["loop"] and shutil.which("llvm-mca"):
+            hot["mca"] = mca_estimate(hot["listing"])
+    return out
 
 
 def compare_code(funcs_a: dict[str, Function], funcs_b: dict[str, Function], pa: dict | None, pb: dict | None,

@@ -21,6 +21,7 @@ from cpulab.model import Comparison, Verdict, params_key
 from cpulab.store.db import Store
 
 PROFILE_SECONDS = 0.5  # per build: the hot region of the largest difference, sampled
+CODE_PROFILE_SECONDS = 0.2  # per build in any decided comparison: enough samples to find its hot loop
 
 
 @dataclass(frozen=True)
@@ -33,33 +34,70 @@ class Difference:
     executed: tuple[list, list] | None
 
 
+def _decided(store: Store, run_id: int, schedule: Schedule, experiments: set[str] | None):
+    """The run's faster/slower comparisons as it stands (of `experiments`, None: all),
+    each build's executable by (experiment, workload, variant), and the results."""
+    rows = [r for r in store.results(run_id) if experiments is None or r["experiment"] in experiments]
+    results = [result_summary(r, store.samples(r["id"])) for r in rows]
+    decided = [c for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against)
+               if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio]
+    paths: dict[tuple, str] = {}
+    for r in rows:
+        if r["artifact_hash"] and (art := store.artifact(r["artifact_hash"])) and Path(art["path"]).exists():
+            paths[(r["experiment"], r["workload"], r["variant"])] = art["path"]
+    return decided, paths, results
+
+
 def largest_differences(store: Store, run_id: int, schedule: Schedule,
                         experiments: set[str] | None = None) -> list[Difference]:
     """For each experiment (of `experiments`, None: all) and workload not yet explained,
     the largest faster/slower comparison of the run as it stands, whose builds are still
     on disk."""
     done = {a.key for a in store.analyses(run_id) if a.kind == "explain"}
-    rows = [r for r in store.results(run_id) if experiments is None or r["experiment"] in experiments]
-    results = [result_summary(r, store.samples(r["id"])) for r in rows]
+    decided, paths, results = _decided(store, run_id, schedule, experiments)
     largest: dict[tuple, Comparison] = {}
-    for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against):
+    for c in decided:
         key = (c.experiment, c.workload)
-        if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio and f"{key[0]}/{key[1]}" not in done \
+        if f"{key[0]}/{key[1]}" not in done \
                 and (key not in largest or abs(math.log(c.ratio)) > abs(math.log(largest[key].ratio))):
             largest[key] = c
-    paths: dict[tuple, str] = {}
-    for r in rows:
-        if r["artifact_hash"] and (art := store.artifact(r["artifact_hash"])):
-            paths[(r["experiment"], r["workload"], r["variant"])] = art["path"]
     counted = {(r.experiment, r.workload, r.variant, params_key(r.params)): r.notes.get("instructions_by_function")
                for r in results}
     out = []
     for (exp, wname), c in largest.items():
         a, b = paths.get((exp, wname, c.baseline)), paths.get((exp, wname, c.variant))
-        if a and b and Path(a).exists() and Path(b).exists():
+        if a and b:
             executed = tuple(counted.get((exp, wname, v, params_key(c.params))) for v in (c.baseline, c.variant))
             out.append(Difference(f"{exp}/{wname}", c, (a, b), executed if all(executed) else None))
     return out
+
+
+def decided_builds(store: Store, run_id: int, schedule: Schedule,
+                   experiments: set[str] | None = None) -> list[tuple[str, str, dict[str, str]]]:
+    """Every build in a faster/slower comparison of the run (both sides) whose code is not
+    yet read: (the `code` analysis' key experiment/workload/variant, its executable, the
+    parameters of its experiment and workload's widest decided gap, where it is profiled)."""
+    done = {a.key for a in store.analyses(run_id) if a.kind == "code"}
+    decided, paths, _ = _decided(store, run_id, schedule, experiments)
+    widest: dict[tuple, Comparison] = {}
+    for c in sorted(decided, key=lambda c: -abs(math.log(c.ratio))):
+        widest.setdefault((c.experiment, c.workload), c)
+    out = {}
+    for c in decided:
+        for v in (c.baseline, c.variant):
+            key = f"{c.experiment}/{c.workload}/{v}"
+            if key not in done and (path := paths.get((c.experiment, c.workload, v))):
+                out[key] = (key, path, widest[(c.experiment, c.workload)].params)
+    return list(out.values())
+
+
+def read_code(path: str, params: dict[str, str], executor: Executor) -> dict | None:
+    """One build's hot region (CODE_PROFILE_SECONDS of samples at `params`): what analysis/why.py
+    reads its causes from; None when the code cannot be read."""
+    try:
+        return compare.build_code(path, params, CODE_PROFILE_SECONDS, executor)
+    except (RuntimeError, OSError):
+        return None
 
 
 def explain_difference(d: Difference, executor: Executor) -> dict | None:

@@ -26,11 +26,7 @@ from cpulab import time_split
 from cpulab.measure import instructions, probes
 from cpulab.measure.schedule import programs
 from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu
-from cpulab.measure.explain.largest import (
-    Difference,
-    explain_difference,
-    largest_differences,
-)
+from cpulab.measure.explain.largest import decided_builds, explain_difference, largest_differences, read_code
 from cpulab.measure.schedule.lanes import LaneProgress, in_lanes
 from cpulab.measure.execute.processes import evict
 from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, measure_rounds
@@ -163,21 +159,26 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
 
 def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Executor], rng: random.Random,
              progress: Progress, experiments: set[str] | None = None, stop: threading.Event | None = None) -> None:
-    """The largest difference of each experiment's (of `experiments`) workload explained
-    and stored, one per executor at a time: a profile gives the shares of a kernel's time
-    by instruction, which work on the other CPU hardly moves."""
-    todo = largest_differences(store, run_id, schedule, experiments)
+    """Of each experiment's (of `experiments`) workload, the largest difference explained
+    (both builds profiled, their code side by side), and every build in a decided
+    comparison read (its hot loop, whence analysis/why.py words each comparison's cause);
+    stored, one per executor at a time: a profile gives the shares of a kernel's time by
+    instruction, which work on the other CPU hardly moves."""
+    todo = [("explain", d.key, functools.partial(explain_difference, d))
+            for d in largest_differences(store, run_id, schedule, experiments)]
+    todo += [("code", key, functools.partial(read_code, path, params))
+             for key, path, params in decided_builds(store, run_id, schedule, experiments)]
     progress.phase("explain", len(todo))
 
-    def explain(d: Difference):
-        def item(executor, lane_store, lane_rng, _):
+    def item(kind: str, key: str, read):
+        def run(executor, lane_store, lane_rng, _):
             if stop is not None and stop.is_set():  # the run is stopping
                 return
-            if (doc := explain_difference(d, executor)) is not None:
-                lane_store.add_analysis(run_id, "explain", doc, key=d.key)
-            progress.advance(f"explain  {d.key}")
-        return item
-    in_lanes([explain(d) for d in todo], executors, store.path, rng)
+            if (doc := read(executor)) is not None:
+                lane_store.add_analysis(run_id, kind, doc, key=key)
+            progress.advance(f"explain  {key}")
+        return run
+    in_lanes([item(*t) for t in todo], executors, store.path, rng)
 
 
 def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],

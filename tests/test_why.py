@@ -1,0 +1,96 @@
+"""The cause beside each decided comparison (analysis/why.py), read from the results and
+each build's hot loop, and the loop facts it is read from (measure/explain/code.py)."""
+from __future__ import annotations
+
+import pytest
+
+from cpulab.analysis.why import attach_causes, cause
+from cpulab.measure.explain.code import Instruction, carried_chain, vector_bits
+from cpulab.model import Comparison, Result, Status, Verdict
+from cpulab.report.views import cause_notes
+
+L1 = {"level": 1, "type": "Data", "size_bytes": 48 << 10}
+L2 = {"level": 2, "type": "Unified", "size_bytes": 2 << 20}
+
+
+def _result(variant: str, cycles: float, instructions: float | None = None, ws: int = 1 << 10) -> Result:
+    return Result(id=0, experiment="e", workload="dot", variant=variant, params={"n": "1024"}, unit="flop",
+                  rate_unit="MFLOPS", per_clock_unit="cycles/flop", status=Status.OK, median=1e3 / cycles,
+                  cycles_per_unit=cycles, instructions_per_unit=instructions, notes={"working_set_bytes": ws})
+
+
+def _comparison(ratio: float, verdict: str = Verdict.FASTER) -> Comparison:
+    return Comparison(experiment="e", workload="dot", params={"n": "1024"}, baseline="O2", variant="O3",
+                      verdict=verdict, ratio=ratio)
+
+
+def _loop(listing: list[str], mca: float | None = None, bits: int = 0, chain=None) -> dict:
+    return {"listing": listing, "instructions": len(listing), "vector_bits": bits, "x87": False,
+            "chain": chain if chain is not None else [], **({"mca": {"cycles_per_iteration": mca}} if mca else {})}
+
+
+def test_fewer_instructions_at_the_same_rate_is_the_work():
+    why = cause(_comparison(1.25), _result("O2", 1.0, 3.0), _result("O3", 0.8, 2.4), None, None, [L1, L2])
+    assert "20% fewer instructions a flop (3 -> 2.4) at about the same 3.00 -> 3.00 instructions a cycle" \
+        in why["sentence"]
+    assert why["figures"]["instructions_per_unit"] == [3.0, 2.4]
+
+
+def test_the_same_instructions_at_another_rate_is_the_rate():
+    why = cause(_comparison(0.8, Verdict.SLOWER), _result("O2", 1.0, 3.0), _result("O3", 1.25, 3.0), None, None, [])
+    assert "3.00 -> 2.40 instructions a cycle (the same work): the rate moved, not the work" in why["sentence"]
+
+
+def test_the_hot_loops_side_by_side_with_the_model_read_per_unit():
+    """A 4-wide loop of 12 instructions against a scalar one of 6: iterations a unit come
+    from the counts, so the model's 16 against 4 cycles an iteration is 1.0 a unit."""
+    scalar = _loop(["addsd"] * 6, mca=4.0, chain=["addsd"])
+    vector = _loop(["vaddsd"] * 12, mca=16.0, bits=256, chain=["vaddsd"] * 4)
+    why = cause(_comparison(1.05), _result("O2", 1.0, 3.0), _result("O3", 0.95, 1.5), scalar, vector, [])
+    s = why["sentence"]
+    assert "O3's hot loop uses 256-bit vectors against O2's scalar code" in s
+    assert "its loop-carried chain: 4 dependent vaddsd an iteration, against 1 dependent addsd" in s
+    assert why["figures"]["mca_ratio_per_unit"] == pytest.approx((16 * 1.5 / 12) / (4 * 3.0 / 6))
+    assert "the model sees no difference" in s
+
+
+def test_nothing_that_tells_the_builds_apart_is_said_so_with_where_the_data_lives():
+    same = _loop(["addsd xmm0,xmm1", "jne"], mca=4.0)
+    why = cause(_comparison(1.03), _result("O2", 1.0, ws=1 << 20), _result("O3", 0.97, ws=1 << 20),
+                same, same, [L1, L2])
+    assert "does not settle it" in why["sentence"] and "working set 1 MiB: in L2 2 MiB" in why["sentence"]
+
+
+def test_only_decided_comparisons_with_evidence_get_a_cause():
+    """A same verdict gets none, nor a decided one where nothing was read (a run stored
+    by an earlier version); the terminal gives one line per variant and verdict."""
+    results = [_result("O2", 1.0, 3.0), _result("O3", 0.8, 2.4)]
+    decided, same, bare = _comparison(1.25), _comparison(1.0, Verdict.SAME), _comparison(1.25)
+    attach_causes([decided, same], results, {}, [])
+    assert decided.why and same.why is None
+    attach_causes([bare], [_result("O2", 1.0), _result("O3", 0.8)], {}, [])
+    assert bare.why is None
+    (line,) = cause_notes([decided, same])
+    assert line.startswith("why O3 is faster than O2: 20% fewer instructions")
+
+
+def _listing(*texts: str) -> list[Instruction]:
+    return [Instruction(i, t) for i, t in enumerate(texts)]
+
+
+@pytest.mark.parametrize("texts, chain", [
+    (("movsd xmm1,QWORD PTR [rdi+rax*8]", "mulsd xmm1,QWORD PTR [rsi+rax*8]", "addsd xmm0,xmm1", "jne 0"),
+     ["addsd"]),  # xmm1 is loaded afresh each trip: only xmm0 carries
+    (("vmulpd ymm1,ymm4,YMMWORD PTR [rcx]", "vaddsd xmm0,xmm0,xmm1", "vunpckhpd xmm2,xmm1,xmm1",
+      "vaddsd xmm0,xmm0,xmm2", "jne 0"), ["vaddsd", "vaddsd"]),
+    (("vfmadd231pd zmm0,zmm1,ZMMWORD PTR [rdi]", "vfmadd231pd zmm2,zmm3,ZMMWORD PTR [rsi]", "jne 0"),
+     ["vfmadd231pd"]),  # two independent accumulators: each chain one long
+    (("fld QWORD PTR [eax]", "fmul QWORD PTR [edx]", "faddp st(1),st", "jne 0"), None),  # x87: not followed
+])
+def test_the_loop_carried_chain(texts, chain):
+    assert carried_chain(_listing(*texts)) == chain
+
+
+def test_the_vector_width_is_the_widest_packed_register():
+    assert vector_bits(_listing("vmulpd ymm1,ymm4,YMMWORD PTR [rcx]", "vaddsd xmm0,xmm0,xmm1")) == 256
+    assert vector_bits(_listing("mulsd xmm1,xmm2", "addsd xmm0,xmm1")) == 0
