@@ -59,6 +59,17 @@ def test_a_streaming_kernel_is_placed_by_its_bytes_and_a_copy_is_not():
     assert place(result("bandwidth", {"op": "copy", "size": "4096"}, 0.5, unit="bytes"), ROOFS) is None
 
 
+def test_a_point_above_its_levels_roof_is_placed_under_the_nearer_level_that_holds_it_saying_why():
+    """dot over 8 MiB (memory, 4 B/cycle: a roof of 0.5 flop/cycle) at 1 flop a cycle: it
+    moved 8 bytes a cycle, which L2's 32 holds; above every roof there is nowhere to go."""
+    fast = place(result("dot", {"n": str(512 * KIB), "precision": "double"}, cycles_per_unit=1.0), ROOFS)
+    assert fast["level"] == "memory" and fast["bound"] == "L2 bandwidth" and fast["share"] == pytest.approx(1 / 4)
+    assert "above the memory roof of its working set (8 bytes a cycle" in fast["why"]
+    assert place(result("dot", {"n": str(512 * KIB), "precision": "double"}, cycles_per_unit=1 / 9), ROOFS)["why"] \
+        .startswith("above every roof")
+    assert "why" not in place(result("dot", {"n": str(512 * KIB), "precision": "double"}, 4.0), ROOFS)
+
+
 def test_no_flops_no_cycles_or_an_emulator_is_not_placed():
     assert place(result("sha256", {}, 10.0, unit="bytes"), ROOFS) is None
     assert place(result("dot", {"n": "64"}, None), ROOFS) is None

@@ -252,6 +252,8 @@ def roofline_tables(data: dict) -> list[Table]:
               Cell(p["intensity"]), Cell(p["working_set_bytes"], human_bytes(p["working_set_bytes"])),
               Cell(p["flops_per_cycle"]), p["bound"], Cell(p["roof_flops_per_cycle"]),
               Cell(p["share"], f"{100 * p['share']:.0f}%"))
+        if p.get("why") and (note := f"{p['workload']} {p['variant']}: {p['why']}") not in t.notes:
+            t.notes.append(note)
     return [t]
 
 
