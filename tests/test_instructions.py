@@ -68,7 +68,7 @@ def test_single_stepping_counts_the_timed_work_exactly(three_per_unit):
 
 @needs_valgrind
 @needs_x86_64
-@pytest.mark.parametrize("kernel, params", [("three_per_unit", {}), ("dot", {"n": "2048"})])
+@pytest.mark.parametrize("kernel, params", [("three_per_unit", {}), ("dot", {"n": "4096"})])
 def test_the_core_counts_what_valgrind_counts(three_per_unit, kernel, params):
     """The two counters agree within 1% on builds both can run (they count the same
     instructions: valgrind's count differs only by its run-to-run wobble)."""

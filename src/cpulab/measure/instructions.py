@@ -28,9 +28,10 @@ another one under valgrind: the notes by which a kernel says which path it took
 (PATH_NOTES) must equal the timed run's.  Such a build is counted on the core itself
 instead (`instructions_source` "single-step"): native/stepcount.c single-steps the
 first k_run call under ptrace, every instruction the core executes one step, exact and
-without the loader's or the set-up's instructions, so the difference of 1 and 2
-repetitions is one repetition's work to the instruction.  A step costs ~13 us under KVM
-(75,000 a second), so a call is bounded by STEP_LIMIT; valgrind stays first where it runs
+without the loader's or the set-up's instructions, so the difference of calls of 1 and 2
+repetitions is one repetition's work to the instruction (one call alone would add the
+call's own set-up: 1.8% of RC5's SIMD repetition).  A step costs ~14 us under KVM (70,000 a second), so a call is bounded by
+STEP_LIMIT; valgrind stays first where it runs
 the timed path, being ~100x faster and holding the cache model.
 """
 from __future__ import annotations
@@ -60,7 +61,7 @@ EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 
 # The notes by which a kernel reports the code path it chose at run time (rc5-72, DES).
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
 TIMEOUT_S = 600.0
-STEP_LIMIT = 2_000_000  # instructions one single-stepped call may execute (about 27 s under KVM)
+STEP_LIMIT = 1_000_000  # instructions one single-stepped call may execute (about 14 s under KVM)
 REPEATABLE = 0.001  # two counts of one whole process further apart than this: not deterministic
 FUNCTIONS = 8  # a count names its functions executing the most instructions
 # ... of at least this share of the timed work: below it, a kernel's extra repetitions
@@ -113,9 +114,9 @@ def count(executable: str, params: dict[str, str], timed_notes: dict | None = No
     except OtherPath as e:
         if why := step_unavailable_reason():
             raise CountError(f"{e}; {why}") from None
-        # 1 + 2 repetitions stepped, at an instruction a cycle (a kernel faster than
-        # that per cycle steps for longer, one slower is refused sooner than needed)
-        if cycles_per_rep and 3 * cycles_per_rep > STEP_LIMIT:
+        # calls of 1 and 2 repetitions stepped, at an instruction a cycle (a kernel
+        # faster than that per cycle steps for longer, one slower is refused sooner)
+        if cycles_per_rep and 2 * cycles_per_rep > STEP_LIMIT:
             raise CountError(f"{e}; a repetition lasts {cycles_per_rep:,.0f} cycles, too long to single-step "
                              f"(at most {STEP_LIMIT:,} instructions, ~14 us each)") from None
         return count_with(step_run, executable, params, timed_notes, tsc_hz, False)
@@ -123,8 +124,10 @@ def count(executable: str, params: dict[str, str], timed_notes: dict | None = No
 
 def count_with(run: Callable[..., _Profile], executable: str, params: dict[str, str], timed_notes: dict | None,
               tsc_hz: float | None, caches: bool) -> Count:
-    """count() by one counter: `run` (valgrind_run or step_run) of 1, 2 and, where a
-    repetition is short against the counter's run-to-run wobble, more repetitions."""
+    """count() by one counter, `run` (valgrind_run or step_run), of 1 and 2 repetitions:
+    the difference is one repetition's work.  Valgrind counts whole processes, which
+    wobble by a few hundred instructions: where a repetition is short against that, more
+    repetitions; single-stepping counts the k_run call alone, exactly."""
     r1 = run(executable, params, 1, tsc_hz, caches)
     for key in PATH_NOTES:
         timed, counted = (timed_notes or {}).get(key), r1.data.get("notes", {}).get(key)
@@ -135,8 +138,8 @@ def count_with(run: Callable[..., _Profile], executable: str, params: dict[str, 
     one = r2.events["Ir"] - r1.events["Ir"]
     if one <= 0:  # without tsc_hz the harness's calibration spin varies more than a repetition
         raise CountError(f"one more repetition added {one} instructions: the process's own work varies more")
-    if one < r1.wobble_extra:  # short repetitions: enough of them to drown the run-to-run wobble
-        more = 1 + math.ceil(r1.wobble_extra / one)
+    if one < EXTRA_INSTRUCTIONS and not r1.call_alone:  # short repetitions: enough of them to drown
+        more = 1 + math.ceil(EXTRA_INSTRUCTIONS / one)      # the whole process's run-to-run wobble
         r2 = run(executable, params, more, tsc_hz, caches)
     extra = r2.data["work"] - r1.data["work"]
     if extra <= 0:
@@ -188,9 +191,7 @@ class _Profile:
     functions: Counter
     data: dict = field(default_factory=dict)
     source: str = "valgrind"
-    # Repetitions add at least this many instructions to the counted run: what the
-    # counter's run-to-run wobble (valgrind's: the whole process's) is drowned in.
-    wobble_extra: int = EXTRA_INSTRUCTIONS
+    call_alone: bool = False  # the count is of the k_run call alone (single-stepped): it does not wobble
 
 
 def cache_model(caches: list[dict]) -> list[str]:
@@ -315,7 +316,7 @@ def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float |
     per_function = Counter()
     for pc, n in steps["pcs"].items():
         per_function[_function_of(int(pc, 16), functions)] += n
-    profile = _Profile({"Ir": steps["instructions"]}, per_function, source="single-step", wobble_extra=0)
+    profile = _Profile({"Ir": steps["instructions"]}, per_function, source="single-step", call_alone=True)
     return _harness_data(p, profile, steps.get("exit") == 0)
 
 

@@ -45,6 +45,8 @@ BUILTIN: dict[str, Variant] = {v.name: v for v in [
     _v("O3", cflags=["-O3"], description="gcc -O3"),
     _v("Os", cflags=["-Os"], description="gcc, optimised for size"),
     _v("O3-native", cflags=["-O3", "-march=native"], description="gcc -O3 for this CPU's instruction sets"),
+    _v("O3-native-fastmath", cflags=["-O3", "-march=native", "-ffast-math"],
+       description="gcc -O3 for this CPU, -ffast-math: a sum may be reordered into vector accumulators"),
     _v("static", ldflags=["-static"], description="gcc -O2, statically linked"),
     _v("pie", cflags=["-O2", "-fPIE"], ldflags=["-pie"], description="gcc -O2, position-independent executable"),
     _v("nopie", cflags=["-O2", "-fno-pie"], ldflags=["-no-pie"], description="gcc -O2, fixed-address executable"),
