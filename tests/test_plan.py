@@ -203,7 +203,8 @@ def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_
 
 @pytest.mark.parametrize("budget, method, family, rounds", [
     (60.0, "turns", 1, 8),     # 4/2^8 < 0.05/3: one round against is still significant; 4/2^7 is not
-    (60.0, "turns", 54, 14),   # float-abi's 27 points x 2 comparisons
+    (60.0, "turns", 54, 14),   # 27 points x 2 comparisons
+    (60.0, "turns", 81, 15),   # float-abi: 27 points x 3 comparisons
     (0.0, "paired", 1, 7),     # one look at 0.05: 4/2^7 < 0.05
     (0.0, "unpaired", 1, 5),   # twice Mann-Whitney's floor, 4/C(10,5) < 0.05; 4/C(8,4) is not
 ])
