@@ -70,12 +70,37 @@ def candidates(os_caches: list[dict], tlbs: list[dict], measured_tlbs: list[dict
     return out
 
 
-def _huge_keeps(edge: float, upper: float | None, huge_levels: list[dict] | None) -> bool | None:
-    """True if the huge-page curve steps near this edge too, False if not, None if unmeasured."""
-    if huge_levels is None:
+# What the huge-page curve rises across a step, against the 4 KiB curve's rise there: at
+# least KEEPS of it and the step stays with huge pages; at most GONE of it and it is gone.
+# Between them the two curves do not say (a noisy run's huge-page curve; Intel model 207's
+# two runs minutes apart rose 0% and 100% of the 4 KiB step at 362 KiB).
+KEEPS, GONE = 0.5, 0.25
+
+
+def _latency(lv: dict) -> float:
+    """A level's latency, in core cycles where measured (the host moves the clock)."""
+    return lv["ns"] if math.isnan(lv.get("cycles", math.nan)) else lv["cycles"]
+
+
+def _latency_at(levels: list[dict], size: float, above: bool) -> float:
+    """The curve's latency at `size`: the level holding it, else (in a step) the level
+    before it, or with `above` the one after it."""
+    for k, lv in enumerate(levels):
+        if lv["first_bytes"] <= size <= lv["size_bytes"]:
+            return _latency(lv)
+        if size < lv["first_bytes"]:
+            return _latency(lv if above or k == 0 else levels[k - 1])
+    return _latency(levels[-1])
+
+
+def _huge_keeps(edge: float, upper: float | None, rise: float, huge_levels: list[dict] | None) -> bool | None:
+    """True if the huge-page curve rises across this step by at least KEEPS of the 4 KiB
+    curve's `rise` (a log ratio), False if by at most GONE of it, None if it does not say
+    or was not measured."""
+    if not huge_levels or rise <= 0:
         return None
-    return any(near_step(edge, upper, lv["size_bytes"]) or (lv["next_bytes"] and near_step(edge, upper, lv["next_bytes"]))
-               for lv in _closed(huge_levels))
+    huge_rise = math.log(_latency_at(huge_levels, upper or edge * 2, True) / _latency_at(huge_levels, edge, False))
+    return True if huge_rise >= KEEPS * rise else False if huge_rise <= GONE * rise else None
 
 
 GRADUAL = 2.0  # a step whose ramp spans more than this factor of sizes is gradual
@@ -115,7 +140,7 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         edge, upper = lv["size_bytes"], lv["next_bytes"]
         after = line_levels[line_levels.index(lv) + 1]
         matched = [c for c in cands if near_step(edge, upper, c["bytes"])]
-        keeps = _huge_keeps(edge, upper, huge_levels)
+        keeps = _huge_keeps(edge, upper, math.log(_latency(after) / _latency(lv)), huge_levels)
         cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
