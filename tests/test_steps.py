@@ -149,9 +149,7 @@ def _classified(d: dict, noise: random.Random | None = None) -> list[tuple[float
     curves = [{"series": c["series"], "points": [], "levels": detect_levels(
         [(s, jitter(ns, 0.03), jitter(cyc, 0.015)) for s, ns, cyc in c["points"]], d["caches"])}
         for c in d["curves"]]
-    # A cache's step, sharp (capacity) or gradual from well below it (conflicts), is the
-    # same cache's: where a gentle ramp's plateau ends moves with the noise of a repeat.
-    return [(s["edge_bytes"], "cache" if s["cause"] in ("capacity", "conflicts") else s["cause"], s["matches"])
+    return [(s["edge_bytes"], s["cause"], s["matches"])
             for s in steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"]]
 
 
@@ -160,7 +158,8 @@ def test_a_repeat_of_a_run_classifies_its_steps_the_same_way(name):
     """A recorded run with the noise of a repeat added, 20 times: each step of the run
     is found again near its edge with the same cause and candidates in at least 17 of 20
     (Intel model 207's 362 KiB step flipped between `TLB` and unexplained when any step
-    of the huge-page curve near the edge counted as keeping it)."""
+    of the huge-page curve near the edge counted as keeping it, and a plateau cut at a
+    one-point bump was dropped as too short)."""
     d = json.loads((REPEATS / name).read_text())
     reference = _classified(d)
     repeats = [_classified(d, random.Random(seed)) for seed in range(20)]

@@ -144,18 +144,18 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     def flat(a: int, b: int) -> bool:
         return abs(_slope(x[a:b], y[a:b])) < FLAT_SLOPE
 
-    # Neighbouring flat segments at nearly the same latency are one candidate (PELT with
-    # small segments cuts a gently rising plateau into pieces).
+    # Neighbouring segments at nearly the same latency that are flat together are one
+    # candidate: PELT with small segments cuts a plateau into pieces at a bump of one or
+    # two points (a 5-point L2 plateau at 23 cycles with one point at 25 was split into
+    # pieces too short to count in one run and kept whole in the next), and the points
+    # a step's ramp adds to a plateau's end are trimmed off below.
     groups: list[list[int]] = []  # [start, end) pairs
-    prev_flat = False
     for a, b in _segments(y, sigma, min_segment):
-        f = flat(a, b)
-        if f and prev_flat and abs(np.median(y[a:b]) - np.median(y[groups[-1][0]:groups[-1][1]])) < MIN_STEP \
+        if groups and abs(np.median(y[a:b]) - np.median(y[groups[-1][0]:groups[-1][1]])) < MIN_STEP \
                 and flat(groups[-1][0], b):
             groups[-1][1] = b
         else:
             groups.append([a, b])
-        prev_flat = f
 
     plateaus: list[list[int]] = []  # index lists
     for a, b in groups:

@@ -99,11 +99,19 @@ def _huge_keeps(edge: float, upper: float | None, rise: float, huge_levels: list
     or was not measured."""
     if not huge_levels or rise <= 0:
         return None
-    huge_rise = math.log(_latency_at(huge_levels, upper or edge * 2, True) / _latency_at(huge_levels, edge, False))
+    # Read from AGREE_FACTOR below the edge to AGREE_FACTOR above the step's end: the
+    # huge-page curve's own step may sit a point or two off (model 207: at 6.7 MiB where
+    # the 4 KiB curve stepped at 5.7 MiB), as near_step allows a cache's size to.
+    huge_rise = math.log(_latency_at(huge_levels, (upper or edge * 2) * AGREE_FACTOR, True)
+                         / _latency_at(huge_levels, edge / AGREE_FACTOR, False))
     return True if huge_rise >= KEEPS * rise else False if huge_rise <= GONE * rise else None
 
 
 GRADUAL = 2.0  # a step whose ramp spans more than this factor of sizes is gradual
+# ... and one that begins at most at this share of the cache it ends at is conflicts, not
+# capacity: an octave below.  (Within AGREE_FACTOR of it, where a gentle ramp's plateau
+# ends moved with each run on Intel model 167: 1.2, 1.4 and 1.7 MiB against a 2 MiB L2.)
+CONFLICTS_BELOW = 0.5
 
 
 def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool | None, os_caches: list[dict],
@@ -120,7 +128,7 @@ def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool 
     if caches:
         c = caches[0]
         gradual = upper is not None and upper > GRADUAL * edge
-        if gradual and edge < c["bytes"] / AGREE_FACTOR:
+        if gradual and edge <= c["bytes"] * CONFLICTS_BELOW:
             return "conflicts", caches
         return "capacity" if keeps is not False else "TLB", caches
     larger = [c for c in data_caches(os_caches) if c["size_bytes"] > (upper or edge) * AGREE_FACTOR]
