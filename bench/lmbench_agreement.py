@@ -13,8 +13,13 @@ process at every size, in alternating order, so a co-tenant's use of a shared ca
 both.  Both take the fastest of a few tries in a process (lmbench: the minimum of its
 repetitions; cpulab: the fastest of its first samples).  lmbench's timing parent must
 not share a CPU with its measuring child, so it is not pinned; cpulab pins as usual.
-Prints per size the median over rounds of each, and the median of the per-round ratio
-cpulab / lmbench with its spread; the goal is within 5% at every plateau.
+Both are read in core cycles: the host may move the core clock between the two tools'
+calls (Intel model 207: core/TSC 1.28-1.38 between runs), which a ratio in nanoseconds
+measures as much as either tool.  lmbench's nanoseconds become cycles at the core clock
+measured just before and after its call (the harness's own calibration, --calibrate-only:
+a dependent add chain against the TSC, on the CPU lmbench ran on); cpulab gives cycles
+per load itself.  Prints per size the median over rounds of each, and the median of the
+per-round ratio cpulab / lmbench with its spread; the goal is within 5% at every plateau.
 
     PYTHONPATH=src python bench/lmbench_agreement.py LMBENCH/src [--rounds 5] [--sizes 16K,128K,1M,64M]
 """
@@ -28,7 +33,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cpulab import workloads
+from cpulab.compile import artifacts
 from cpulab.params import human_bytes, parse_size
+from cpulab.plan import toolchain
 
 DRIVER_C = r"""
 #include "bench.h"
@@ -63,19 +71,29 @@ def build_driver(src: Path, work: Path) -> Path:
     return exe
 
 
-def lmbench_ns(exe: Path, sizes: list[int], reps: int) -> dict[int, float]:
+def core_ghz(harness: Path) -> float:
+    """The core clock now, GHz: the harness's TSC rate times its core/TSC ratio."""
+    p = subprocess.run([str(harness), "--calibrate-only", "--timer", "tsc"], check=True, capture_output=True, text=True)
+    d = json.loads(p.stdout.splitlines()[-1])
+    return d["tsc_hz"] * d["core_per_tsc"] / 1e9
+
+
+def lmbench_cycles(exe: Path, sizes: list[int], reps: int, harness: Path) -> dict[int, float]:
+    """lmbench's ns per load at each size, in core cycles at the clock around its call."""
+    before = core_ghz(harness)
     p = subprocess.run([str(exe), str(reps), *map(str, sizes)], check=True, capture_output=True, text=True)
-    values = [float(line.split()[1]) for line in p.stderr.splitlines() if len(line.split()) == 2]
+    ghz = (before + core_ghz(harness)) / 2
+    values = [float(line.split()[1]) * ghz for line in p.stderr.splitlines() if len(line.split()) == 2]
     return dict(zip(sizes, values))
 
 
-def cpulab_ns(sizes: list[int], db: Path, mode: str) -> dict[int, float]:
+def cpulab_cycles(sizes: list[int], db: Path, mode: str) -> dict[int, float]:
     p = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--db", str(db), "-w", "memlat", "-v", "O2",
                         "-p", "size=" + ",".join(map(str, sizes)), "-p", "pages=4k", "-p", f"mode={mode}",
                         "--processes", "1",
                         "--samples", "20", "--budget", "0", "--json"], check=True, capture_output=True, text=True)
     # a process whose every sample was left out as disturbed has no estimate: that round has no pair
-    return {int(r["params"]["size"]): r["ns_per_unit"] or float("nan") for r in json.loads(p.stdout)["results"]}
+    return {int(r["params"]["size"]): r["cycles_per_unit"] or float("nan") for r in json.loads(p.stdout)["results"]}
 
 
 def main() -> None:
@@ -87,19 +105,20 @@ def main() -> None:
     ap.add_argument("--mode", default="random", help="cpulab memlat's order (default: its default)")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
+    harness = Path(artifacts.build_artifact(workloads.get("memlat"), toolchain.BUILTIN["O2"]).path)
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_driver(args.lmbench_src.resolve(), Path(tmp))
         lm: dict[int, list[float]] = {s: [] for s in sizes}
         cl: dict[int, list[float]] = {s: [] for s in sizes}
         for r in range(args.rounds):
-            tools = [(lambda: lmbench_ns(exe, sizes, args.reps), lm),
-                     (lambda: cpulab_ns(sizes, Path(tmp) / "db.sqlite", args.mode), cl)]
+            tools = [(lambda: lmbench_cycles(exe, sizes, args.reps, harness), lm),
+                     (lambda: cpulab_cycles(sizes, Path(tmp) / "db.sqlite", args.mode), cl)]
             for measure, into in tools if r % 2 == 0 else reversed(tools):
                 for s, v in measure().items():
                     into[s].append(v)
             print(f"round {r + 1}: " + "  ".join(f"{human_bytes(s)} lmbench {lm[s][-1]:.2f} cpulab {cl[s][-1]:.2f}"
                                                  for s in sizes), flush=True)
-    print(f"\n{'working set':>12} {'lmbench ns':>11} {'cpulab ns':>10} {'cpulab/lmbench':>15} {'per-round ratios':>30}")
+    print(f"\n{'working set':>12} {'lmbench cyc':>11} {'cpulab cyc':>10} {'cpulab/lmbench':>15} {'per-round ratios':>30}")
     for s in sizes:
         ratios = sorted(c / m for c, m in zip(cl[s], lm[s]) if c == c)
         measured = [c for c in cl[s] if c == c]
