@@ -38,7 +38,7 @@ def test_fewer_instructions_at_the_same_rate_is_the_work():
 
 def test_the_same_instructions_at_another_rate_is_the_rate():
     why = cause(_comparison(0.8, Verdict.SLOWER), _result("O2", 1.0, 3.0), _result("O3", 1.25, 3.0), None, None, [])
-    assert "3.00 -> 2.40 instructions a cycle (the same work): the rate moved, not the work" in why["sentence"]
+    assert "3.00 -> 2.40 instructions a cycle, with the same work: the rate moved, not the work" in why["sentence"]
 
 
 def test_the_hot_loops_side_by_side_with_the_model_read_per_unit():

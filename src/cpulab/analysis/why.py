@@ -99,7 +99,7 @@ def _work(base: Result, var: Result, figures: dict) -> str:
     rate = f"{ipc_b:.2f} -> {ipc_v:.2f} instructions a cycle"
     if abs(math.log(iv / ib)) >= abs(math.log(ipc_v / ipc_b)):
         return moved + (f" at about the same {rate}" if abs(ipc_v / ipc_b - 1) < ALIKE else f", {rate}")
-    return f"{rate} ({'the same work' if abs(iv / ib - 1) < ALIKE else moved}): the rate moved, not the work"
+    return f"{rate}, with {'the same work' if abs(iv / ib - 1) < ALIKE else moved}: the rate moved, not the work"
 
 
 def _loops(c: Comparison, base: Result, var: Result, hb: dict | None, hv: dict | None, figures: dict) -> str:
