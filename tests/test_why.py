@@ -74,6 +74,19 @@ def test_only_decided_comparisons_with_evidence_get_a_cause():
     assert line.startswith("why O3 is faster than O2: 20% fewer instructions")
 
 
+def test_a_same_verdict_gets_a_cause_where_the_code_differs():
+    """-march=native no faster than O2: wider vectors, the same chain of adds an element."""
+    scalar = _loop(["addsd"] * 6, chain=["addsd"])
+    vector = _loop(["vaddsd"] * 12, bits=256, chain=["vaddsd"] * 4)
+    results = [_result("O2", 1.0), _result("O3", 1.0)]
+    same, alike = _comparison(1.0, Verdict.SAME), _comparison(1.0, Verdict.SAME)
+    attach_causes([same], results, {"e/dot/O2": {"hot_loop": scalar}, "e/dot/O3": {"hot_loop": vector}}, [])
+    assert same.why["sentence"].startswith("the same time although O3's hot loop uses 256-bit vectors")
+    attach_causes([alike], results, {"e/dot/O2": {"hot_loop": scalar}, "e/dot/O3": {"hot_loop": scalar}}, [])
+    assert alike.why is None
+    assert cause_notes([same])[0].startswith("why O3 is the same as O2: the same time although")
+
+
 def _listing(*texts: str) -> list[Instruction]:
     return [Instruction(i, t) for i, t in enumerate(texts)]
 

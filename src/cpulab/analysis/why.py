@@ -52,18 +52,25 @@ ALIKE = 0.02
 def attach_causes(comparisons: list[Comparison], results: list[Result], codes: dict[str, dict],
                   caches: list[dict]) -> None:
     """Each decided (faster/slower) comparison's `why`, from its two results and the code
-    the measure stage read of each build (`codes`, by experiment/workload/variant)."""
+    the measure stage read of each build (`codes`, by experiment/workload/variant); and a
+    `same` one's where the two builds' hot loops differ."""
     by_point = {(r.experiment, r.workload, r.variant, r.point): r for r in results}
     for c in comparisons:
-        if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio:
-            base, var = (by_point.get((c.experiment, c.workload, v, c.point)) for v in (c.baseline, c.variant))
-            if base is None or var is None:
-                continue
-            code = [(codes.get(f"{c.experiment}/{c.workload}/{v}") or {}).get("hot_loop") for v in
-                    (c.baseline, c.variant)]
-            counted = base.instructions_per_unit and var.instructions_per_unit
-            if all(code) or counted:  # else nothing was read to say it from (a run of an earlier version)
-                c.why = cause(c, base, var, *code, caches)
+        if c.verdict not in (Verdict.FASTER, Verdict.SLOWER, Verdict.SAME) or not c.ratio:
+            continue
+        base, var = (by_point.get((c.experiment, c.workload, v, c.point)) for v in (c.baseline, c.variant))
+        if base is None or var is None:
+            continue
+        code = [(codes.get(f"{c.experiment}/{c.workload}/{v}") or {}).get("hot_loop") for v in
+                (c.baseline, c.variant)]
+        counted = base.instructions_per_unit and var.instructions_per_unit
+        if c.verdict == Verdict.SAME:
+            # a reader expects a difference where the code differs (wider vectors, say):
+            # then why it did not make one
+            if all(code) and (differs := _loops(c, base, var, *code, {})):
+                c.why = {"sentence": f"the same time although {differs}", "figures": {}}
+        elif all(code) or counted:  # else nothing was read to say it from (a run of an earlier version)
+            c.why = cause(c, base, var, *code, caches)
 
 
 def cause(c: Comparison, base: Result, var: Result, hot_b: dict | None, hot_v: dict | None,
