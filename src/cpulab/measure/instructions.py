@@ -95,23 +95,31 @@ class OtherPath(CountError):
     """Valgrind cannot run the timed path (AVX-512): the core itself must count it."""
 
 
+class StepLater(CountError):
+    """Only single-stepping can count it, which the caller put off (count(step=False))."""
+
+
 def unavailable_reason() -> str | None:
     return None if shutil.which("valgrind") else "valgrind is not installed (Debian package valgrind)"
 
 
 def count(executable: str, params: dict[str, str], timed_notes: dict | None = None,
-          tsc_hz: float | None = None, caches: bool = False, cycles_per_rep: float | None = None) -> Count:
+          tsc_hz: float | None = None, caches: bool = False, cycles_per_rep: float | None = None,
+          step: bool = True) -> Count:
     """The instructions per unit of one executable's timed work at `params` and of each
     of the FUNCTIONS functions executing most of it (with `caches`, the simulated D1 and
     last-level misses per unit too); raises CountError saying why when it cannot be had.
     timed_notes: the notes of the timed run, whose path notes the counted run must repeat.
     Counted under valgrind, or single-stepped where valgrind cannot run the timed path and
-    one repetition (cycles_per_rep, as timed) is short enough to step through."""
+    one repetition (cycles_per_rep, as timed) is short enough to step through; without
+    `step`, StepLater says it would have to be."""
     if why := unavailable_reason():
         raise CountError(why)
     try:
         return count_with(valgrind_run, executable, params, timed_notes, tsc_hz, caches)
     except OtherPath as e:
+        if not step:
+            raise StepLater(str(e)) from None
         if why := step_unavailable_reason():
             raise CountError(f"{e}; {why}") from None
         # calls of 1 and 2 repetitions stepped, at an instruction a cycle (a kernel
