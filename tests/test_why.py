@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cpulab.analysis.why import attach_causes, cause
-from cpulab.measure.explain.code import Instruction, carried_chain, vector_bits
+from cpulab.measure.explain.code import Function, Instruction, carried_chain, float_style, vector_bits
 from cpulab.model import Comparison, Result, Status, Verdict
 from cpulab.report.views import cause_notes
 
@@ -107,3 +107,20 @@ def test_the_loop_carried_chain(texts, chain):
 def test_the_vector_width_is_the_widest_packed_register():
     assert vector_bits(_listing("vmulpd ymm1,ymm4,YMMWORD PTR [rcx]", "vaddsd xmm0,xmm0,xmm1")) == 256
     assert vector_bits(_listing("mulsd xmm1,xmm2", "addsd xmm0,xmm1")) == 0
+
+
+def test_a_cross_build_read_without_a_profile_says_how_it_does_its_floating_point():
+    """armel (soft float: every flop a library call) against armhf (VFP instructions),
+    read from the disassembly: the seed 001 contrast in words."""
+    soft = Function("k_run", _listing("ldrd r2, r3, [r7, #8]!", "bl 0x14108 <__muldf3>", "bl 0x13d54 <__aeabi_dadd>",
+                                      "bne 0x12da8 <k_run+0x10>"))
+    vfp = Function("k_run", _listing("vldmia r0!, {d5}", "vmla.f64 d7, d5, d6", "bne 0x12da8 <k_run+0x10>"))
+    fs, fv = float_style({"k_run": soft}), float_style({"k_run": vfp})
+    assert fs == {"soft_float_calls": {"__muldf3": 1, "__aeabi_dadd": 1}, "fp_instructions": {}}
+    assert fv == {"soft_float_calls": {}, "fp_instructions": {"vmla.f64": 1}}
+    c = Comparison(experiment="e", workload="dot", params={"n": "1024"}, baseline="armel", variant="armhf",
+                   verdict=Verdict.FASTER, ratio=9.0)
+    results = [_result("armel", 9.0), _result("armhf", 1.0)]
+    attach_causes([c], results, {"e/dot/armel": {"float": fs}, "e/dot/armhf": {"float": fv}}, [])
+    assert "armhf does its floating point in instructions (vmla.f64), armel in library calls (__muldf3, " \
+           "__aeabi_dadd)" in c.why["sentence"]

@@ -61,28 +61,31 @@ def attach_causes(comparisons: list[Comparison], results: list[Result], codes: d
         base, var = (by_point.get((c.experiment, c.workload, v, c.point)) for v in (c.baseline, c.variant))
         if base is None or var is None:
             continue
-        code = [(codes.get(f"{c.experiment}/{c.workload}/{v}") or {}).get("hot_loop") for v in
-                (c.baseline, c.variant)]
+        docs = [codes.get(f"{c.experiment}/{c.workload}/{v}") or {} for v in (c.baseline, c.variant)]
+        code = [d.get("hot_loop") for d in docs]
+        floats = [d.get("float") for d in docs]
         counted = base.instructions_per_unit and var.instructions_per_unit
         if c.verdict == Verdict.SAME:
             # a reader expects a difference where the code differs (wider vectors, say):
             # then why it did not make one
             if all(code) and (differs := _loops(c, base, var, *code, {})):
                 c.why = {"sentence": f"the same time although {differs}", "figures": {}}
-        elif all(code) or counted:  # else nothing was read to say it from (a run of an earlier version)
-            c.why = cause(c, base, var, *code, caches)
+        elif all(code) or all(floats) or counted:  # else nothing was read to say it from (an earlier version's run)
+            c.why = cause(c, base, var, *code, caches, floats)
 
 
 def cause(c: Comparison, base: Result, var: Result, hot_b: dict | None, hot_v: dict | None,
-          caches: list[dict]) -> dict:
+          caches: list[dict], floats: list[dict | None] = (None, None)) -> dict:
     """Why the variant's time differs from the baseline's at one point: {"sentence",
     "figures"}.  Read from measurements and the code, never from the verdict alone: the
     work (instructions per unit, counted) against its rate (per cycle), the hot loops
     side by side (vector width, instructions, loop-carried chain, llvm-mca's model), and
-    where the working set lives; it says when these do not settle it."""
+    where the working set lives (a build read without a profile: how it does its floating
+    point, `floats`); it says when these do not settle it."""
     figures: dict = {"cycles_per_unit": [base.cycles_per_unit, var.cycles_per_unit]}
     said = [_work(base, var, figures)]
     said.append(_loops(c, base, var, hot_b, hot_v, figures))
+    said.append(_floating_point(c, *floats, figures))
     settled = any(said)
     said.append(_where(var, caches, figures))
     if not settled:
@@ -140,6 +143,20 @@ def _loops(c: Comparison, base: Result, var: Result, hb: dict | None, hv: dict |
         parts.append(f"llvm-mca models {mb:.3g} -> {mv:.3g} cycles an iteration of {hb['instructions']} -> "
                      f"{hv['instructions']} instructions{agrees}")
     return ", ".join(parts)
+
+
+def _floating_point(c: Comparison, fb: dict | None, fv: dict | None, figures: dict) -> str:
+    """How each build does its floating point, where they differ: library calls (soft
+    float) against instructions (VFP, AArch64)."""
+    if not fb or not fv or fb == fv:
+        return ""
+    figures["float"] = [fb, fv]
+
+    def how(f: dict) -> str:
+        if f["soft_float_calls"]:
+            return "in library calls (" + ", ".join(f["soft_float_calls"]) + ")"
+        return ("in instructions (" + ", ".join(f["fp_instructions"]) + ")") if f["fp_instructions"] else "in no way read"
+    return f"{c.variant} does its floating point {how(fv)}, {c.baseline} {how(fb)}"
 
 
 def _where(r: Result, caches: list[dict], figures: dict) -> str:

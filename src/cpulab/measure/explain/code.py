@@ -9,6 +9,7 @@ sizes are kept.
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 import re
 import shutil
 import subprocess
@@ -120,12 +121,19 @@ def kernel_symbols(kernel_object: Path) -> set[str]:
                 if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF" and s.name}
 
 
+def is_x86(executable: Path) -> bool:
+    with open(executable, "rb") as f:
+        return ELFFile(f)["e_machine"] in ("EM_X86_64", "EM_386")
+
+
 def disassemble(executable: Path) -> dict[str, Function]:
-    """Every function of an executable, Intel syntax, via objdump."""
-    tool = shutil.which("objdump") or shutil.which("llvm-objdump")
+    """Every function of an executable, Intel syntax, via objdump (another machine's code,
+    an ARM cross build's, via llvm-objdump, which reads every architecture)."""
+    x86 = is_x86(executable)
+    tool = (shutil.which("objdump") if x86 else None) or shutil.which("llvm-objdump")
     if tool is None:
-        raise RuntimeError("no objdump: install binutils")
-    p = subprocess.run([tool, "-d", "--no-show-raw-insn", "-M", "intel", str(executable)],
+        raise RuntimeError("no objdump: install binutils (or llvm for another machine's code)")
+    p = subprocess.run([tool, "-d", "--no-show-raw-insn", *(["-M", "intel"] if x86 else []), str(executable)],
                        capture_output=True, text=True, timeout=120)
     if p.returncode != 0:
         raise RuntimeError(f"{tool} failed on {executable}: {p.stderr.strip()[:200]}")
@@ -153,7 +161,7 @@ def kernel_functions(artifact_path: str) -> dict[str, Function]:
     return {n: f for n, f in disassemble(exe).items() if n.split(".")[0] in stems and f.instructions}
 
 
-_CALL = re.compile(r"^(?:call|jmp)\s+[0-9a-f]+ <([^>+]+)>")
+_CALL = re.compile(r"^(?:call|jmp|bl|b)\s+(?:0x)?[0-9a-f]+ <([^>+]+)>")
 
 
 def timed_functions(funcs: dict[str, Function], root: str = "k_run") -> dict[str, Function]:
@@ -216,6 +224,28 @@ def carried_chain(listing: list[Instruction]) -> list[str] | None:
         writers.setdefault(dest, []).append((i.mnemonic, reads))
     chains = [[m for m, _ in w] for w in writers.values() if all(r for _, r in w)]
     return max(chains, key=len, default=[])
+
+
+# The helpers by which a soft-float build does its floating point: libgcc's and the ARM
+# EABI's (__adddf3, __aeabi_dmul, ...).
+_SOFT_FLOAT = re.compile(r"<(__aeabi_[dfl][a-z0-9]*|__(?:add|sub|mul|div|neg|cmp|fix|float|extend|trunc)"
+                         r"[a-z]*[sd]f[0-9a-z]*)>")
+_FP_MNEMONIC = re.compile(r"^(v[a-z]+\.f(?:32|64)|f(?:add|sub|mul|div|madd|msub|nmul|sqrt)\b|vf?n?m[la][as]\.f)")
+
+
+def float_style(funcs: dict[str, Function]) -> dict:
+    """How the timed code does its floating point, for a build read without a profile
+    (a cross build): the soft-float helpers it calls and its floating-point instructions
+    (ARM VFP's vmla.f64, AArch64's fmadd), each with how often it appears."""
+    calls: Counter = Counter()
+    fp: Counter = Counter()
+    for f in timed_functions(funcs).values():
+        for i in f.instructions:
+            if m := _SOFT_FLOAT.search(i.text):
+                calls[m.group(1)] += 1
+            elif _FP_MNEMONIC.match(i.text):
+                fp[i.mnemonic] += 1
+    return {"soft_float_calls": dict(calls.most_common()), "fp_instructions": dict(fp.most_common(6))}
 
 
 def loop_listing(f: Function, lp: Loop) -> list[Instruction]:

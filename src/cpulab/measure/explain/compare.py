@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from cpulab.measure.explain.code import (
-    Function, Loop, carried_chain, disassemble, hot_loop, vector_bits, kernel_functions, loop_listing, side_by_side, size_differences, stem
+    Function, Loop, carried_chain, disassemble, float_style, hot_loop, is_x86, vector_bits, kernel_functions, loop_listing, side_by_side, size_differences, stem
 )
 from cpulab.measure.explain.profile import attribute, profile, profile_program
 from cpulab.measure.execute.executor import Executor
@@ -100,7 +100,11 @@ def explain(artifact_a: str, artifact_b: str, params: dict[str, str] | None = No
 
 def build_code(artifact: str, params: dict[str, str] | None, seconds: float, executor: Executor | None = None) -> dict:
     """One build's code: its hot region found by `seconds` of samples at `params`, with
-    its instructions, vector width, loop-carried chain and llvm-mca's estimate."""
+    its instructions, vector width, loop-carried chain and llvm-mca's estimate; another
+    machine's build (ARM, run under qemu-user) read without a profile: how its timed
+    code does its floating point (float_style)."""
+    if not is_x86(Path(artifact)):
+        return {"hot_loop": None, "float": float_style(kernel_functions(artifact))}
     out = summary_of(kernel_functions(artifact), profile(artifact, params, seconds, executor))
     if (hot := out["hot_loop"]) is not None:
         hot.pop("_instructions", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from cpulab import workloads
@@ -100,12 +101,15 @@ def read_code(path: str, params: dict[str, str], executor: Executor) -> dict | N
         return None
 
 
-def explain_difference(d: Difference, executor: Executor) -> dict | None:
+def explain_difference(d: Difference, prepare: Callable[[workloads.Workload, dict], dict],
+                       executor: Executor) -> dict | None:
     """The explain analysis of one difference: both builds profiled (PROFILE_SECONDS
-    each) and their code side by side; None when the code cannot be read."""
+    each, at the comparison's parameters made ready by `prepare`: input files) and their
+    code side by side; None when the code cannot be read."""
     c = d.comparison
     try:
-        doc = compare.explain(*d.artifacts, c.params, PROFILE_SECONDS, (c.baseline, c.variant), executor)
+        doc = compare.explain(*d.artifacts, prepare(workloads.get(c.workload), c.params), PROFILE_SECONDS,
+                              (c.baseline, c.variant), executor)
     except (RuntimeError, OSError):
         return None
     if d.executed:

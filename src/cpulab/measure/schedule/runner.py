@@ -134,7 +134,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                                 [t for t in ran if t.live and t.rounds], site, tsc_hz, a_progress, len(executors), stop,
                                 step)
         with split.timing(time_split.RUN, "explain"):
-            _explain(a_store, run_id, schedule, executors, a_rng, a_progress, experiments, stop)
+            _explain(a_store, run_id, schedule, executors, a_rng, a_progress, site.prepare, experiments, stop)
 
     def analyse_in_lane(exp: str, executor: Executor, lane_store: Store, lane_rng: random.Random,
                         stop: threading.Event) -> None:
@@ -162,15 +162,16 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
 
 
 def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Executor], rng: random.Random,
-             progress: Progress, experiments: set[str] | None = None, stop: threading.Event | None = None) -> None:
+             progress: Progress, prepare: Callable[[workloads.Workload, dict], dict],
+             experiments: set[str] | None = None, stop: threading.Event | None = None) -> None:
     """Of each experiment's (of `experiments`) workload, the largest difference explained
-    (both builds profiled, their code side by side), and every build in a decided
-    comparison read (its hot loop, whence analysis/why.py words each comparison's cause);
+    (both builds profiled, their code side by side, at its parameters as the site
+    prepares them: input files), and every build in a decided comparison read (its hot loop, whence analysis/why.py words each comparison's cause);
     stored, one per executor at a time: a profile gives the shares of a kernel's time by
     instruction, which work on the other CPU hardly moves."""
-    todo = [("explain", d.key, functools.partial(explain_difference, d))
+    todo = [("explain", d.key, functools.partial(explain_difference, d, prepare))
             for d in largest_differences(store, run_id, schedule, experiments)]
-    todo += [("code", key, functools.partial(read_code, path, params))
+    todo += [("code", key, functools.partial(read_code, path, prepare(workloads.get(key.split("/")[1]), params)))
              for key, path, params in decided_builds(store, run_id, schedule, experiments)]
     progress.phase("explain", len(todo))
 
