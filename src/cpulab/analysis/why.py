@@ -130,12 +130,15 @@ def _loops(c: Comparison, base: Result, var: Result, hb: dict | None, hv: dict |
     mb, mv = ((h.get("mca") or {}).get("cycles_per_iteration") for h in (hb, hv))
     if mb and mv and not hb.get("x87") and not hv.get("x87"):  # llvm-mca's x87 model is not one to quote
         figures["mca_cycles_per_iteration"] = [mb, mv]
-        agrees = ""
-        if base.instructions_per_unit and var.instructions_per_unit and base.cycles_per_unit and var.cycles_per_unit:
+        agrees, modelled = "", None
+        if base.instructions_per_unit and var.instructions_per_unit:
             # per unit: iterations a unit are the counted instructions a unit over the
             # loop's (the hot loop carrying the work), so unrolled and vector loops compare
             modelled = (mv * var.instructions_per_unit / hv["instructions"]) / \
                 (mb * base.instructions_per_unit / hb["instructions"])
+        elif hb["instructions"] == hv["instructions"]:  # uncounted: alike loops, taken as alike work an iteration
+            modelled = mv / mb
+        if modelled is not None and base.cycles_per_unit and var.cycles_per_unit:
             measured = var.cycles_per_unit / base.cycles_per_unit
             figures["mca_ratio_per_unit"] = modelled
             agrees = (" (the model sees no difference: look beyond the loop's schedule)" if abs(modelled - 1) < ALIKE
