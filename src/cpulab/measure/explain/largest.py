@@ -101,15 +101,14 @@ def read_code(path: str, params: dict[str, str], executor: Executor) -> dict | N
         return None
 
 
-def explain_difference(d: Difference, prepare: Callable[[workloads.Workload, dict], dict],
-                       executor: Executor) -> dict | None:
+def explain_difference(d: Difference, prepare: Callable[[str, dict], dict], executor: Executor) -> dict | None:
     """The explain analysis of one difference: both builds profiled (PROFILE_SECONDS
     each, at the comparison's parameters made ready by `prepare`: input files) and their
     code side by side; None when the code cannot be read."""
     c = d.comparison
     try:
-        doc = compare.explain(*d.artifacts, prepare(workloads.get(c.workload), c.params), PROFILE_SECONDS,
-                              (c.baseline, c.variant), executor)
+        doc = compare.explain(*d.artifacts, prepare(c.workload, c.params), PROFILE_SECONDS, (c.baseline, c.variant),
+                              executor)
     except (RuntimeError, OSError):
         return None
     if d.executed:

@@ -120,6 +120,9 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
+    def prepared(name: str, params: dict) -> dict:  # a kernel's parameters made ready (input files); a program's as they are
+        return site.prepare(w, params) if (w := workloads.registry().get(name)) else params
+
     def analyse(experiments: set[str] | None, executors: list[Executor], a_store: Store, a_rng: random.Random,
                 a_progress: Progress, ran: Sequence[programs.ProcessTarget] = (),
                 stop: threading.Event | None = None, step: bool = True) -> None:
@@ -134,7 +137,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                                 [t for t in ran if t.live and t.rounds], site, tsc_hz, a_progress, len(executors), stop,
                                 step)
         with split.timing(time_split.RUN, "explain"):
-            _explain(a_store, run_id, schedule, executors, a_rng, a_progress, site.prepare, experiments, stop)
+            _explain(a_store, run_id, schedule, executors, a_rng, a_progress, prepared, experiments, stop)
 
     def analyse_in_lane(exp: str, executor: Executor, lane_store: Store, lane_rng: random.Random,
                         stop: threading.Event) -> None:
@@ -162,7 +165,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
 
 
 def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Executor], rng: random.Random,
-             progress: Progress, prepare: Callable[[workloads.Workload, dict], dict],
+             progress: Progress, prepare: Callable[[str, dict], dict],
              experiments: set[str] | None = None, stop: threading.Event | None = None) -> None:
     """Of each experiment's (of `experiments`) workload, the largest difference explained
     (both builds profiled, their code side by side, at its parameters as the site
@@ -171,7 +174,7 @@ def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Exec
     instruction, which work on the other CPU hardly moves."""
     todo = [("explain", d.key, functools.partial(explain_difference, d, prepare))
             for d in largest_differences(store, run_id, schedule, experiments)]
-    todo += [("code", key, functools.partial(read_code, path, prepare(workloads.get(key.split("/")[1]), params)))
+    todo += [("code", key, functools.partial(read_code, path, prepare(key.split("/")[1], params)))
              for key, path, params in decided_builds(store, run_id, schedule, experiments)]
     progress.phase("explain", len(todo))
 
