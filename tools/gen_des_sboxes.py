@@ -202,9 +202,10 @@ def one_gate(c: Circuit, f: int) -> tuple[str, int, int] | None:
     built = np.array(list(c.name), dtype=np.uint64)
     a, b = built[:, None], built[None, :]
     for kind, fn in BINOPS.items():
-        hit = np.argwhere(fn(a, b) == np.uint64(f))
-        if len(hit):
-            return kind, int(built[hit[0][0]]), int(built[hit[0][1]])
+        hit = (fn(a, b) == np.uint64(f)).ravel()
+        first = int(hit.argmax())  # the first pair in row-major order, as np.argwhere's first row
+        if hit[first]:
+            return kind, int(built[first // len(built)]), int(built[first % len(built)])
     return None
 
 
