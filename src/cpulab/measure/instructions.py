@@ -30,9 +30,9 @@ instead (`instructions_source` "single-step"): native/stepcount.c single-steps t
 first k_run call under ptrace, every instruction the core executes one step, exact and
 without the loader's or the set-up's instructions, so the difference of calls of 1 and 2
 repetitions is one repetition's work to the instruction (one call alone would add the
-call's own set-up: 1.8% of RC5's SIMD repetition).  A step costs ~14 us under KVM (70,000 a second), so a call is bounded by
-STEP_LIMIT; valgrind stays first where it runs
-the timed path, being ~100x faster and holding the cache model.
+call's own set-up: 1.8% of RC5's SIMD repetition).  A step costs ~14 us under KVM
+(70,000 a second), so a call is bounded by STEP_LIMIT; valgrind stays first where it
+runs the timed path, being ~100x faster and holding the cache model.
 """
 from __future__ import annotations
 
