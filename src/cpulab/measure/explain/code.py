@@ -9,10 +9,10 @@ sizes are kept.
 from __future__ import annotations
 
 import difflib
-from collections import Counter
 import re
 import shutil
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,6 +202,10 @@ def vector_bits(listing: list[Instruction]) -> int:
                default=0)
 
 
+def is_x87(listing: list[Instruction]) -> bool:
+    return any(i.mnemonic.startswith("f") and "fp-scalar" in i.kinds() for i in listing)
+
+
 def carried_chain(listing: list[Instruction]) -> list[str] | None:
     """The longest loop-carried chain of a loop through one SIMD register: the
     instructions writing a register that every writer also reads (an accumulator: `addsd
@@ -209,7 +213,7 @@ def carried_chain(listing: list[Instruction]) -> list[str] | None:
     across iterations too.  Its length times its instructions' latency bounds the
     iteration from below, however wide the core.  None for x87 code, whose stack
     registers this does not follow."""
-    if any(i.mnemonic.startswith("f") and "fp-scalar" in i.kinds() for i in listing):
+    if is_x87(listing):
         return None
     writers: dict[str, list[tuple[str, bool]]] = {}
     for i in listing:

@@ -10,7 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 from cpulab.measure.explain.code import (
-    Function, Loop, carried_chain, disassemble, float_style, hot_loop, is_x86, vector_bits, kernel_functions, loop_listing, side_by_side, size_differences, stem
+    Function, Loop, carried_chain, disassemble, float_style, hot_loop, is_x86, is_x87, kernel_functions, loop_listing,
+    side_by_side, size_differences, stem, vector_bits
 )
 from cpulab.measure.explain.profile import attribute, profile, profile_program
 from cpulab.measure.execute.executor import Executor
@@ -37,8 +38,7 @@ def region_summary(name: str, f: Function, lp: Loop | None, total: int) -> dict:
             "alignment": (lp.alignment if lp else Loop(insns[0].address, 0, 0, 0).alignment),
             "sample_share": held / total if total else None,
             "kinds": {k: kinds.get(k, 0) for k in ("load", "store", "branch", "vector", "fp-scalar")},
-            "vector_bits": vector_bits(insns), "x87": any(i.mnemonic.startswith("f") and "fp-scalar" in i.kinds()
-                                                   for i in insns), "chain": carried_chain(insns) if lp else None,
+            "vector_bits": vector_bits(insns), "x87": is_x87(insns), "chain": carried_chain(insns) if lp else None,
             "listing": [i.display for i in insns], "samples": [i.samples for i in insns],
             "_instructions": insns}
 
