@@ -83,15 +83,22 @@ def cause(c: Comparison, base: Result, var: Result, hot_b: dict | None, hot_v: d
     where the working set lives (a build read without a profile: how it does its floating
     point, `floats`); it says when these do not settle it."""
     figures: dict = {"cycles_per_unit": [base.cycles_per_unit, var.cycles_per_unit]}
-    said = [_work(base, var, figures)]
+    said = [_measured(base, var), _work(base, var, figures)]
     said.append(_loops(c, base, var, hot_b, hot_v, figures))
     said.append(_floating_point(c, *floats, figures))
-    settled = any(said)
+    settled = any(said[1:])
     said.append(_where(var, caches, figures))
     if not settled:
         said.append("neither the instructions nor the hot loop tell the builds apart: the evidence does not "
                     "settle it (where the code sits, or the machine)")
     return {"sentence": "; ".join(s for s in said if s), "figures": figures}
+
+
+def _measured(base: Result, var: Result) -> str:
+    """The measured figure the cause explains: cycles a unit, baseline -> variant."""
+    if not base.cycles_per_unit or not var.cycles_per_unit:
+        return ""
+    return f"{base.cycles_per_unit:.3g} -> {var.cycles_per_unit:.3g} cycles a {var.unit.rstrip('s')} measured"
 
 
 def _work(base: Result, var: Result, figures: dict) -> str:

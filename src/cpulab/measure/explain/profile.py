@@ -29,11 +29,13 @@ def symbol_address(executable: str, name: str) -> int | None:
 
 
 def profile(artifact_path: str, params: dict[str, str] | None = None, seconds: float = PROFILE_SECONDS,
-            executor: Executor | None = None) -> dict:
+            executor: Executor | None = None, verified: bool = False) -> dict:
     """Sample where an artifact's kernel spends its time -> {"pcs": {link-time address:
     count}, "ticks", "cycles_per_unit", "timer"}.  Addresses are moved from run time to the
-    executable's own by main's offset (a PIE loads anywhere)."""
-    job = HarnessJob(artifact_path, dict(params or {}), samples=3, timeout=60 + 10 * seconds, profile_code=seconds)
+    executable's own by main's offset (a PIE loads anywhere).  verified: the executable
+    passed its known-answer test at `params` already (a run's build): not again."""
+    job = HarnessJob(artifact_path, dict(params or {}), samples=3, timeout=60 + 10 * seconds, profile_code=seconds,
+                     verified=verified)
     out = (executor or default_executor()).execute(job)
     if out.status != Status.OK:
         raise RuntimeError(f"profiling {artifact_path}: {out.status}: {out.error}")
