@@ -95,10 +95,13 @@ def cause(c: Comparison, base: Result, var: Result, hot_b: dict | None, hot_v: d
 
 
 def _measured(base: Result, var: Result) -> str:
-    """The measured figure the cause explains: cycles a unit, baseline -> variant."""
-    if not base.cycles_per_unit or not var.cycles_per_unit:
-        return ""
-    return f"{base.cycles_per_unit:.3g} -> {var.cycles_per_unit:.3g} cycles a {var.unit.rstrip('s')} measured"
+    """The measured figure the cause explains, baseline -> variant: cycles a unit, or
+    where they were not measured (under qemu-user) the rate."""
+    if base.cycles_per_unit and var.cycles_per_unit:
+        return f"{base.cycles_per_unit:.3g} -> {var.cycles_per_unit:.3g} cycles a {var.unit.rstrip('s')} measured"
+    if base.median and var.median:
+        return f"{base.median:.4g} -> {var.median:.4g} {var.rate_unit} measured"
+    return ""
 
 
 def _work(base: Result, var: Result, figures: dict) -> str:
