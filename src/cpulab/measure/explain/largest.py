@@ -22,7 +22,7 @@ from cpulab.model import Comparison, Verdict, params_key
 from cpulab.store.db import Store
 
 PROFILE_SECONDS = 0.5  # per build: the hot region of the largest difference, sampled
-CODE_PROFILE_SECONDS = 0.2  # per build in any decided comparison: enough samples to find its hot loop
+CODE_PROFILE_SECONDS = 0.1  # per build in any decided comparison: ~1,000 samples (~100 on a loaded host), enough to find its hot loop
 
 
 @dataclass(frozen=True)
