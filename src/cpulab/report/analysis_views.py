@@ -147,7 +147,8 @@ def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
                   Cell(r["b_instructions"]))
         tables.append(d)
     if doc.get("executed"):
-        e = Table("executed", "instructions executed per unit of work, by function (valgrind, or single-stepped on the core)",
+        e = Table("executed", "instructions executed per unit of work, by function "
+                  "(valgrind, or single-stepped on the core)",
                   columns("function", a, b, "change"))
         for r in doc["executed"]:
             ra, rb = r["a_per_unit"], r["b_per_unit"]
@@ -252,8 +253,8 @@ def roofline_tables(data: dict) -> list[Table]:
               Cell(p["intensity"]), Cell(p["working_set_bytes"], human_bytes(p["working_set_bytes"])),
               Cell(p["flops_per_cycle"]), p["bound"], Cell(p["roof_flops_per_cycle"]),
               Cell(p["share"], f"{100 * p['share']:.0f}%"))
-        if p.get("why") and (note := f"{p['workload']} {p['variant']}: {p['why']}") not in t.notes:
-            t.notes.append(note)
+        if p.get("why") and not any(n.startswith(f"{p['workload']} {p['variant']}: ") for n in t.notes):
+            t.notes.append(f"{p['workload']} {p['variant']}: {p['why']}")  # its first such point's; --json has each
     return [t]
 
 
