@@ -37,6 +37,9 @@ def code_sentence(a_name: str, b_name: str, a: dict, b: dict) -> str:
     diffs = [f"{k} {ha['kinds'][k]} -> {hb['kinds'][k]}" for k in ha["kinds"] if ha["kinds"][k] != hb["kinds"][k]]
     if diffs:
         parts.append(", ".join(diffs))
+    chains = [ha.get("chain"), hb.get("chain")]  # absent in an earlier version's explanation; None: x87
+    if None not in chains and chains[0] != chains[1]:
+        parts.append(f"loop-carried chain {_chain(chains[0])} -> {_chain(chains[1])} an iteration")
     if ha["alignment"] != hb["alignment"]:
         parts.append(f"alignment {ha['alignment']} vs {hb['alignment']}")
     pa, pb = a.get("profile") or {}, b.get("profile") or {}

@@ -135,6 +135,9 @@ def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
             t.add(key if key == "alignment" else f"{key} per iteration", ha[key], hb[key])
         for kind in ha.get("kinds", {}):
             t.add(f"  {kind}", ha["kinds"][kind], hb["kinds"][kind])
+        if "vector_bits" in ha and "vector_bits" in hb:  # explained by this version (analysis/why.py reads them)
+            t.add("widest vector (bits)", ha["vector_bits"], hb["vector_bits"])
+            t.add("loop-carried chain", *[" ".join(h["chain"]) if h.get("chain") else "-" for h in (ha, hb)])
         if ha.get("mca") or hb.get("mca"):
             t.add("llvm-mca cycles/iteration (a model)",
                   *[Cell((h.get("mca") or {}).get("cycles_per_iteration")) for h in (ha, hb)])
