@@ -334,7 +334,8 @@ def _symbols(executable: str) -> tuple[dict[str, int], bool, list[tuple[int, int
     with open(executable, "rb") as f:
         elf = ELFFile(f)
         symtab = elf.get_section_by_name(".symtab")
-        funcs = sorted((s["st_value"], s["st_value"] + s["st_size"], s.name) for s in (symtab.iter_symbols() if symtab else ())
+        funcs = sorted((s["st_value"], s["st_value"] + s["st_size"], s.name)
+                       for s in (symtab.iter_symbols() if symtab else ())
                        if s["st_info"]["type"] == "STT_FUNC" and s["st_value"])
         return {name: start for start, _, name in funcs}, elf["e_type"] == "ET_DYN", funcs
 

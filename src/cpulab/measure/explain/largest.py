@@ -22,7 +22,9 @@ from cpulab.model import Comparison, Verdict, params_key
 from cpulab.store.db import Store
 
 PROFILE_SECONDS = 0.5  # per build: the hot region of the largest difference, sampled
-CODE_PROFILE_SECONDS = 0.1  # per build in any decided comparison: ~1,000 samples (~100 on a loaded host), enough to find its hot loop
+# per build in any decided comparison: ~1,000 samples (~100 on a loaded host), enough to
+# find its hot loop
+CODE_PROFILE_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -35,64 +37,69 @@ class Difference:
     executed: tuple[list, list] | None
 
 
-def _decided(store: Store, run_id: int, schedule: Schedule, experiments: set[str] | None):
-    """The run's faster/slower comparisons as it stands (of `experiments`, None: all),
-    each build's executable by (experiment, workload, variant), and the results."""
+@dataclass(frozen=True)
+class Decided:
+    """The run's faster/slower comparisons as it stands, each build's executable still on
+    disk by (experiment, workload, variant), and the results they were compared from: what
+    both the explanations and the code reading start from, summarised once."""
+    comparisons: list[Comparison]
+    paths: dict[tuple, str]
+    results: list
+
+
+def decided(store: Store, run_id: int, schedule: Schedule, experiments: set[str] | None = None) -> Decided:
+    """The Decided of `experiments` (None: all)."""
     rows = [r for r in store.results(run_id) if experiments is None or r["experiment"] in experiments]
     results = [result_summary(r, store.samples(r["id"])) for r in rows]
-    decided = [c for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against)
-               if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio]
+    comparisons = [c for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against)
+                   if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio]
     paths: dict[tuple, str] = {}
     for r in rows:
         if r["artifact_hash"] and (art := store.artifact(r["artifact_hash"])) and Path(art["path"]).exists():
             paths[(r["experiment"], r["workload"], r["variant"])] = art["path"]
-    return decided, paths, results
+    return Decided(comparisons, paths, results)
 
 
-def largest_differences(store: Store, run_id: int, schedule: Schedule,
-                        experiments: set[str] | None = None) -> list[Difference]:
-    """For each experiment (of `experiments`, None: all) and workload not yet explained,
-    the largest faster/slower comparison of the run as it stands, whose builds are still
-    on disk."""
+def largest_differences(store: Store, run_id: int, found: Decided) -> list[Difference]:
+    """For each experiment and workload of `found` not yet explained, its largest
+    faster/slower comparison whose builds are still on disk."""
     done = {a.key for a in store.analyses(run_id) if a.kind == "explain"}
-    decided, paths, results = _decided(store, run_id, schedule, experiments)
     largest: dict[tuple, Comparison] = {}
-    for c in decided:
+    for c in found.comparisons:
         key = (c.experiment, c.workload)
         if f"{key[0]}/{key[1]}" not in done \
                 and (key not in largest or abs(math.log(c.ratio)) > abs(math.log(largest[key].ratio))):
             largest[key] = c
     counted = {(r.experiment, r.workload, r.variant, params_key(r.params)): r.notes.get("instructions_by_function")
-               for r in results}
+               for r in found.results}
     out = []
     for (exp, wname), c in largest.items():
-        a, b = paths.get((exp, wname, c.baseline)), paths.get((exp, wname, c.variant))
+        a, b = found.paths.get((exp, wname, c.baseline)), found.paths.get((exp, wname, c.variant))
         if a and b:
             executed = tuple(counted.get((exp, wname, v, params_key(c.params))) for v in (c.baseline, c.variant))
             out.append(Difference(f"{exp}/{wname}", c, (a, b), executed if all(executed) else None))
     return out
 
 
-def decided_builds(store: Store, run_id: int, schedule: Schedule,
-                   experiments: set[str] | None = None) -> list[tuple[str, str, dict[str, str]]]:
-    """Every build in a faster/slower comparison of the run (both sides) whose code is not
+def decided_builds(store: Store, run_id: int, found: Decided) -> list[tuple[str, str, dict[str, str]]]:
+    """Every build in a faster/slower comparison of `found` (both sides) whose code is not
     yet read: (the `code` analysis' key experiment/workload/variant, its executable, the
     parameters where it is profiled: its experiment and workload's decided point of the
     middle working set: quicker to set up than the largest (a 1 Mi-point FFT), and unlike
     the smallest (a 16-element dot, whose time goes to the call around the loop) its time
     is in the loop the larger points run too)."""
     done = {a.key for a in store.analyses(run_id) if a.kind == "code"}
-    decided, paths, results = _decided(store, run_id, schedule, experiments)
-    size = {(r.experiment, r.workload, params_key(r.params)): r.notes.get("working_set_bytes") or 0 for r in results}
+    size = {(r.experiment, r.workload, params_key(r.params)): r.notes.get("working_set_bytes") or 0
+            for r in found.results}
     points: dict[tuple, list[Comparison]] = {}
-    for c in sorted(decided, key=lambda c: size.get((c.experiment, c.workload, params_key(c.params)), 0)):
+    for c in sorted(found.comparisons, key=lambda c: size.get((c.experiment, c.workload, params_key(c.params)), 0)):
         points.setdefault((c.experiment, c.workload), []).append(c)
     middle = {key: cs[len(cs) // 2] for key, cs in points.items()}
     out = {}
-    for c in decided:
+    for c in found.comparisons:
         for v in (c.baseline, c.variant):
             key = f"{c.experiment}/{c.workload}/{v}"
-            if key not in done and (path := paths.get((c.experiment, c.workload, v))):
+            if key not in done and (path := found.paths.get((c.experiment, c.workload, v))):
                 out[key] = (key, path, middle[(c.experiment, c.workload)].params)
     return list(out.values())
 

@@ -26,7 +26,9 @@ from cpulab import time_split
 from cpulab.measure import instructions, probes
 from cpulab.measure.schedule import programs
 from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu
-from cpulab.measure.explain.largest import decided_builds, explain_difference, largest_differences, read_code
+from cpulab.measure.explain.largest import (
+    decided, decided_builds, explain_difference, largest_differences, read_code
+)
 from cpulab.measure.schedule.lanes import LaneProgress, in_lanes
 from cpulab.measure.execute.processes import evict
 from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, measure_rounds
@@ -120,7 +122,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
-    def prepared(name: str, params: dict) -> dict:  # a kernel's parameters made ready (input files); a program's as they are
+    def prepared(name: str, params: dict) -> dict:
+        """A kernel's parameters made ready (input files); a program's as they are."""
         return site.prepare(w, params) if (w := workloads.registry().get(name)) else params
 
     def analyse(experiments: set[str] | None, executors: list[Executor], a_store: Store, a_rng: random.Random,
@@ -169,13 +172,15 @@ def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Exec
              experiments: set[str] | None = None, stop: threading.Event | None = None) -> None:
     """Of each experiment's (of `experiments`) workload, the largest difference explained
     (both builds profiled, their code side by side, at its parameters as the site
-    prepares them: input files), and every build in a decided comparison read (its hot loop, whence analysis/why.py words each comparison's cause);
-    stored, one per executor at a time: a profile gives the shares of a kernel's time by
-    instruction, which work on the other CPU hardly moves."""
+    prepares them: input files), and every build in a decided comparison read (its hot
+    loop, whence analysis/why.py words each comparison's cause); stored, one per executor
+    at a time: a profile gives the shares of a kernel's time by instruction, which work
+    on the other CPU hardly moves."""
+    found = decided(store, run_id, schedule, experiments)
     todo = [("explain", d.key, functools.partial(explain_difference, d, prepare))
-            for d in largest_differences(store, run_id, schedule, experiments)]
+            for d in largest_differences(store, run_id, found)]
     todo += [("code", key, functools.partial(read_code, path, prepare(key.split("/")[1], params)))
-             for key, path, params in decided_builds(store, run_id, schedule, experiments)]
+             for key, path, params in decided_builds(store, run_id, found)]
     progress.phase("explain", len(todo))
 
     def item(kind: str, key: str, read):
