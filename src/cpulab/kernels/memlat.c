@@ -64,6 +64,10 @@ const char k_unit[] = "loads";
 #define HUGE_2M (2u * 1024 * 1024)
 #define UNROLL 16
 #define LOADS_PER_REP (64 * UNROLL) /* 1024 loads: ~2 us in L1, ~100 us in DRAM */
+/* k_verify walks the chain as this many stretches at once: their loads overlap, where one
+ * walk of a 600 MiB chain's line table waits out ~10 M misses in turn (1.8 s of a 2.4 s
+ * set-up on a Xeon guest; 0.4 s with 16 stretches). */
+#define WALKS 16
 
 struct ctx {
     char *base;      /* first line of the chain */
@@ -80,6 +84,8 @@ struct ctx {
     int pagestride;
     int buddies;     /* random mode: line 2k+1 comes lines/2 loads after 2k (whole pages) */
     void *p;         /* where the chase stands between calls */
+    uint32_t walks;  /* stretches k_verify walks: walk t starts at line start[t], the line */
+    uint32_t start[WALKS]; /* the construction put at step t * lines / walks (1: from line 0) */
 };
 
 /* splitmix64: a fixed, portable generator (same numbers on i386 and x86-64). */
@@ -131,9 +137,10 @@ static uint32_t bitrev(uint32_t x, uint32_t bits)
  * lap, and line 2k+1 (bit reversal: offset + lpp/2) exactly lpp/2 laps after line 2k
  * of its page.  On a Zen 4 guest this order read within 1% of lmbench at 512 KiB to
  * 2 MiB, where in the same half hour a random cycle over lines read 26% below at 512
- * KiB (bench/lmbench_agreement.py; later both agreed there).  Returns 0 when out of
+ * KiB (bench/lmbench_agreement.py; later both agreed there).  The lines at steps
+ * t * n / walks go to start[t], where k_verify's walks begin.  Returns 0 when out of
  * memory. */
-static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed)
+static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed, uint32_t *start, uint32_t walks)
 {
     uint32_t pages = (n + lpp - 1) / lpp, bits = 0, k = 0;
     while ((1u << bits) < lpp)
@@ -155,6 +162,8 @@ static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed)
      * first, so the walk from line 0 comes back to a line twice, which k_verify refuses. */
     for (uint32_t i = 0; i < n; i++)
         next[seq[i]] = seq[i + 1 < n ? i + 1 : K_BROKEN ? n - 1 : 0];
+    for (uint32_t t = 0; t < walks; t++)
+        start[t] = seq[(uint64_t)t * n / walks];
     free(order);
     free(seq);
     return 1;
@@ -559,12 +568,18 @@ void *k_setup(void)
         k_fail("cannot allocate the permutation (%u lines)", c->lines);
         return NULL;
     }
+    /* The page order knows where the stretches of k_verify's walks start; the other orders
+     * are walked in one stretch from line 0. */
+    int paged = !c->sequential && !c->pagestride && c->lines >= 4;
+    c->walks = paged && c->lines >= 64 * WALKS ? WALKS : 1;
+    c->start[0] = 0;
     if (c->sequential)
         for (uint32_t i = 0; i < c->lines; i++)
             next[i] = (i + 1) % c->lines;
     else if (c->pagestride || c->lines < 4)
         random_cycle(next, c->lines, &seed);
-    else if (!page_cycle(next, c->lines, PAGE_STRIDE % c->line ? 1 : PAGE_STRIDE / c->line, &seed)) {
+    else if (!page_cycle(next, c->lines, PAGE_STRIDE % c->line ? 1 : PAGE_STRIDE / c->line, &seed, c->start,
+                         c->walks)) {
         free(next);
         k_fail("cannot allocate the page order (%u lines)", c->lines);
         return NULL;
@@ -624,66 +639,88 @@ static int read_chain(const struct ctx *c, uint32_t *next)
     return 0;
 }
 
-/* The chain read back from memory, then walked once from line 0 on its line numbers (a
- * walk of the 4-byte table, not of the working set: a third of the time at L3 sizes): no
- * line may be visited twice, and after exactly `lines` steps we must be back; in the
- * random mode (whole pages) each line's buddy must come exactly lines/2 steps after it,
- * and each page exactly one lap (pages steps) after its last visit. */
+/* One visit of k_verify: line i at step n of the cycle.  No line may be visited twice; in
+ * the random mode (whole pages) each line's buddy must be visited exactly lines/2 steps
+ * from it, and all visits of a page share one step modulo the pages (its lpp visits then
+ * fall one a lap).  Visits may come in any order, so these hold for walks in stretches.
+ * 1 when one fails (said with k_fail). */
+static int visit(const struct ctx *c, uint32_t i, uint32_t n, uint8_t *seen, uint32_t *pair_at, uint32_t *phase)
+{
+    uint32_t half = c->lines / 2, lpp = PAGE_STRIDE / c->line, pages = c->lines / (lpp ? lpp : 1);
+    if (seen[i / 8] & (1u << (i % 8))) {
+        k_fail("line %u visited twice (at step %u): the chain is not one cycle", i, n);
+        return 1;
+    }
+    seen[i / 8] |= (uint8_t)(1u << (i % 8));
+    if (!c->buddies || i >= 2 * half)
+        return 0;
+    uint32_t buddy = i ^ 1u;
+    if (!(seen[buddy / 8] & (1u << (buddy % 8))))
+        pair_at[i / 2] = n;
+    else if (pair_at[i / 2] + half != n && n + half != pair_at[i / 2]) {
+        k_fail("line %u is not %u loads from its buddy %u", i, half, buddy);
+        return 1;
+    }
+    if (phase[i / lpp] == UINT32_MAX)
+        phase[i / lpp] = n % pages;
+    else if (phase[i / lpp] != n % pages) {
+        k_fail("page %u is visited at step %u, not a whole number of laps (%u) from its first visit", i / lpp, n,
+               pages);
+        return 1;
+    }
+    return 0;
+}
+
+/* The chain read back from memory, then walked on its line numbers (a walk of the 4-byte
+ * table, not of the working set) in c->walks stretches side by side: stretch t from
+ * start[t] for as many steps as lie before start[t + 1] (the last: back to start[0]).
+ * Each must end exactly there having visited no line twice, so the stretches make one
+ * cycle through every line, whatever the construction meant to build. */
 int k_verify(void *ctx)
 {
     struct ctx *c = ctx;
-    uint32_t half = c->lines / 2;
+    uint32_t lpp = PAGE_STRIDE / c->line, pages = c->lines / (lpp ? lpp : 1), w = c->walks;
     uint32_t *next = malloc((size_t)c->lines * sizeof *next);
     uint8_t *seen = calloc((size_t)c->lines / 8 + 1, 1);
-    uint32_t *pair_at = c->buddies ? malloc((size_t)half * sizeof *pair_at) : NULL; /* step of the pair's first */
-    uint32_t lpp = PAGE_STRIDE / c->line, pages = c->lines / (lpp ? lpp : 1);
-    uint32_t *page_at = c->buddies ? malloc((size_t)pages * sizeof *page_at) : NULL; /* step of its last visit */
-    if (!next || !seen || (c->buddies && (!pair_at || !page_at))) {
+    uint32_t *pair_at = c->buddies ? malloc((size_t)(c->lines / 2) * sizeof *pair_at) : NULL; /* step of the first */
+    uint32_t *phase = c->buddies ? malloc((size_t)pages * sizeof *phase) : NULL; /* its first visit's step % pages */
+    if (!next || !seen || (c->buddies && (!pair_at || !phase))) {
         free(next);
         free(seen);
         free(pair_at);
-        free(page_at);
+        free(phase);
         k_fail("cannot allocate the visit bitmap");
         return 1;
     }
+    if (phase)
+        memset(phase, 0xff, (size_t)pages * sizeof *phase);
     int bad = read_chain(c, next);
-    uint32_t i = 0;
-    for (uint32_t n = 0; !bad && n < c->lines; n++) {
-        if (seen[i / 8] & (1u << (i % 8))) {
-            k_fail("line %u visited twice after %u steps: the chain is not one cycle", i, n);
+    uint32_t at[WALKS], step[WALKS], end[WALKS];
+    for (uint32_t t = 0; t < w; t++) {
+        at[t] = c->start[t];
+        step[t] = (uint32_t)((uint64_t)t * c->lines / w);
+        end[t] = (uint32_t)((uint64_t)(t + 1) * c->lines / w);
+    }
+    for (uint32_t busy = w; !bad && busy;) /* each pass takes one step of every stretch not at its end */
+        for (uint32_t t = 0; !bad && t < w; t++)
+            if (step[t] < end[t]) {
+                bad = visit(c, at[t], step[t], seen, pair_at, phase);
+                at[t] = next[at[t]];
+                if (++step[t] == end[t])
+                    busy--;
+            }
+    for (uint32_t t = 0; !bad && t < w; t++)
+        if (at[t] != c->start[(t + 1) % w]) {
+            k_fail("the chain is not one cycle: the chase from line %u ends at line %u after its stretch, not at %u",
+                   c->start[t], at[t], c->start[(t + 1) % w]);
             bad = 1;
-            break;
         }
-        seen[i / 8] |= (uint8_t)(1u << (i % 8));
-        if (c->buddies && i < 2 * half) {
-            uint32_t buddy = i ^ 1u;
-            if (!(seen[buddy / 8] & (1u << (buddy % 8)))) {
-                pair_at[i / 2] = n;
-            } else if (pair_at[i / 2] + half != n) {
-                k_fail("line %u is not %u loads after its buddy %u", i, half, buddy);
-                bad = 1;
-                break;
-            }
-            if (n >= pages && page_at[i / lpp] + pages != n) { /* every page visited once per lap */
-                k_fail("page %u came back %u loads after its last visit, not one lap (%u)", i / lpp,
-                       n - page_at[i / lpp], pages);
-                bad = 1;
-                break;
-            }
-            page_at[i / lpp] = n;
-        }
-        i = next[i];
-    }
-    if (!bad && i != 0) {
-        k_fail("after %u loads the chase is not back at line 0", c->lines);
-        bad = 1;
-    }
     free(next);
     free(seen);
     free(pair_at);
-    free(page_at);
+    free(phase);
     if (!bad && c->buddies) {
-        k_note("buddy_gap", half);
+        k_note("buddy_gap", c->lines / 2);
         k_note("page_gap", pages);
     }
     return bad;
