@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from cpulab.cli.kinds import VIEWS
 from cpulab.record import RunRecord
 from cpulab.analysis import between_runs
 from cpulab.model import Result, Status
@@ -89,7 +90,7 @@ def test_cross_run_a_a_with_a_busy_loop_in_half_the_runs_gives_few_false_verdict
 
 
 def test_the_report_of_several_runs_shows_them_ranked(doc, tmp_path):
-    text = html.write(doc, tmp_path / "m.html").read_text()
+    text = html.write(doc, tmp_path / "m.html", VIEWS).read_text()
     assert "machines ranked" in text and "cpu c" in text and "seed 004" in text
 
 

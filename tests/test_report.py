@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cpulab.cli.kinds import MAKERS, VIEWS
 from cpulab import analysis
 from cpulab.plan import plan as plans
 from cpulab.measure.schedule import runner
@@ -29,8 +30,8 @@ def small_run(tmp_path_factory):
                                   custom_variants=custom))
     store = Store(d / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=9)
-    summary = analysis.analyse(store, run_id)
-    path = html.write(summary, d / "report.html")
+    summary = analysis.analyse(store, run_id, MAKERS)
+    path = html.write(summary, d / "report.html", VIEWS)
     return store, summary, path
 
 
@@ -95,14 +96,14 @@ def test_labels_are_plain_text_in_plots_html_and_terminal(tmp_path):
                                   measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     summary = analysis.summarise(store, runner.run_plan(p, store, seed=11))
-    text = html.write(summary, tmp_path / "report.html").read_text()
+    text = html.write(summary, tmp_path / "report.html", VIEWS).read_text()
     for n in names:
         escaped = n.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         # the results tables, the bar labels and the legend of every sweep plot
         assert text.count(escaped) >= 4, n
     assert "<x>" not in text
     console = Console(record=True, width=200)
-    print_summary(summary, console)
+    print_summary(summary, console, VIEWS)
     shown = console.export_text()
     for n in names:
         assert n in shown
@@ -117,6 +118,6 @@ def test_a_report_that_cannot_be_drawn_is_one_line(small_run, tmp_path, monkeypa
         raise ValueError("cannot draw\nthis plot")
     monkeypatch.setattr(plots, "curves", broken)
     with pytest.raises(html.ReportError, match="broken.html cannot be drawn: ValueError: cannot draw this plot"):
-        html.write(summary, tmp_path / "broken.html")
+        html.write(summary, tmp_path / "broken.html", VIEWS)
     assert not (tmp_path / "broken.html").exists()
     assert (store.run(summary.run_id), store.results(summary.run_id)) == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cpulab.cli.kinds import VIEWS
 from cpulab import machine
 from cpulab.analysis.roofline import level_of, place, roofline
 from cpulab.measure.probes import roofline as roofline_probe
@@ -90,9 +91,9 @@ def test_the_probe_reads_half_of_each_data_cache_and_memory_beyond_the_last():
 
 def test_the_views_draw_the_roofs_and_the_kernels():
     placed = roofline(ROOFS, [result("dot", {"n": "1024", "precision": "double"}, 0.5)])
-    roofs, = [t for t in analysis_tables("roofline-roofs", ROOFS) if "bandwidth" in t.title]
+    roofs, = [t for t in analysis_tables("roofline-roofs", ROOFS, VIEWS) if "bandwidth" in t.title]
     assert [str(r[0]) for r in roofs.rows] == ["L1d", "L2", "memory"]
-    t, = analysis_tables("roofline", placed)
+    t, = analysis_tables("roofline", placed, VIEWS)
     assert [str(c) for c in t.rows[0]][-3:] == ["L1d bandwidth", "8.000", "25%"]
     assert plots.roofline(placed).startswith("<svg")
 

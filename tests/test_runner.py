@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import cpulab
+from cpulab.cli.kinds import VIEWS
 from cpulab import analysis
 from cpulab.plan import plan as plans
 from cpulab.measure.schedule import runner
@@ -372,7 +373,7 @@ def test_a_probe_table_that_fails_is_recorded_and_the_run_is_kept(tmp_path, monk
     assert store.run(run_id).status == "done" and store.results(run_id)[0]["status"] == "ok"
     (a,) = store.analyses(run_id, probe.kind)
     assert a.data == {"status": "failed", "error": "crash: killed by SIGKILL"}
-    assert "crash: killed by SIGKILL" in analysis_tables(a.kind, a.data)[0].title
+    assert "crash: killed by SIGKILL" in analysis_tables(a.kind, a.data, VIEWS)[0].title
 
 
 class RecordingExecutor(LocalExecutor):

@@ -4,10 +4,14 @@ import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
+from cpulab import workloads
+from cpulab.cli.kinds import KINDS, VIEWS
+from cpulab.measure import probes
 from cpulab.analysis.summary import compare_results, geomeans
 from cpulab.analysis.memory import memlat_curves
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
@@ -16,7 +20,7 @@ from cpulab.policy import DecisionPolicy
 from cpulab.report import exports
 from cpulab.report import html
 from cpulab.report.tables import Cell, to_markdown, to_rich
-from cpulab.report.analysis_views import VIEWS, analysis_tables, memlat_tables
+from cpulab.report.analysis_views import analysis_tables, memlat_tables
 from cpulab.report.views import comparison_list, fmt_params, result_list, workload_tables
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "summary.json"
@@ -159,15 +163,27 @@ def test_markdown_escapes_pipes(summary):
 
 def test_every_analysis_kind_has_one_renderer_and_each_draws(summary):
     for a in summary.analyses:
-        for t in analysis_tables(a.kind, a.data):
+        for t in analysis_tables(a.kind, a.data, VIEWS):
             assert t.rows and all(len(r) == len(t.columns) for r in t.rows)
             to_rich(t)  # draws without markup errors (a probe body may hold [brackets])
     assert {"probe", "align", "memlat-levels", "bandwidth", "explain"} <= set(VIEWS)
-    assert "no view" in analysis_tables("unknown-kind", {})[0].title
+    assert "no view" in analysis_tables("unknown-kind", {}, VIEWS)[0].title
+
+
+def test_every_kind_stored_or_named_is_declared_once_with_its_maker():
+    """cli/kinds.py is the one declaration: each kind the source stores (add_analysis with a
+    literal kind), each a workload or probe names, is there, and a workload's has a maker."""
+    src = Path(workloads.__file__).parent.parent
+    stored = {m.group(1) for f in src.rglob("*.py")
+              for m in re.finditer(r'add_analysis\([^,]+, "([\w-]+)"', f.read_text())}
+    named = {k for w in workloads.registry().values() for k in w.analyses}
+    assert stored and named and {p.kind for p in probes.registry().values()} | stored | named <= set(KINDS)
+    assert all(KINDS[k].make for k in named)
+    assert all(k.make or k.made for k in KINDS.values())
 
 
 def test_html_shows_every_stored_analysis_escaped_without_a_store(summary):
-    text = html.render(summary)
+    text = html.render(summary, VIEWS)
     for t in ("004 · Table 3", "bandwidth (STREAM byte counting)", "cycles per iteration"):
         assert t in text
     assert "<script>alert" not in text and "&lt;script&gt;" in text

@@ -13,6 +13,7 @@ from cpulab.model import Result, Status
 from cpulab.policy import DecisionPolicy
 from cpulab.workloads.memory import page_colours
 from cpulab.analysis.cache_levels import describe_levels, detect_levels, label_by_level
+from cpulab.analysis.steps import explain_curves
 
 
 # memlat parameters added after runs were stored: left out of a series' name at their
@@ -40,6 +41,12 @@ def memlat_curves(results: list[Result], os_caches: list[dict]) -> list[dict]:
         curves.append({"experiment": exp, "variant": variant, "series": key, "points": points, "levels": levels,
                        "description": describe_levels(levels, os_caches)})
     return curves
+
+
+def memlat_steps(curves: list[dict], os_caches: list[dict], machine: dict) -> dict | None:
+    """Each step of the latency curves matched to a cache level, a TLB level, or neither."""
+    tlbs = machine.get("tlbs") or {}
+    return explain_curves(curves, os_caches, tlbs.get("tlbs", []), tlbs.get("source", ""))
 
 
 def memlat_colour(results: list[Result], policy: DecisionPolicy) -> dict | None:

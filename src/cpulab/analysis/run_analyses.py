@@ -11,40 +11,29 @@ the measure stage (measure/explain/largest.py) and is read back with the other a
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from typing import Callable, Mapping
 
 from cpulab import workloads
 from cpulab.analysis.findings import knees, spread
 from cpulab.analysis.history import run_history
-from cpulab.analysis.steps import explain_curves
 from cpulab.analysis.why import with_why
 from cpulab.analysis.summary import summarise
-from cpulab.analysis.memory import bandwidth_rows, memlat_colour, memlat_curves
 from cpulab.analysis.roofline import roofline
 from cpulab.estimates import ESTIMATOR
 from cpulab.model import Result, Summary
 from cpulab.store.db import Store
 
 
-def memlat_steps(results: list[Result], caches: list[dict], s: Summary) -> dict | None:
-    """Each step of the latency curve matched to a cache level, a TLB level, or neither."""
-    tlbs = s.machine.get("tlbs") or {}
-    return explain_curves(memlat_curves(results, caches), caches, tlbs.get("tlbs", []), tlbs.get("source", ""))
+# What a workload's analysis kind is made by (cli/kinds.py declares each): (one
+# experiment's results of the workload, the measuring machine's caches, the run's
+# Summary) -> the data to store (None: nothing to say).
+Maker = Callable[[list[Result], list[dict], Summary], object]
 
 
-# Analysis kind -> function of (one experiment's results of the workload, the measuring
-# machine's caches, the run's Summary) -> data to store (None: nothing to say).
-ANALYSES: dict[str, Callable[[list[Result], list[dict], Summary], object]] = {
-    "memlat-levels": lambda results, caches, _: memlat_curves(results, caches) or None,
-    "memlat-steps": memlat_steps,
-    "memlat-colour": lambda results, caches, s: memlat_colour(results, s.policy),
-    "bandwidth": lambda results, caches, _: bandwidth_rows(results, caches),
-}
-
-
-def analyse(store: Store, run_id: int) -> Summary:
+def analyse(store: Store, run_id: int, makers: Mapping[str, Maker]) -> Summary:
     """Store the run's derived analyses (key: the experiment, or experiment/workload) and
-    return its Summary with them."""
+    return its Summary with them; each workload's own kinds (Workload.analyses) are made
+    by `makers`."""
     s = summarise(store, run_id)
     caches = s.machine.get("caches") or []  # the measuring machine's, as its fingerprint stored them
     by_workload: dict[tuple, list[Result]] = defaultdict(list)
@@ -53,7 +42,7 @@ def analyse(store: Store, run_id: int) -> Summary:
     for (exp, wname), results in by_workload.items():
         w = workloads.registry().get(wname)
         for kind in w.analyses if w is not None else ():
-            if (data := ANALYSES[kind](results, caches, s)) is not None:
+            if (data := makers[kind](results, caches, s)) is not None:
                 store.add_analysis(run_id, kind, data, key=exp)
         ok = [r for r in results if r.median is not None]
         if ok and (found := knees(ok, caches, w.sweep_axis if w else None) + spread(ok)):

@@ -20,6 +20,7 @@ from cpulab.params import cache_label
 from cpulab.record import RunRecord
 from cpulab.report.terminal import print_analysis
 from cpulab.machine import toolchains
+from cpulab.cli.kinds import VIEWS
 
 
 @click.command("list")
@@ -134,7 +135,7 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
     if as_json:
         emit_json(doc)
         return
-    print_analysis("probe", doc, out)
+    print_analysis("probe", doc, out, VIEWS)
 
 
 @click.command()
@@ -157,7 +158,7 @@ def align(full, timer, db, as_json):
     if as_json:
         emit_json(doc)
         return
-    print_analysis("align", doc, out)
+    print_analysis("align", doc, out, VIEWS)
 
 
 COMMANDS = [list_, doctor, probe, align]

@@ -14,6 +14,7 @@ from cpulab.cli.common import (
 from cpulab.cli.pipeline import carry_plan
 from cpulab.report.terminal import print_analysis
 from cpulab.workloads.memory import memlat_sizes
+from cpulab.cli.kinds import VIEWS
 
 
 @click.command()
@@ -51,9 +52,9 @@ def memlat(pages, mode, max_size, per_octave, colour, variant, processes, grid, 
     if as_json:
         emit_json(doc)
         return
-    print_analysis("memlat-levels", curves, out)
+    print_analysis("memlat-levels", curves, out, VIEWS)
     if doc["steps"]:
-        print_analysis("memlat-steps", doc["steps"], out)
+        print_analysis("memlat-steps", doc["steps"], out, VIEWS)
     for f in doc["failures"]:
         failure = f"{f['params'].get('pages')} {f['params'].get('size')}: {f['status']}: {f['error']}"
         out.print(f"[yellow]{escape(failure)}[/]")
@@ -69,7 +70,7 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
     if as_json:
         emit_json({"run_id": summary.run_id, **(doc or {"rows": [], "missing": "no point was measured"})})
     elif doc:
-        print_analysis("memlat-colour", doc, out)
+        print_analysis("memlat-colour", doc, out, VIEWS)
 
 
 @click.command()
@@ -91,7 +92,7 @@ def bandwidth(ops, max_size, per_octave, variant, processes, grid, db, as_json):
     if as_json:
         emit_json({"run_id": summary.run_id, "machine": summary.machine, "rows": rows})
         return
-    print_analysis("bandwidth", rows, out)
+    print_analysis("bandwidth", rows, out, VIEWS)
 
 
 def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int) -> plans.Plan:

@@ -23,10 +23,16 @@ from cpulab.plan.plan import Plan
 from cpulab.report import html
 from cpulab.store.db import Store
 from cpulab.time_split import TimeSplit
+from cpulab.cli.kinds import MAKERS, VIEWS
+
+
+def analyse(store: Store, run_id: int) -> Summary:
+    """The analyse stage with every kind's maker (cli/kinds.py)."""
+    return analysis.analyse(store, run_id, MAKERS)
 
 
 def carry(store: Store, measure: Callable[[], int],
-          summarise: Callable[[Store, int], Summary | Machines] = analysis.analyse) -> tuple[Summary | Machines, str]:
+          summarise: Callable[[Store, int], Summary | Machines] = analyse) -> tuple[Summary | Machines, str]:
     """Measure (measure() stores the run and returns its id), analyse and report a run:
     its Summary (a cluster run's: its Machines, with `summarise`), and why its report
     could not be drawn ("" when it was).  The analyses and the report are timed into the
@@ -39,7 +45,7 @@ def carry(store: Store, measure: Callable[[], int],
     summary.time_split = split.to_dict()
     with split.timing(time_split.RUN, "report"):
         try:
-            summary.report, report_error = str(html.write(summary, default_report_path(store, run_id))), ""
+            summary.report, report_error = str(html.write(summary, default_report_path(store, run_id), VIEWS)), ""
         except html.ReportError as e:
             summary.report, report_error = None, str(e)
     summary.time_split = split.to_dict()

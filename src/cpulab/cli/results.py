@@ -23,6 +23,7 @@ from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_machines, print_summary
 from cpulab.store import exchange, foreign, harnesses
 from cpulab.store.db import StoreError
+from cpulab.cli.kinds import VIEWS
 
 
 @click.command()
@@ -73,7 +74,7 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
         if as_json:
             emit_json(summary.to_dict())
         else:
-            print_summary(summary, out)
+            print_summary(summary, out, VIEWS)
     if fail_on and any(v in fail_on for v in verdicts):
         sys.exit(1)
 
@@ -124,7 +125,7 @@ def report(run_ids, output, db):
     path = Path(output) if output else default_report_path(store, ids[0]) if len(ids) == 1 else \
         default_report_path(store, ids[0]).with_name(f"{store.path.stem}-runs-{'-'.join(map(str, ids))}.html")
     try:
-        path = html.write(machines_document(store, ids) if several else analysis.summarise(store, ids[0]), path)
+        path = html.write(machines_document(store, ids) if several else analysis.summarise(store, ids[0]), path, VIEWS)
     except html.ReportError as e:
         fail(str(e))
     click.echo(str(path))

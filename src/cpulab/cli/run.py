@@ -21,6 +21,7 @@ from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides
 from cpulab.report.terminal import print_machines, print_summary
 from cpulab.store.db import Store, StoreError
+from cpulab.cli.kinds import VIEWS
 
 
 @click.command()
@@ -180,7 +181,7 @@ def finish(p: plans.Plan, store: Store, random_seed: int | None, as_json: bool, 
     that cannot be drawn is one line and exit status 2, after the results are printed."""
     summary, report_error = pipeline.carry(
         store, lambda: pipeline.measure_plan(p, store, random_seed, resume, label, origin))
-    pipeline.print_run(store, summary, as_json, lambda: print_summary(summary, out), report_error)
+    pipeline.print_run(store, summary, as_json, lambda: print_summary(summary, out, VIEWS), report_error)
 
 
 def print_plan(p: plans.Plan, as_json: bool) -> None:

@@ -19,6 +19,7 @@ from cpulab.plan.origin import origin_of
 from cpulab.plan.programs import Check, CommandError
 from cpulab.report import exports
 from cpulab.report.terminal import print_summary
+from cpulab.cli.kinds import VIEWS
 
 
 @click.command("time")
@@ -89,7 +90,7 @@ def time_(commands, processes, warmup, budget, metric, prepare, setup, cleanup, 
     for fmt, path in (("json", export_json), ("csv", export_csv), ("markdown", export_markdown)):
         if path:
             Path(path).write_text(exports.render(summary, fmt))
-    print_run(store, summary, as_json, lambda: print_summary(summary, out), report_error)
+    print_run(store, summary, as_json, lambda: print_summary(summary, out, VIEWS), report_error)
 
 
 COMMANDS = [time_]

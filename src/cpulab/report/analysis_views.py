@@ -1,13 +1,12 @@
-"""The tables of stored analyses: one view per analysis kind in VIEWS (probe
+"""The tables of stored analyses: one view per analysis kind (cli/kinds.py: probe
 and alignment tables, memlat levels, steps and colours, bandwidth by level, the explained
 code, history), each turning the analysis' data into tables for every presenter."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from cpulab.params import human_bytes
-from cpulab.report import plots
 from cpulab.report.tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 
 def probe_tables(data: dict) -> list[Table]:
@@ -261,48 +260,43 @@ def roofline_tables(data: dict) -> list[Table]:
     return [t]
 
 
+def program_build_tables(data: dict) -> list[Table]:
+    """How a program of the plan was built: its commands (a failed build is drawn as its error)."""
+    t = Table("program-build", f"program build: {data['status']}", columns("command", left=1))
+    for c in data.get("commands") or []:
+        t.add(c if isinstance(c, str) else " ".join(map(str, c)))
+    return [t]
+
+
 @dataclass(frozen=True)
 class View:
     """How every presenter draws one analysis kind: its tables (terminal, HTML, CSV,
-    Markdown) and, in the HTML report, its plots (data, the machine's caches -> images)."""
-    tables: Callable[[Any], list[Table]]
+    Markdown; None: it is drawn inside another view, never on its own) and, in the HTML
+    report, its plots (data, the machine's caches -> images).  cli/kinds.py declares
+    each kind's."""
+    tables: Callable[[Any], list[Table]] | None
     plots: Callable[[Any, list[dict]], list[str]] | None = None
 
 
-# Analysis kind -> its view: the one place a kind is drawn.  What is made of a workload's
-# results is named by the Workload (`analyses`) and made in analysis/run_analyses.py; a
-# probe's table by its Probe (`kind`).
-VIEWS: dict[str, View] = {
-    "table": View(legacy_table),
-    "probe": View(probe_tables),
-    "align": View(align_tables),
-    "memlat-levels": View(memlat_tables, lambda curves, caches: [plots.memlat(curves, caches)]),
-    "memlat-steps": View(memlat_steps_tables),
-    "memlat-colour": View(memlat_colour_tables, lambda doc, caches: [plots.colour(doc, caches)]),
-    "bandwidth": View(bandwidth_tables),
-    "explain": View(explain_tables),
-    "history": View(history_tables, lambda series, _: plots.histories(series)),
-    "roofline-roofs": View(roofs_tables),
-    "roofline": View(roofline_tables, lambda data, _: [plots.roofline(data)]),
-}
+Views = Mapping[str, View]
 
 
-def analysis_tables(kind: str, data: Any) -> list[Table]:
+def analysis_tables(kind: str, data: Any, views: Views) -> list[Table]:
     """The tables of a stored analysis; a kind this version cannot draw says so."""
-    view = VIEWS.get(kind)
-    if _lost(data):
-        return [Table(kind, f"{kind}: {data['status']}: {data['error']}", columns("analysis"))]
+    view = views.get(kind)
     if view is None:
         return [Table(kind, f"{kind}: stored, but this version of cpulab has no view of it", columns("analysis"))]
-    return view.tables(data)
+    if _lost(data):
+        return [Table(kind, f"{kind}: {data['status']}: {data['error']}", columns("analysis"))]
+    return view.tables(data) if view.tables else []
 
 
-def analysis_plots(kind: str, data: Any, caches: list[dict]) -> list[str]:
+def analysis_plots(kind: str, data: Any, caches: list[dict], views: Views) -> list[str]:
     """The HTML report's plots of a stored analysis (none for a kind without any)."""
-    view = VIEWS.get(kind)
+    view = views.get(kind)
     return view.plots(data, caches) if view and view.plots and not _lost(data) else []
 
 
 def _lost(data: Any) -> bool:
     """A probe table that failed or was lost: stored as its status and error, nothing to draw."""
-    return isinstance(data, dict) and "error" in data and "status" in data
+    return isinstance(data, dict) and bool(data.get("error")) and "status" in data

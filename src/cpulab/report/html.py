@@ -16,7 +16,7 @@ from cpulab.model import Machines, Result, Summary
 from cpulab.params import cache_label
 from cpulab.report import plots
 from cpulab.report.tables import FOLD_ROWS
-from cpulab.report.analysis_views import analysis_plots, analysis_tables
+from cpulab.report.analysis_views import Views, analysis_plots, analysis_tables
 from cpulab.report.machine_views import drift_sentence, machine_tables
 from cpulab.report.views import (
     carryover_line, comparison_list, fmt_params, geomean_table, pivot_table, time_split_table, workload_of,
@@ -67,7 +67,7 @@ def _part(title: str, plots_=(), why=(), tables=()) -> dict:
     return {"title": title, "plots": list(plots_), "why": list(why), "tables": list(tables)}
 
 
-def sections(s: Summary) -> list[dict]:
+def sections(s: Summary, views: Views) -> list[dict]:
     caches = s.machine.get("caches", [])
     tables = workload_tables(s)
     shown: set[int] = set()
@@ -91,29 +91,31 @@ def sections(s: Summary) -> list[dict]:
             part = _part(wname, tables=[tables[(e.name, wname)]] if (e.name, wname) in tables else [])
             own = [a for kind in (w.analyses if w else ()) if (a := analysis(kind, e.name)) is not None]
             for a in own:
-                part["plots"] += analysis_plots(a.kind, a.data, caches)
-                part["tables"] += analysis_tables(a.kind, a.data)
+                part["plots"] += analysis_plots(a.kind, a.data, caches, views)
+                part["tables"] += analysis_tables(a.kind, a.data, views)
             found = analysis("findings", f"{e.name}/{wname}")
             if ok and not (w and w.view == "analysis" and own):
                 part["plots"] += rate_plots(wname, ok, caches)
                 part["why"] += found.data if found else []
             if code := analysis("explain", f"{e.name}/{wname}"):
-                part["tables"] += analysis_tables("explain", code.data)
+                part["tables"] += analysis_tables("explain", code.data, views)
             parts.append(part)
         out.append({"id": e.name, "title": e.title or e.name, "tag": e.tag, "intro": e.intro, "parts": parts})
     for i, a in enumerate(s.analyses):  # every other stored analysis: a section of its own
         if i not in shown:
-            ts = analysis_tables(a.kind, a.data)
-            plot = analysis_plots(a.kind, a.data, caches)
+            ts = analysis_tables(a.kind, a.data, views)
+            plot = analysis_plots(a.kind, a.data, caches, views)
+            if not ts and not plot:  # drawn inside another view (a comparison's why, a workload's plots)
+                continue
             out.append({"id": f"{a.kind}-{a.key}", "title": ts[0].title if ts else a.kind, "intro": "",
                         "parts": [_part(f"{a.kind} {a.key}".strip(), plot, tables=ts)]})
     return out
 
 
-def render(s: Summary) -> str:
+def render(s: Summary, views: Views) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
     tpl = env.get_template("report.html.j2")
-    return tpl.render(s=s, sections=sections(s), geomeans=geomean_table(s), comparisons=comparison_list(s),
+    return tpl.render(s=s, sections=sections(s, views), geomeans=geomean_table(s), comparisons=comparison_list(s),
                       fold=FOLD_ROWS, fmt_params=fmt_params, legend=s.policy.legend(),
                       carryover=carryover_line(s), time_split=time_split_table(s),
                       caches=", ".join(cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
@@ -138,11 +140,11 @@ def render_machines(doc: Machines) -> str:
                                                        plots=plot, fold=FOLD_ROWS, drift=drift_sentence(doc.drift))
 
 
-def write(s: Summary | Machines, path: Path) -> Path:
+def write(s: Summary | Machines, path: Path, views: Views) -> Path:
     """The report of a run (a Summary), or of machines side by side (a machines document)."""
     path = Path(path)
     try:
-        text = render(s) if isinstance(s, Summary) else render_machines(s)
+        text = render(s, views) if isinstance(s, Summary) else render_machines(s)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(text)

@@ -147,7 +147,7 @@ def roofline(data: dict) -> str:
     return _svg(fig)
 
 
-# The plots of stored analyses (report/analysis_views.py VIEWS names each kind's).
+# The plots of stored analyses (cli/kinds.py names each kind's).
 
 def memlat(levels: list[dict], caches: list[dict]) -> str:
     """Each memlat curve (a memlat-levels analysis) with the levels found in it."""

@@ -9,7 +9,7 @@ from rich.markup import escape
 from cpulab import stats
 from cpulab.model import Machines, Summary
 from cpulab.report.tables import fmt_num, to_rich
-from cpulab.report.analysis_views import analysis_tables, explain_tables
+from cpulab.report.analysis_views import Views, analysis_tables, explain_tables
 from cpulab.report.machine_views import machine_tables
 from cpulab.report.views import carryover_line, geomean_table, process_table, time_split_line, workload_tables
 
@@ -23,7 +23,7 @@ def run_status_note(summary: Summary) -> str:
             f"'cpulab run --resume {rid}' measures the rest")
 
 
-def print_summary(summary: Summary, console: Console) -> None:
+def print_summary(summary: Summary, console: Console, views: Views) -> None:
     m, timing = summary.machine, summary.timing
     console.print(f"[bold]{escape(m['cpu_model'])}[/] ({m['cpus']} CPUs, {escape(m['kernel'])}); "
                   f"timer [bold]{timing.get('timer')}[/], "
@@ -38,7 +38,7 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(to_rich(pt))
     for a in summary.analyses:  # kernels under the machine's roofs, when the run measured them
         if a.kind == "roofline":
-            print_analysis(a.kind, a.data, console)
+            print_analysis(a.kind, a.data, console, views)
     if line := carryover_line(summary):
         console.print(f"[dim]{escape(line)}.[/]")
     if line := time_split_line(summary):
@@ -49,9 +49,9 @@ def print_summary(summary: Summary, console: Console) -> None:
                   "median interval marked (NN%) covers only that much: too few processes for 95%.[/]")
 
 
-def print_analysis(kind: str, data: Any, console: Console) -> None:
+def print_analysis(kind: str, data: Any, console: Console, views: Views) -> None:
     """A stored analysis (probe, align, memlat levels, bandwidth, ...) as its tables."""
-    for t in analysis_tables(kind, data):
+    for t in analysis_tables(kind, data, views):
         console.print(to_rich(t))
 
 

@@ -63,8 +63,8 @@ class Workload:
     sweep_axis: str | None = None  # the numeric parameter its curves run along
     times: bool = False  # show real/user/sys per repetition (the work is a whole file)
     io_bound: bool = False  # waits for a device count as its time (stats.contamination)
-    # The analyses made of its results after a run (made in analysis/run_analyses.py, drawn by
-    # report/analysis_views.py VIEWS); with
+    # The analysis kinds made of its results after a run (cli/kinds.py declares how each
+    # is made and drawn); with
     # view="analysis" the report draws them instead of rate curves and knees.
     analyses: tuple[str, ...] = ()
     view: str = "rate"

@@ -26,8 +26,8 @@ from cpulab.plan.plan import PlanError
 class Probe:
     name: str
     description: str
-    # The analysis kind its data is stored as: the one renderer that draws it
-    # (report/analysis_views.py VIEWS), e.g. "probe" or "align".
+    # The analysis kind its data is stored as (declared with its view in cli/kinds.py),
+    # e.g. "probe" or "align".
     kind: str
     # measure(timer=..., executor=...) -> the data stored with the run
     measure: Callable[..., dict]
