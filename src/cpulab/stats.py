@@ -17,7 +17,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+def scipy_stats():
+    """scipy.stats, imported when a test is first computed: its 0.6 s would otherwise
+    start every command (`cpulab --help`, `list`, a refused plan)."""
+    from scipy import stats
+    return stats
+
 
 # A process's estimate: the fastest of its first KEEP used samples, whatever the plan
 # asked from 2 x KEEP up (a plan of 6 samples and one of 50 estimate alike), so a process
@@ -49,7 +55,7 @@ def _median_ci_rank(n: int, confidence: float) -> tuple[int, float]:
     B ~ Binomial(n, 1/2): the largest l whose coverage is still >= confidence, or l = 0
     (the full range) when no pair of ranks reaches it."""
     def coverage(l: int) -> float:
-        return float(sps.binom.cdf(n - 1 - l, n, 0.5) - sps.binom.cdf(l, n, 0.5))
+        return float(scipy_stats().binom.cdf(n - 1 - l, n, 0.5) - scipy_stats().binom.cdf(l, n, 0.5))
     l = 0
     while l + 1 < n - 2 - l and coverage(l + 1) >= confidence:
         l += 1
@@ -158,7 +164,7 @@ def mann_whitney_p(base, var) -> float:
         return 1.0
     if np.ptp(np.concatenate([base, var])) == 0:
         return 1.0
-    return float(sps.mannwhitneyu(var, base, alternative="two-sided").pvalue)
+    return float(scipy_stats().mannwhitneyu(var, base, alternative="two-sided").pvalue)
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -231,7 +237,7 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         return Test(ratio, (ratio, ratio), 1.0, floor, method, n)
     # Ties among |d| get midranks: doubled they are integers, and the exact null of their
     # signed sum is a convolution (zeros are dropped: Wilcoxon's rule, so m counts the rest).
-    scores = np.rint(2 * sps.rankdata(np.abs(nz))).astype(int)
+    scores = np.rint(2 * scipy_stats().rankdata(np.abs(nz))).astype(int)
     w = int(scores[nz > 0].sum())
     if m <= EXACT_MAX:
         cdf = np.cumsum(sign_sum_null(scores.tolist()))
@@ -239,7 +245,7 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         hi_tail = 1.0 - (cdf[w - 1] if w >= 1 else 0.0)
     else:  # S has mean sum/2 and variance sum(score^2)/4; scores step by 1 at least
         mu, sd = scores.sum() / 2, math.sqrt(float((scores.astype(float) ** 2).sum())) / 2
-        lo_tail, hi_tail = sps.norm.cdf((w + 0.5 - mu) / sd), sps.norm.sf((w - 0.5 - mu) / sd)
+        lo_tail, hi_tail = scipy_stats().norm.cdf((w + 0.5 - mu) / sd), scipy_stats().norm.sf((w - 0.5 - mu) / sd)
     p = float(min(1.0, 2 * min(lo_tail, hi_tail)))
     # Interval [w_(C), w_(M+1-C)] (1-based) with C the largest rank such that
     # P(W+ <= C-1) <= alpha/2; its coverage is 1 - 2 P(W+ <= C-1).  When even C = 1 is
@@ -250,7 +256,7 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         c = max(1, int(np.searchsorted(cdf_all, (1 - confidence) / 2, side="right")))
     else:
         mu, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-        c = max(1, math.floor(mu + 0.5 - sps.norm.ppf(0.5 + confidence / 2) * sd))
+        c = max(1, math.floor(mu + 0.5 - scipy_stats().norm.ppf(0.5 + confidence / 2) * sd))
     ci = (float(math.exp(walsh[c - 1])), float(math.exp(walsh[len(walsh) - c])))
     return Test(ratio, ci, p, floor, method, n, mean_interval(d, confidence))
 
@@ -259,7 +265,7 @@ def mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float] | Non
     """The Student t interval of the mean of log ratios d, as ratios (None under 2)."""
     if len(d) < 2:
         return None
-    half = float(sps.t.ppf(0.5 + confidence / 2, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d)))
+    half = float(scipy_stats().t.ppf(0.5 + confidence / 2, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d)))
     return float(math.exp(d.mean() - half)), float(math.exp(d.mean() + half))
 
 

@@ -13,7 +13,6 @@ import math
 from collections import defaultdict
 
 import numpy as np
-from scipy.stats import chi2, norm
 
 from cpulab import stats
 from cpulab.analysis.summary import summarise
@@ -94,7 +93,7 @@ def drift_bound(pairs: list[float]) -> float | None:
     deviation (chi-square with one degree of freedom a pair); None below DRIFT_MIN_PAIRS."""
     if len(pairs) < DRIFT_MIN_PAIRS:
         return None
-    return 1.96 * math.sqrt(sum(x * x for x in pairs) / chi2.ppf(0.05, len(pairs)))
+    return 1.96 * math.sqrt(sum(x * x for x in pairs) / stats.scipy_stats().chi2.ppf(0.05, len(pairs)))
 
 
 def worst_drift(drifts: list[tuple[float | None, int]]) -> tuple[float | None, int]:
@@ -126,7 +125,7 @@ def apart_verdicts(family: list[tuple], drift: float | None) -> list[tuple[stats
     apart; without a drift bound every measured comparison is unclear.  The drift bounds
     one point at 95%; a family of m points is widened to a bound on all m at once
     (Bonferroni: the normal quantile of 0.025 / m over 1.96), as Holm holds its p-values."""
-    widen = float(norm.ppf(1 - 0.025 / max(len(family), 1))) / 1.96
+    widen = float(stats.scipy_stats().norm.ppf(1 - 0.025 / max(len(family), 1))) / 1.96
     tests = [apart_test(b, v, (drift or 0.0) * widen) for _, b, v in family]
     decided = APART.decide(tests)
     return [(t, p, verdict if drift is not None else Verdict.UNCLEAR) for t, (p, verdict) in zip(tests, decided)]

@@ -1,27 +1,42 @@
 """Plots as inline SVG strings (matplotlib, no network, no files)."""
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections import defaultdict
 
-import matplotlib
-import matplotlib.ticker
-
 from cpulab.params import human_bytes
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
-# Labels are plain text: a variant named "a$b" must not be read as mathtext.
-plt.rcParams.update({"figure.dpi": 96, "font.size": 9, "svg.fonttype": "none", "axes.grid": True,
-                     "grid.alpha": 0.3, "text.parse_math": False})
+@functools.cache
+def _pyplot():
+    """matplotlib's pyplot, set up when the first plot is drawn: importing it takes 0.3 s,
+    which every command drawing nothing (`cpulab --help`, `list`, a refused plan) saved."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    # Labels are plain text: a variant named "a$b" must not be read as mathtext.
+    plt.rcParams.update({"figure.dpi": 96, "font.size": 9, "svg.fonttype": "none", "axes.grid": True,
+                         "grid.alpha": 0.3, "text.parse_math": False})
+    return plt
+
+
+def _figure(width: float, height: float):
+    return _pyplot().subplots(figsize=(width, height))
+
+
+def _plain_numbers():
+    """A tick formatter of plain numbers (with mathtext off, log axes' default labels
+    would read "$\\mathdefault{10^{2}}$")."""
+    from matplotlib.ticker import FuncFormatter
+    return FuncFormatter(lambda v, _: f"{v:g}")
 
 
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
 
@@ -40,7 +55,7 @@ def _mark_caches(ax, caches: list[dict]) -> None:
 
 def bars(labels: list[str], values: list[float], ci: list[tuple[float, float]], ylabel: str, title: str) -> str:
     """A bar per variant with its 95% interval as an error bar (none for one process)."""
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = _figure(7, 3.2)
     lo = [max(0.0, v - c[0]) for v, c in zip(values, ci)]
     hi = [max(0.0, c[1] - v) for v, c in zip(values, ci)]
     ax.bar(range(len(values)), values, yerr=[lo, hi], capsize=3, color="#4c78a8")
@@ -54,7 +69,7 @@ def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: st
            caches: list[dict] | None = None, logy: bool = False, xbytes: bool = True,
            levels: list[dict] | None = None) -> str:
     """One line per variant: y against x (log2 x axis), cache sizes marked."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = _figure(7, 3.6)
     lines, names = [], []
     for name, pts in series.items():
         pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
@@ -64,9 +79,7 @@ def curves(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: st
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
-        # Plain numbers: with mathtext off (labels are plain text) the default log labels
-        # would read "$\\mathdefault{10^{2}}$".
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_formatter(_plain_numbers())
     if xbytes:
         ticks = [t for t in ax.get_xticks() if t > 0]
         ax.set_xticks(ticks, [human_bytes(t) for t in ticks], rotation=30, ha="right")
@@ -87,7 +100,7 @@ def history(s: dict, png: bool = False) -> str | bytes:
     """One series over runs: the estimate with its interval per run, in commit (or start)
     order, a vertical line where it changed; as inline SVG, or PNG bytes for a file."""
     pts = s["points"]
-    fig, ax = plt.subplots(figsize=(7, 3.4))
+    fig, ax = _figure(7, 3.4)
     x = list(range(len(pts)))
     y = [p["median"] for p in pts]
     lo = [p["median"] - p["ci"][0] if p["ci"] else 0.0 for p in pts]
@@ -106,7 +119,7 @@ def history(s: dict, png: bool = False) -> str | bytes:
         return _svg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -120,7 +133,7 @@ def roofline(data: dict) -> str:
     xs = [p["intensity"] for p in points]
     lo, hi = min(xs + [1 / 64]) / 2, max(xs + [16]) * 2
     top = compute[-1]["flops_per_cycle"]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _figure(7, 4)
     for m in memory:
         knee = top / m["bytes_per_cycle"]
         ax.plot([lo, knee, hi], [lo * m["bytes_per_cycle"], top, top], linewidth=1,
@@ -138,7 +151,7 @@ def roofline(data: dict) -> str:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     for axis in (ax.xaxis, ax.yaxis):  # plain numbers (mathtext is off: see curves)
-        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_major_formatter(_plain_numbers())
     ax.set_xlim(lo, hi)
     ax.set_xlabel("flops per byte")
     ax.set_ylabel("flops per core cycle")
