@@ -2,6 +2,7 @@
 machine cannot build (optional toolchains and libraries), naming the Debian package."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -92,17 +93,53 @@ def run_artifact(exe: Path, *args: str, timeout: float = 120) -> dict:
 TEST_KERNELS = Path(__file__).resolve().parent / "kernels"
 
 
+def session_root(tmp_path_factory) -> Path:
+    """The test session's own directory: shared by pytest-xdist's workers (-n 2)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):
-    """Artifacts and data files of a test session go to a fresh cache directory."""
-    import os
+    """Artifacts and data files of a test session go to a fresh cache directory, one for
+    every worker (a concurrent build of one artifact wins or loses whole: artifacts.py)."""
     old = os.environ.get("CPULAB_CACHE_DIR")
-    os.environ["CPULAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    cache = session_root(tmp_path_factory) / "cache"
+    cache.mkdir(exist_ok=True)
+    os.environ["CPULAB_CACHE_DIR"] = str(cache)
     yield
     if old is None:
         os.environ.pop("CPULAB_CACHE_DIR", None)
     else:
         os.environ["CPULAB_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def machine_to_itself(request, tmp_path_factory):
+    """Under pytest-xdist (-n 2) two tests run at once, one a CPU.  A test that needs the
+    machine to itself (marked timing or machine: a measured speed, experiments in two lanes,
+    a chase through the last cache) takes it whole: the other worker finishes its test and
+    waits.  The rest share it (a reader-writer lock; the turnstile lets no new test start
+    while one waits to be alone).  The waiting worker's executor still claims its CPU
+    (cpulock.py), so the test alone takes the CPUs under locks of its own."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    root = session_root(tmp_path_factory)
+    alone = any(request.node.get_closest_marker(m) for m in ("timing", "machine"))
+    with open(root / "turnstile.lock", "a") as turnstile, open(root / "machine.lock", "a") as machine:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # behind a test waiting to be alone
+        if alone:
+            fcntl.flock(machine, fcntl.LOCK_EX)  # the turnstile held: no test starts meanwhile
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(machine, fcntl.LOCK_SH)
+        with pytest.MonkeyPatch.context() as env:
+            if alone:
+                env.setenv("CPULAB_LOCK_DIR", str(root / "alone"))
+            yield
+        fcntl.flock(machine, fcntl.LOCK_UN)
 
 
 @pytest.fixture

@@ -411,6 +411,7 @@ def test_memlat_cache_rejects_bad_parameters(memlat, bad, word):
     assert r["status"] == "setup-failed" and word in r["error"]
 
 
+@pytest.mark.machine  # chases through the last cache: another test beside it spoils every sample
 def test_memlat_colour_command_is_the_seeds_experiment(cli, tmp_path):
     """memlat --colour runs the seeds plan's page-colour grid: each of the L2 and L3 at four
     shares, both sides measured, or the balanced side missing with the reason (not root)."""

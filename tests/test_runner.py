@@ -408,6 +408,7 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
         assert all(j.reps == first_reps and j.verified for j in jobs[1:])
 
 
+@pytest.mark.machine  # two lanes need both CPUs idle
 def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, monkeypatch):
     """Two share_machine experiments run in two lanes at once (their samples overlap in
     time), each complete, and the plan's probe table in a lane after them; the run
