@@ -29,6 +29,7 @@ import numpy as np
 from cpulab import stats
 from cpulab.analysis.summary import result_summary
 from cpulab.policy import DecisionPolicy
+from cpulab.record import StoredResult
 from cpulab.store.db import Store
 
 
@@ -53,10 +54,10 @@ def canary_adjusted(samples: list[dict]) -> tuple[list[dict], float]:
 
 def replay(store: Store, run_id: int) -> dict:
     baselines = {e.name: e.baseline for e in store.run(run_id).record.experiments}
-    by_exp: dict[str, dict[str, tuple[dict, list[dict]]]] = defaultdict(dict)
+    by_exp: dict[str, dict[str, tuple[StoredResult, list[dict]]]] = defaultdict(dict)
     for r in store.results(run_id):
-        if r["status"] == "ok":
-            by_exp[(r["experiment"], json.dumps(r["params"], sort_keys=True))][r["variant"]] = (r, store.samples(r["id"]))
+        if r.status == "ok":
+            by_exp[(r.experiment, json.dumps(r.params, sort_keys=True))][r.variant] = (r, store.samples(r.id))
     rows = {}
     for keep_name in ("fastest-all", "fastest-first-k"):
         for method in ("unpaired", "paired", "turns"):

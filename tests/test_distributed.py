@@ -267,7 +267,7 @@ def test_valid_handmade_file_imports(tmp_path, version):
     f.write_text(json.dumps(doc))
     store = Store(tmp_path / "s.sqlite")
     assert exchange.import_document(store, exchange.read_document(f)) == [(1, True)]
-    assert store.results(1)[0]["params"] == {"size": "4096"} and len(store.samples(store.results(1)[0]["id"])) == 1
+    assert store.results(1)[0].params == {"size": "4096"} and len(store.samples(store.results(1)[0].id)) == 1
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -312,8 +312,8 @@ def test_scheduler_gone_stops_the_run_interrupted(cluster, tmp_path):
     parent = store.latest_run()
     assert store.run(parent).status == "interrupted"
     kept = [r for c in store.machine_runs(parent) for r in store.results(c)]
-    assert kept and all(r["status"] in ("ok", "pending") for r in kept), [(r["status"], r["error"]) for r in kept]
-    assert sum(len(store.samples(r["id"])) for r in kept) > 0
+    assert kept and all(r.status in ("ok", "pending") for r in kept), [(r.status, r.error) for r in kept]
+    assert sum(len(store.samples(r.id)) for r in kept) > 0
 
 
 def _samples_stored(db: Path) -> bool:

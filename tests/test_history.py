@@ -110,6 +110,6 @@ def test_a_result_is_estimated_once_per_estimator_and_again_after_new_samples(st
     assert store.estimates(runs[0], history.ESTIMATOR) == {}
     monkeypatch.setattr(history, "ESTIMATOR", "another")
     estimated = []
-    monkeypatch.setattr(history, "result_summary", lambda r, s: estimated.append(r["id"]) or result_summary(r, s))
+    monkeypatch.setattr(history, "result_summary", lambda r, s: estimated.append(r.id) or result_summary(r, s))
     (s,) = history.series(store, "sha256")
     assert len(estimated) == 4 and s["points"][0]["median"] > first[0]["points"][0]["median"]  # its new process twice as fast

@@ -79,15 +79,15 @@ def test_program_built_per_variant_checked_and_timed(source, tmp_path):
     store = Store(tmp_path / "s.sqlite")
     run_id = runner.run_plan(p, store, seed=1)
     results = store.results(run_id)
-    assert {(r["variant"], r["params"]["file"]) for r in results} == {(v, s) for v in ("O2", "O3") for s in ("4K", "64K")}
-    assert all(r["status"] == "ok" and r["unit"] == "runs" for r in results), results
+    assert {(r.variant, r.params["file"]) for r in results} == {(v, s) for v in ("O2", "O3") for s in ("4K", "64K")}
+    assert all(r.status == "ok" and r.unit == "runs" for r in results), results
     for r in results:
-        samples = store.samples(r["id"])
+        samples = store.samples(r.id)
         # one sample per timed process; 3 rounds at the first look, and budget mode's looks
         # give an undecided point 6, then 12 (programs share the kernels' rounds loop)
         assert len(samples) == len({s["process"] for s in samples}) in (3, 6, 12)
         assert all(0 < s["ns"] < 5e9 and s["user_s"] >= 0 for s in samples)
-        assert r["notes"]["median_max_rss_kb"] > 0
+        assert r.notes["median_max_rss_kb"] > 0
     # each variant's copy was built with its own flags, and the exact commands are kept
     builds = {a.key: a.data for a in store.analyses(run_id, "program-build")}
     assert "-O3" in builds["good/O3"]["commands"][0] and "-O2" in builds["good/O2"]["commands"][0]
@@ -112,12 +112,12 @@ def test_build_failure_check_failure_crash_and_hang_are_recorded(source, tmp_pat
     run_id = runner.run_plan(p, store, seed=2)
     by = {}
     for r in store.results(run_id):
-        by.setdefault(r["workload"], set()).add(r["status"])
-        if r["workload"] != "good":
-            assert not store.samples(r["id"]), f"{r['workload']} was timed"  # failed the check: never timed
+        by.setdefault(r.workload, set()).add(r.status)
+        if r.workload != "good":
+            assert not store.samples(r.id), f"{r['workload']} was timed"  # failed the check: never timed
     assert by == {"broken": {"build-failed"}, "wrong": {"verify-failed"}, "crash": {"crash"},
                   "hang": {"timeout"}, "good": {"ok"}}
-    err = next(r["error"] for r in store.results(run_id) if r["workload"] == "broken")
+    err = next(r.error for r in store.results(run_id) if r.workload == "broken")
     assert "make" in err and "error" in err  # the failing step and the last lines of its log
 
 

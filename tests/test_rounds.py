@@ -81,8 +81,8 @@ def test_kernels_in_turns_without_processes(store):
     assert c.verdict == "faster" and c.rounds == FIRST and abs(c.ratio - 1 / 0.97) < 0.005
     by_process: dict[int, list[dict]] = {}
     for r in store.results(run_id):
-        for smp in store.samples(r["id"]):
-            by_process.setdefault(smp["process"], []).append({**smp, "variant": r["variant"]})
+        for smp in store.samples(r.id):
+            by_process.setdefault(smp["process"], []).append({**smp, "variant": r.variant})
     assert sorted(by_process) == list(range(FIRST)) and all(j.turns for j in ex.jobs)
     for samples in by_process.values():  # one round: 6 cycles of two turns
         order = sorted(samples, key=lambda x: x["start_ns"])

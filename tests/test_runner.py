@@ -38,7 +38,7 @@ def test_every_failure_is_recorded_and_the_rest_goes_on(tmp_path, misbehave):
     p = make_plan(["misbehave"], ["O2"], {"misbehave": {"mode": modes}}, timeout=2.0)
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=1)
-    status = {r["params"]["mode"]: (r["status"], r["error"]) for r in store.results(run_id)}
+    status = {r.params["mode"]: (r.status, r.error) for r in store.results(run_id)}
     assert status["ok"][0] == "ok"
     assert status["crash"] == ("crash", "killed by SIGSEGV")
     assert status["hang"][0] == "timeout"
@@ -46,7 +46,7 @@ def test_every_failure_is_recorded_and_the_rest_goes_on(tmp_path, misbehave):
     assert status["nosetup"][0] == "setup-failed"
     assert status["skip"][0] == "skipped"
     assert status["garbage"][0] == "error"
-    ok_id = next(r["id"] for r in store.results(run_id) if r["params"]["mode"] == "ok")
+    ok_id = next(r.id for r in store.results(run_id) if r.params["mode"] == "ok")
     assert len(store.samples(ok_id)) == FAST["processes"] * FAST["samples"]
     assert store.run(run_id).status == "done"
 
@@ -58,10 +58,10 @@ def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
     p = make_plan(["sha256"], ["O2", "broken", "nocc"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=2)
-    res = {r["variant"]: r for r in store.results(run_id)}
-    assert res["O2"]["status"] == "ok"
-    assert res["broken"]["status"] == "build-failed" and "no-such-option" in res["broken"]["error"]
-    assert res["nocc"]["status"] == "skipped" and "install no-such-package" in res["nocc"]["error"]
+    res = {r.variant: r for r in store.results(run_id)}
+    assert res["O2"].status == "ok"
+    assert res["broken"].status == "build-failed" and "no-such-option" in res["broken"].error
+    assert res["nocc"].status == "skipped" and "install no-such-package" in res["nocc"].error
 
 
 def test_identical_code_is_reported_not_measured(tmp_path):
@@ -70,9 +70,9 @@ def test_identical_code_is_reported_not_measured(tmp_path):
     p = make_plan(["sha256"], ["O2", "O2-twin", "O0"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=3)
-    res = {r["variant"]: r for r in store.results(run_id)}
-    assert res["O2-twin"]["status"] == "identical" and res["O2-twin"]["same_as"] == "O2"
-    assert store.samples(res["O2-twin"]["id"]) == []
+    res = {r.variant: r for r in store.results(run_id)}
+    assert res["O2-twin"].status == "identical" and res["O2-twin"].same_as == "O2"
+    assert store.samples(res["O2-twin"].id) == []
     summary = analysis.summarise(store, run_id)
     verdicts = {c.variant: c.verdict for c in summary.comparisons}
     assert verdicts["O2-twin"] == "identical code"
@@ -179,15 +179,15 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
     run_id = runner.run_plan(p, store, site=FakeSite(FakeExecutor(wall)), progress=progress, seed=5)
-    rounds = {(r["experiment"], r["variant"]): len({s["process"] for s in store.samples(r["id"])})
+    rounds = {(r.experiment, r.variant): len({s["process"] for s in store.samples(r.id)})
               for r in store.results(run_id)}
     assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
     assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 32  # looks at 8, 16, 32: no more
     # Each round ran a placement of its own: the signed-rank test counts rounds as
     # independent, which a placement run again in a later round is not.
     for r in store.results(run_id):
-        ran = {s["process"]: s["placement"] for s in store.samples(r["id"])}
-        assert len(set(ran.values())) == len(ran), (r["variant"], sorted(ran.values()))
+        ran = {s["process"]: s["placement"] for s in store.samples(r.id)}
+        assert len(set(ran.values())) == len(ran), (r.variant, sorted(ran.values()))
     assert any("twin/O2" in n for n in progress.notes)
     comps = {c.experiment: c for c in analysis.summarise(store, run_id).comparisons}
     assert comps["far"].verdict == "slower" and comps["far"].method == "turns"
@@ -203,7 +203,7 @@ def test_budget_is_not_overspent(tmp_path):
                                   precision=0.00001, measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=6)
-    assert all(len({s["process"] for s in store.samples(r["id"])}) == 4 for r in store.results(run_id))
+    assert all(len({s["process"] for s in store.samples(r.id)}) == 4 for r in store.results(run_id))
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
@@ -249,9 +249,9 @@ def test_variants_differing_only_in_environment_are_both_measured(tmp_path):
     p = make_plan(["sha256"], ["O2", "O2-env", "O2-env-twin"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=5)
-    res = {r["variant"]: r for r in store.results(run_id)}
-    assert res["O2-env"]["status"] == "ok" and len(store.samples(res["O2-env"]["id"])) == FAST["processes"] * FAST["samples"]
-    assert res["O2-env-twin"]["status"] == "identical" and res["O2-env-twin"]["same_as"] == "O2-env"
+    res = {r.variant: r for r in store.results(run_id)}
+    assert res["O2-env"].status == "ok" and len(store.samples(res["O2-env"].id)) == FAST["processes"] * FAST["samples"]
+    assert res["O2-env-twin"].status == "identical" and res["O2-env-twin"].same_as == "O2-env"
     # ABI flags change what runs as well, even where the bytes (the code hash) are equal.
     art = artifacts.Artifact("x", "h", "same-bytes", 1, "gcc", ())
     assert targets.execution_key(Variant("a"), art) != targets.execution_key(Variant("b", abi_flags=("-m32",)), art)
@@ -370,7 +370,7 @@ def test_a_probe_table_that_fails_is_recorded_and_the_run_is_kept(tmp_path, monk
     p.probe_tables = ["seed004-table3"]
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store)
-    assert store.run(run_id).status == "done" and store.results(run_id)[0]["status"] == "ok"
+    assert store.run(run_id).status == "done" and store.results(run_id)[0].status == "ok"
     (a,) = store.analyses(run_id, probe.kind)
     assert a.data == {"status": "failed", "error": "crash: killed by SIGKILL"}
     assert "crash: killed by SIGKILL" in analysis_tables(a.kind, a.data, VIEWS)[0].title
@@ -400,11 +400,11 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
     run_id = runner.run_plan(p, Store(tmp_path / "db.sqlite"), executor=ex, seed=3)
     store = Store(tmp_path / "db.sqlite")
     for r in store.results(run_id):
-        home = os.path.dirname(store.artifact(r["artifact_hash"])["path"])
+        home = os.path.dirname(store.artifact(r.artifact_hash)["path"])
         jobs = [j for j in ex.jobs if os.path.dirname(j.artifact_path) == home and not j.calibrate_only]
         assert len(jobs) == 3
         assert jobs[0].reps is None and not jobs[0].verified
-        first_reps = store.samples(r["id"])[0]["reps"]
+        first_reps = store.samples(r.id)[0]["reps"]
         assert all(j.reps == first_reps and j.verified for j in jobs[1:])
 
 
@@ -443,11 +443,11 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     (table,) = store.analyses(run_id, probe.kind)
     span = {}
     for r in store.results(run_id):
-        assert r["status"] == "ok"
-        starts = [s["start_ns"] for s in store.samples(r["id"])]
+        assert r.status == "ok"
+        starts = [s["start_ns"] for s in store.samples(r.id)]
         assert len(starts) == 4 * 20
-        lo, hi = span.get(r["experiment"], (math.inf, -math.inf))
-        span[r["experiment"]] = (min(lo, *starts), max(hi, *starts))
+        lo, hi = span.get(r.experiment, (math.inf, -math.inf))
+        span[r.experiment] = (min(lo, *starts), max(hi, *starts))
     assert span["a"][0] < span["b"][1] and span["b"][0] < span["a"][1]  # a and b overlap
     assert span["alone"][0] > max(span["a"][1], span["b"][1])
     assert table.data["at"] < span["alone"][0]  # in a lane, before the experiment that runs alone

@@ -29,12 +29,12 @@ def test_schema_version_and_round_trip(tmp_path):
     rid = s.add_result(run, "sha256", "O2", {"size": "64"}, "bytes", "pending")
     s.add_process(rid, 0, HARNESS_OUT, layout_pad=17)
     [r] = s.results(run)
-    assert r["status"] == "ok" and r["params"] == {"size": "64"} and r["notes"]["working_set_bytes"] == 64
+    assert r.status == "ok" and r.params == {"size": "64"} and r.notes["working_set_bytes"] == 64
     samples = s.samples(rid)
     assert [x["ns"] for x in samples] == [1.0, 2.0] and samples[1]["cycles"] is None
     assert samples[0]["layout_pad"] == 17 and samples[0]["reps"] == 2
     # Reopening keeps everything and does not migrate again.
-    assert Store(tmp_path / "db.sqlite").results(run)[0]["id"] == rid
+    assert Store(tmp_path / "db.sqlite").results(run)[0].id == rid
 
 
 def test_signals_and_exclusions_round_trip(tmp_path):

@@ -114,11 +114,11 @@ def samples_after(variant: str, slowdown: float, rng) -> list[dict]:
 
 def test_carryover_is_found_when_it_is_there_and_not_otherwise():
     rng = np.random.default_rng(5)
-    hit = carryover(carryover_ratios({"variant": "A"}, samples_after("A", 0.98, rng)))
-    none = carryover(carryover_ratios({"variant": "A"}, samples_after("A", 1.0, rng)))
+    hit = carryover(carryover_ratios("A", samples_after("A", 0.98, rng)))
+    none = carryover(carryover_ratios("A", samples_after("A", 1.0, rng)))
     assert hit["ci"][1] < 1 and hit["ratio"] == pytest.approx(0.98, abs=0.005)
     assert none["ci"][0] <= 1 <= none["ci"][1]
-    assert carryover(carryover_ratios({"variant": "A"}, [{**s, "follows": None} for s in samples_after("A", 1.0, rng)])) is None
+    assert carryover(carryover_ratios("A", [{**s, "follows": None} for s in samples_after("A", 1.0, rng)])) is None
 
 
 def test_a_one_way_carry_over_is_held_back_not_called(tmp_path):

@@ -18,6 +18,7 @@ import numpy as np
 from cpulab import stats, workloads
 from cpulab.model import Comparison, Geomean, Result, Status, Verdict
 from cpulab.policy import DecisionPolicy
+from cpulab.record import StoredResult
 from cpulab.workloads import UNITS
 
 
@@ -38,9 +39,9 @@ def io_bound(workload: str) -> bool:
 ESTIMATOR = hashlib.sha256(Path(__file__).read_bytes() + Path(stats.__file__).read_bytes()).hexdigest()[:16]
 
 
-def result_summary(r: dict, samples: list[dict]) -> Result:
-    label, divisor, per_clock = UNITS.get(r["unit"], (r["unit"] + "/s", 1.0, "cycles/unit"))
-    io = io_bound(r["workload"])
+def result_summary(r: StoredResult, samples: list[dict]) -> Result:
+    label, divisor, per_clock = UNITS.get(r.unit, (r.unit + "/s", 1.0, "cycles/unit"))
+    io = io_bound(r.workload)
     keep = stats.keep_count(samples)
 
     def rate(s):  # per on-CPU second (stats.on_cpu_ns): a kept preempted sample loses others' time
@@ -59,7 +60,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
                                  if s["instructions"] is not None and s["cycles"] else None).values())
     counted = list(stats.per_process(samples, lambda s: s["instructions"] / s["work"]
                                      if s["instructions"] is not None else None).values())
-    notes = r["notes"] or {}
+    notes = r.notes or {}
     ipu, source = (float(np.median(counted)), "counters") if counted else \
         (notes.get("instructions_per_unit"),
          notes.get("instructions_source", "valgrind") if notes.get("instructions_per_unit") else None)
@@ -68,10 +69,10 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
     excluded = [s["excluded"] for s in samples if s.get("excluded")]
     interval = rates and est.ci_coverage > 0  # one process has no interval, not [x, x]
     out = {
-        "id": r["id"], "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
-        "params": r["params"], "unit": r["unit"], "rate_unit": label, "per_clock_unit": per_clock,
-        "status": r["status"], "error": r["error"], "same_as": r["same_as"], "notes": r["notes"],
-        "emulated": bool(r["notes"].get("emulated")),  # ran under qemu-user: time is the emulator's
+        "id": r.id, "experiment": r.experiment, "workload": r.workload, "variant": r.variant,
+        "params": r.params, "unit": r.unit, "rate_unit": label, "per_clock_unit": per_clock,
+        "status": r.status, "error": r.error, "same_as": r.same_as, "notes": r.notes,
+        "emulated": bool(r.notes.get("emulated")),  # ran under qemu-user: time is the emulator's
         "median": est.median if rates else None, "ci": list(est.ci) if interval else None,
         "ci_coverage": est.ci_coverage if rates else None,
         "cv": est.cv if rates else None, "processes": len(rates),
@@ -95,7 +96,7 @@ def result_summary(r: dict, samples: list[dict]) -> Result:
         if len(placed) > 1 and est.median else None,
         "observations": rates,
         "turn_rates": stats.per_turn(samples, rate),
-        "carryover_ratios": carryover_ratios(r, samples),
+        "carryover_ratios": carryover_ratios(r.variant, samples),
         "cycle_observations": stats.per_process(
             samples, lambda s: s["work"] / s["cycles"] if s["timer"] == "wait4" and s["cycles"] else None),
         "memory_observations": stats.per_process(samples, lambda s: 1 / s["max_rss_kb"] if s.get("max_rss_kb") else None),
@@ -270,14 +271,14 @@ def _test(base: Result, var: Result, policy: DecisionPolicy, basis: str) -> stat
     return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.confidence, method)
 
 
-def carryover_ratios(r: dict, samples: list[dict]) -> list[float]:
-    """Per process of one stored result that ran in turns: the median rate of its samples
-    that ran right after another member's over that of its samples right after its own
-    previous one (what a member leaves in the caches and predictors for the next)."""
+def carryover_ratios(variant: str, samples: list[dict]) -> list[float]:
+    """Per process of one stored result of `variant` that ran in turns: the median rate of
+    its samples that ran right after another member's over that of its samples right after
+    its own previous one (what a member leaves in the caches and predictors for the next)."""
     split: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
     for s in samples:
         if s.get("follows") and not s.get("excluded"):
-            split[s["process"]][s["follows"] == r["variant"]].append(s["work"] / stats.on_cpu_ns(s))
+            split[s["process"]][s["follows"] == variant].append(s["work"] / stats.on_cpu_ns(s))
     return [float(np.median(other) / np.median(own)) for other, own in split.values() if other and own]
 
 

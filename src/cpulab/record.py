@@ -1,5 +1,6 @@
 """What a run was asked: its RunRecord, made once when the run starts, stored with it, and
-read back by every stage after (the schedule's looks, summarise, the views, `--json`).
+read back by every stage after (the schedule's looks, summarise, the views, `--json`);
+and each of its results as stored (StoredResult), before summarising.
 
 A record has a kind (KINDS) and the spec its kind measures: a plan's settings and
 experiments (Plan.as_dict), `cpulab time`'s commands, a probe's body, an imported tool's
@@ -9,6 +10,7 @@ compares anything must say how (its method); nothing falls back to a default qui
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from cpulab.policy import METHODS, METRICS, PRECISION, DecisionPolicy
@@ -93,3 +95,26 @@ def upgraded(d: dict) -> dict:
     if up.get("experiments") and "method" not in up:
         up["method"] = "unpaired"
     return up
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """One result as stored: a parameter point of a workload under a variant, in one
+    experiment of a run; its samples are read apart (Store.samples)."""
+    id: int
+    run_id: int
+    experiment: str
+    workload: str
+    variant: str
+    params: dict[str, str]
+    unit: str
+    status: str  # model.Status
+    error: str
+    artifact_hash: str | None
+    same_as: str | None  # measured as this variant's twin (identical code)
+    notes: dict  # the kernel's notes, its instruction count or why it has none
+
+    @classmethod
+    def of_row(cls, row) -> "StoredResult":
+        d = dict(row)
+        return cls(**{**d, "params": json.loads(d["params"]), "notes": json.loads(d["notes"])})

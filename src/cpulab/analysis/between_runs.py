@@ -65,14 +65,14 @@ def run_medians(store: Store, machine_id: str) -> list[dict]:
     for rid in runs:
         medians = {}
         for r in store.results(rid):
-            if r["status"] != Status.OK or not r["artifact_hash"]:
+            if r.status != Status.OK or not r.artifact_hash:
                 continue
-            if r["artifact_hash"] not in codes:
-                art = store.artifact(r["artifact_hash"])
-                codes[r["artifact_hash"]] = art["code_hash"] if art else r["artifact_hash"]
-            est = result_summary(r, store.samples(r["id"])).median
+            if r.artifact_hash not in codes:
+                art = store.artifact(r.artifact_hash)
+                codes[r.artifact_hash] = art["code_hash"] if art else r.artifact_hash
+            est = result_summary(r, store.samples(r.id)).median
             if est:
-                medians[(r["workload"], codes[r["artifact_hash"]], str(sorted(r["params"].items())))] = est
+                medians[(r.workload, codes[r.artifact_hash], str(sorted(r.params.items())))] = est
         per_run.append(medians)
     return per_run
 
@@ -150,7 +150,7 @@ def _measured(results: list[Result]) -> dict[tuple, Result]:
 
 def run_results(store: Store, run_id: int) -> list[Result]:
     """A run's result summaries, each with its observations kept."""
-    return [result_summary(r, store.samples(r["id"])) for r in store.results(run_id)]
+    return [result_summary(r, store.samples(r.id)) for r in store.results(run_id)]
 
 
 def cluster_summary(store: Store, run_id: int, against: str | None = None) -> Machines:

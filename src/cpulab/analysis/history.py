@@ -23,6 +23,7 @@ import numpy as np
 
 from cpulab.estimates import ESTIMATOR, result_summary
 from cpulab.model import params_key
+from cpulab.record import StoredResult
 from cpulab.store.db import Store
 from cpulab.store.rows import RunListing
 
@@ -38,14 +39,14 @@ def series(store: Store, workload: str, variant: str | None = None, params: dict
     machine): {experiment, workload, variant, params, machine_id, unit, points: [{run, label,
     commit, dirty, started, commit_time, median, ci}]}, its points in commit (else start) order."""
     return _series_of(store, store.runs(label=label, machine=machine), upto, lambda r: (
-        r["workload"] == workload and (not variant or r["variant"] == variant)
-        and (not experiment or r["experiment"] == experiment)
-        and not (params and any(r["params"].get(k) != v for k, v in params.items()))))
+        r.workload == workload and (not variant or r.variant == variant)
+        and (not experiment or r.experiment == experiment)
+        and not (params and any(r.params.get(k) != v for k, v in params.items()))))
 
 
-def point_of(r: dict) -> tuple:
+def point_of(r: StoredResult) -> tuple:
     """What a stored result's series is of (on one machine)."""
-    return r["experiment"], r["workload"], r["variant"], params_key(r["params"])
+    return r.experiment, r.workload, r.variant, params_key(r.params)
 
 
 def _series_of(store: Store, runs: list[RunListing], upto: int | None, wanted: Callable[[dict], bool]) -> list[dict]:
@@ -59,18 +60,18 @@ def _series_of(store: Store, runs: list[RunListing], upto: int | None, wanted: C
             continue
         kept, made = store.estimates(run.id, ESTIMATOR), []
         for r in store.results(run.id):
-            if r["status"] != "ok" or not wanted(r):
+            if r.status != "ok" or not wanted(r):
                 continue
-            if r["id"] not in kept:
-                est = result_summary(r, store.samples(r["id"]))
+            if r.id not in kept:
+                est = result_summary(r, store.samples(r.id))
                 if est.median is None:
                     continue
-                kept[r["id"]] = (est.median, est.ci, est.rate_unit)
-                made.append((r["id"], *kept[r["id"]]))
-            median, ci, unit = kept[r["id"]]
+                kept[r.id] = (est.median, est.ci, est.rate_unit)
+                made.append((r.id, *kept[r.id]))
+            median, ci, unit = kept[r.id]
             s = found.setdefault((*point_of(r), run.machine_id), {
-                "experiment": r["experiment"], "workload": r["workload"], "variant": r["variant"],
-                "params": r["params"], "machine_id": run.machine_id, "unit": unit, "points": []})
+                "experiment": r.experiment, "workload": r.workload, "variant": r.variant,
+                "params": r.params, "machine_id": run.machine_id, "unit": unit, "points": []})
             o = run.origin
             s["points"].append({"run": run.id, "label": run.label, "commit": o.get("commit", ""),
                                 "dirty": bool(o.get("dirty")), "commit_time": o.get("commit_time"),
@@ -126,7 +127,7 @@ def run_history(store: Store, run_id: int, limit: int = 12) -> list[dict] | None
     earlier = [r for r in store.runs(machine=store.run(run_id).machine_id) if r.id <= run_id]
     if len(earlier) < MIN_RUNS:  # no series can be long enough: skip reading every result again
         return None
-    keys = {point_of(r) for r in store.results(run_id) if r["status"] == "ok"}
+    keys = {point_of(r) for r in store.results(run_id) if r.status == "ok"}
     out = [with_changes(s) for s in _series_of(store, earlier, run_id, lambda r: point_of(r) in keys)]
     out.sort(key=lambda s: (not s["changes"], s["workload"], s["variant"]))
     return out[:limit] or None

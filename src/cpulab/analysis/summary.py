@@ -21,7 +21,7 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
     run = store.run(run_id)
     results, follows = [], []
     for r in store.results(run_id):  # one result's samples in memory at a time
-        samples = store.samples(r["id"])
+        samples = store.samples(r.id)
         results.append(result_summary(r, samples))
         follows += results[-1].carryover_ratios
     placement_bands(results)
@@ -46,9 +46,9 @@ def _artifacts(store: Store, run_id: int) -> list[dict]:
     """The exact command lines each (workload, variant) of the run was built with."""
     out, seen = [], set()
     for r in store.results(run_id):
-        if r["artifact_hash"] and (r["workload"], r["variant"]) not in seen:
-            seen.add((r["workload"], r["variant"]))
-            if art := store.artifact(r["artifact_hash"]):
-                out.append({"workload": r["workload"], "variant": r["variant"], "hash": r["artifact_hash"],
+        if r.artifact_hash and (r.workload, r.variant) not in seen:
+            seen.add((r.workload, r.variant))
+            if art := store.artifact(r.artifact_hash):
+                out.append({"workload": r.workload, "variant": r.variant, "hash": r.artifact_hash,
                             "commands": art["commands"]})
     return out

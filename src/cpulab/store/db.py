@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cpulab.model import Analysis
-from cpulab.record import RunRecord
+from cpulab.record import RunRecord, StoredResult
 from cpulab.store.rows import RunListing, StoredRun, owner, shown_status
 from cpulab.store.schema import MIGRATIONS
 
@@ -34,13 +34,6 @@ def _insert_artifact(c: sqlite3.Connection, art: dict) -> None:
               (art["hash"], art["code_hash"], art["path"], art["size_bytes"], art["compiler_version"],
                json.dumps(art["commands"]), json.dumps(list(art.get("placements") or ())),
                int(bool(art.get("placeable") or art.get("placements")))))
-
-
-def _result_row(r: sqlite3.Row) -> dict:
-    d = dict(r)
-    d["params"] = json.loads(d["params"])
-    d["notes"] = json.loads(d["notes"])
-    return d
 
 
 class StoreError(Exception):
@@ -348,11 +341,12 @@ class Store:
         return [{**json.loads(r["definition"]), "compiler_version": r["compiler_version"]}
                 for r in self.con.execute("SELECT * FROM variants WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
-    def results(self, run_id: int) -> list[dict]:
-        return [_result_row(r) for r in self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))]
+    def results(self, run_id: int) -> list[StoredResult]:
+        return [StoredResult.of_row(r)
+                for r in self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))]
 
-    def result(self, result_id: int) -> dict:
-        return _result_row(self.con.execute("SELECT * FROM results WHERE id = ?", (result_id,)).fetchone())
+    def result(self, result_id: int) -> StoredResult:
+        return StoredResult.of_row(self.con.execute("SELECT * FROM results WHERE id = ?", (result_id,)).fetchone())
 
     def processes_measured(self, run_id: int) -> dict[int, int]:
         """Result id -> the next process number (processes measured so far) of a run's

@@ -192,10 +192,10 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
     run = store.run(run_id)
     results, hashes = [], []
     for r in store.results(run_id):
-        samples = [{k: s[k] for k in SampleRecord.model_fields} for s in store.samples(r["id"])]
-        results.append({**{k: r[k] for k in ResultRecord.model_fields if k != "samples"}, "samples": samples})
-        if r["artifact_hash"] and r["artifact_hash"] not in hashes:
-            hashes.append(r["artifact_hash"])
+        samples = [{k: s[k] for k in SampleRecord.model_fields} for s in store.samples(r.id)]
+        results.append({**{k: getattr(r, k) for k in ResultRecord.model_fields if k != "samples"}, "samples": samples})
+        if r.artifact_hash and r.artifact_hash not in hashes:
+            hashes.append(r.artifact_hash)
     return {"parent": parent, "machine": run.machine, "machine_id": run.machine_id,
             "fingerprint": run.fingerprint, "started": run.started, "finished": run.finished,
             "status": run.status, "plan": run.record.stored, "conditions": run.conditions, "timing": run.timing,

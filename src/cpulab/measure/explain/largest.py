@@ -49,14 +49,14 @@ class Decided:
 
 def decided(store: Store, run_id: int, schedule: Schedule, experiments: set[str] | None = None) -> Decided:
     """The Decided of `experiments` (None: all)."""
-    rows = [r for r in store.results(run_id) if experiments is None or r["experiment"] in experiments]
-    results = [result_summary(r, store.samples(r["id"])) for r in rows]
+    rows = [r for r in store.results(run_id) if experiments is None or r.experiment in experiments]
+    results = [result_summary(r, store.samples(r.id)) for r in rows]
     comparisons = [c for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against)
                    if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio]
     paths: dict[tuple, str] = {}
     for r in rows:
-        if r["artifact_hash"] and (art := store.artifact(r["artifact_hash"])) and Path(art["path"]).exists():
-            paths[(r["experiment"], r["workload"], r["variant"])] = art["path"]
+        if r.artifact_hash and (art := store.artifact(r.artifact_hash)) and Path(art["path"]).exists():
+            paths[(r.experiment, r.workload, r.variant)] = art["path"]
     return Decided(comparisons, paths, results)
 
 

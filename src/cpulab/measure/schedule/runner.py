@@ -204,7 +204,7 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
     def uncounted(rid: int, experiment: str) -> dict | None:  # the result's notes, if it is to be counted
         if not plan.counts_instructions(experiment):
             return None
-        notes = store.result(rid)["notes"] or {}
+        notes = store.result(rid).notes or {}
         return None if "instructions_per_unit" in notes or "instructions_why" in notes else notes
     jobs = {}
     for t in targets:

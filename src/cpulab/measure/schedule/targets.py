@@ -148,20 +148,20 @@ def against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]
     variant, RUN's stored executable is measured beside the new build, in the same
     rounds, as that variant's baseline (`VARIANT@RUN`).  One whose executable is gone
     from the cache is recorded skipped, saying so."""
-    old = {(r["workload"], r["variant"], params_key(r["params"])): r
-           for r in store.results(plan.against) if r["status"] in (Status.OK, Status.IDENTICAL)}
+    old = {(r.workload, r.variant, params_key(r.params)): r
+           for r in store.results(plan.against) if r.status in (Status.OK, Status.IDENTICAL)}
     out, named = [], set()
     for t in targets:
         r = old.get((t.workload, t.variant, params_key(t.params)))
         if r is None:
             continue
-        if r["status"] == "identical":  # measured as its twin: the twin's build is the one
-            r = old.get((t.workload, r["same_as"], params_key(t.params))) or r
+        if r.status == "identical":  # measured as its twin: the twin's build is the one
+            r = old.get((t.workload, r.same_as, params_key(t.params))) or r
         name = against_name(t.variant, plan.against)
         if name not in named:
             store.add_variant(run_id, {**plan.variant(t.variant).as_dict(), "name": name}, "")
             named.add(name)
-        art = stored_artifact(store, r["artifact_hash"])
+        art = stored_artifact(store, r.artifact_hash)
         status = Status.PENDING if art else Status.SKIPPED
         error = "" if art else f"run {plan.against}'s executable is no longer in this machine's artifact cache"
         a = Target(t.experiment, t.workload, name, t.params, artifact=art, live=art is not None and t.live,
@@ -186,22 +186,22 @@ def resumed_targets(plan: Plan, store: Store, run_id: int, progress: Progress) -
     done = store.processes_measured(run_id)
     rounds = {e.name: plan.processes_of(e.name) for e in plan.experiments}  # each its family's first look
     owed = [r for r in store.results(run_id)
-            if r["status"] in (Status.PENDING, Status.OK) and done.get(r["id"], 0) < rounds[r["experiment"]]]
+            if r.status in (Status.PENDING, Status.OK) and done.get(r.id, 0) < rounds[r.experiment]]
     progress.phase("build", len(owed))
     built: dict[tuple[str, str], Built] = {}
     targets = []
     for r in owed:
-        pair = (r["workload"], r["variant"])
+        pair = (r.workload, r.variant)
         if pair not in built:
-            built[pair] = build_variant(workloads.get(r["workload"]), plan.variant(r["variant"]))
+            built[pair] = build_variant(workloads.get(r.workload), plan.variant(r.variant))
         b = built[pair]
         why = f"not resumed: {b.status} now: {b.error}" if b.status != Status.PENDING else ""
-        if b.artifact is not None and b.artifact.hash != r["artifact_hash"]:
+        if b.artifact is not None and b.artifact.hash != r.artifact_hash:
             why = "not resumed: the build differs from the one measured (compiler or sources changed)"
         if why:
-            store.set_status(r["id"], Status.ERROR, why)
+            store.set_status(r.id, Status.ERROR, why)
         else:
-            targets.append(Target(r["experiment"], r["workload"], r["variant"], r["params"], r["id"], b.artifact,
-                                  rounds=done.get(r["id"], 0), emulator=b.emulator))
-        progress.advance(f"{r['workload']} / {r['variant']}" + (f": {why}" if why else ""))
+            targets.append(Target(r.experiment, r.workload, r.variant, r.params, r.id, b.artifact,
+                                  rounds=done.get(r.id, 0), emulator=b.emulator))
+        progress.advance(f"{r.workload} / {r.variant}" + (f": {why}" if why else ""))
     return targets
