@@ -206,6 +206,7 @@ def test_budget_is_not_overspent(tmp_path):
     assert all(len({s["process"] for s in store.samples(r.id)}) == 4 for r in store.results(run_id))
 
 
+@pytest.mark.machine  # measures to a deadline: beside another test its CPU is shared in turns
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     db = tmp_path / "db.sqlite"
     env = {**os.environ, "CPULAB_DB": str(db)}
@@ -292,6 +293,7 @@ def wait_until(cond, timeout=120.0):
         time.sleep(0.05)
 
 
+@pytest.mark.machine
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, sig):
     db = tmp_path / "db.sqlite"
