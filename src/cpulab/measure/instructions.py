@@ -37,6 +37,8 @@ runs the timed path, being ~100x faster and holding the cache model.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -48,12 +50,13 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from elftools.elf.elffile import ELFFile
 
 from cpulab.compile.artifacts import NATIVE_DIR, build_tool
-from cpulab.machine import os_cache_sizes
+from cpulab.machine import cpuinfo, os_cache_sizes
 from cpulab.params import data_caches
 
 VALGRIND = ("valgrind", "--tool=cachegrind")
@@ -112,7 +115,36 @@ def count(executable: str, params: dict[str, str], timed_notes: dict | None = No
     timed_notes: the notes of the timed run, whose path notes the counted run must repeat.
     Counted under valgrind, or single-stepped where valgrind cannot run the timed path and
     one repetition (cycles_per_rep, as timed) is short enough to step through; without
-    `step`, StepLater says it would have to be."""
+    `step`, StepLater says it would have to be.  A count is exact, so it is kept beside the
+    executable (kept_count) and counted once per CPU model."""
+    kept = kept_count(executable, params, timed_notes, caches)
+    if kept.exists():
+        doc = json.loads(kept.read_text())
+        return Count(**{**doc, "functions": [tuple(f) for f in doc["functions"]]})
+    c = _count(executable, params, timed_notes, tsc_hz, caches, cycles_per_rep, step)
+    kept.parent.mkdir(exist_ok=True)
+    tmp = kept.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps(dataclasses.asdict(c)))
+    tmp.replace(kept)  # whole or not at all: two lanes may count one executable at once
+    return c
+
+
+def kept_count(executable: str, params: dict[str, str], timed_notes: dict | None, caches: bool) -> Path:
+    """Where the count of `executable` at `params` is kept: beside it (the artifact cache),
+    named by what decides it besides the bytes: the parameters, the code path the timed
+    run took (PATH_NOTES), the cache model and the CPU (its model and features pick the
+    path of a kernel that dispatches at run time, e.g. isa=auto)."""
+    cpu = cpuinfo()
+    what = {"params": params, "path": {k: (timed_notes or {}).get(k) for k in PATH_NOTES},
+            "caches": cache_model(os_cache_sizes()) if caches else None,
+            "cpu": [cpu.get("model name", ""), cpu.get("flags") or cpu.get("Features", "")]}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
+    return Path(executable).parent / "counts" / f"{digest}.json"
+
+
+def _count(executable: str, params: dict[str, str], timed_notes: dict | None, tsc_hz: float | None, caches: bool,
+           cycles_per_rep: float | None, step: bool) -> Count:
+    """count() without its keeping."""
     if why := unavailable_reason():
         raise CountError(why)
     try:
