@@ -12,7 +12,8 @@ from cpulab.params import human_bytes
 @functools.cache
 def _pyplot():
     """matplotlib's pyplot, set up when the first plot is drawn: importing it takes 0.3 s,
-    which every command drawing nothing (`cpulab --help`, `list`, a refused plan) saved."""
+    which a command that draws nothing (`cpulab --help`, `list`, a refused plan) need
+    not pay."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -150,7 +151,7 @@ def roofline(data: dict) -> str:
                 markersize=4, label=name)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    for axis in (ax.xaxis, ax.yaxis):  # plain numbers (mathtext is off: see curves)
+    for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(_plain_numbers())
     ax.set_xlim(lo, hi)
     ax.set_xlabel("flops per byte")
