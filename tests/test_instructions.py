@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -201,3 +202,19 @@ def test_the_cache_model_is_the_os_caches_where_cachegrind_takes_them():
     caches[3]["size_bytes"] = 480 << 20  # 491520 sets: not a power of two, valgrind's own guess stays
     assert instructions.cache_model(caches) == [f"--D1={48 << 10},12,64"]
     assert instructions.cache_model([]) == []
+
+
+def test_ctrl_c_while_counting_starts_no_more_counts():
+    """Ctrl-C stops the counting phase at once: no queued count starts after it."""
+    started = []
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def slow():
+        started.append(time.monotonic())
+        time.sleep(0.5)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        instructions.count_all([interrupted] + [slow] * 6, workers=1)
+    assert not started and time.monotonic() - t0 < 0.5

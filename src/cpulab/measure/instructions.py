@@ -211,16 +211,23 @@ def count_process(argv: list[str], env: dict[str, str] | None = None) -> Count:
 def count_all(jobs: list[Callable[[], object]], workers: int = 2, stop: threading.Event | None = None) -> list:
     """job() of every count job, `workers` at a time (counts do not depend on what else
     runs); a job that raises CountError gives the error in its place, a job not yet
-    started when `stop` is set None."""
+    started when `stop` is set None.  Ctrl-C (or SIGTERM) starts no more: only the counts
+    running end, not every one queued (a minute of single-stepping in the seeds)."""
+    stop = stop or threading.Event()
+
     def one(job):
-        if stop is not None and stop.is_set():
+        if stop.is_set():
             return None
         try:
             return job()
         except CountError as e:
             return e
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(one, jobs))
+        try:
+            return list(pool.map(one, jobs))
+        except BaseException:
+            stop.set()
+            raise
 
 
 @dataclass
