@@ -2,6 +2,7 @@
 machine cannot build (optional toolchains and libraries), naming the Debian package."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -114,19 +115,15 @@ def isolated_cache(tmp_path_factory):
         os.environ["CPULAB_CACHE_DIR"] = old
 
 
-@pytest.fixture(autouse=True)
-def machine_to_itself(request, tmp_path_factory):
+@contextlib.contextmanager
+def machine_share(root: Path, alone: bool):
     """Under pytest-xdist (-n 2) two tests run at once, one a CPU.  A test that needs the
-    machine to itself (marked timing or machine: a measured speed, experiments in two lanes,
-    a chase through the last cache) takes it whole: the other worker finishes its test and
-    waits.  The rest share it (a reader-writer lock; the turnstile lets no new test start
-    while one waits to be alone).  The waiting worker's executor still claims its CPU
-    (cpulock.py), so the test alone takes the CPUs under locks of its own."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        yield
-        return
-    root = session_root(tmp_path_factory)
-    alone = any(request.node.get_closest_marker(m) for m in ("timing", "machine"))
+    machine to itself (`alone`: marked timing or machine: a measured speed, experiments
+    in two lanes, a chase through the last cache) takes it whole: the other worker
+    finishes its test and waits.  The rest share it (a reader-writer lock; the turnstile
+    lets no new test start while one waits to be alone).  The waiting worker's executor
+    still claims its CPU (cpulock.py), so the test alone takes the CPUs under locks of its
+    own.  The locks are files in `root`, the workers' shared directory."""
     with open(root / "turnstile.lock", "a") as turnstile, open(root / "machine.lock", "a") as machine:
         fcntl.flock(turnstile, fcntl.LOCK_EX)  # behind a test waiting to be alone
         if alone:
@@ -140,6 +137,19 @@ def machine_to_itself(request, tmp_path_factory):
                 env.setenv("CPULAB_LOCK_DIR", str(root / "alone"))
             yield
         fcntl.flock(machine, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test under pytest-xdist shares the machine or has it alone (machine_share)
+    from the set-up of its fixtures, module-wide ones too (a module's measured run), to
+    their tear-down."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    root = session_root(item.config._tmp_path_factory)  # the tmp_path_factory fixture's, before any fixture
+    with machine_share(root, any(item.get_closest_marker(m) for m in ("timing", "machine"))):
+        yield
 
 
 @pytest.fixture

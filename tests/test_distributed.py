@@ -29,6 +29,10 @@ from cpulab.store.db import Store  # noqa: E402
 TESTS = Path(__file__).resolve().parent
 START_TIMEOUT_S = 60
 
+# Its cluster runs measure on both CPUs (alpha and beta pinned apart), a module fixture among
+# them: under -n 2 a test beside them left beta no sample kept.
+pytestmark = pytest.mark.machine
+
 
 def start(args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
     # Workers import this module to run its jobs: tests/ is on their path.

@@ -180,6 +180,7 @@ def test_a_compilers_clone_lines_up_with_the_plain_function():
 
 
 @needs_valgrind
+@pytest.mark.machine  # failed once under -n 2 beside another test (cause not found)
 def test_the_cache_model_sees_a_chase_miss_the_d1_only_past_it(build_kernel):
     """memlat under valgrind's cache model: a 4 KiB chase stays in any D1 (no misses a
     load), a 4 MiB one outgrows every D1 (nearly one a load); the count is about one
