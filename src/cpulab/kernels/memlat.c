@@ -65,8 +65,8 @@ const char k_unit[] = "loads";
 #define UNROLL 16
 #define LOADS_PER_REP (64 * UNROLL) /* 1024 loads: ~2 us in L1, ~100 us in DRAM */
 /* k_verify walks the chain as this many stretches at once: their loads overlap, where one
- * walk of a 600 MiB chain's line table waits out ~10 M misses in turn (1.8 s of a 2.4 s
- * set-up on a Xeon guest; 0.4 s with 16 stretches). */
+ * walk of a 600 MiB chain's line table waits out ~10 M misses in turn (1.8 s of a 2.3 s
+ * set-up on a Xeon guest, model 167; 0.16 s with 16 stretches). */
 #define WALKS 16
 
 struct ctx {
@@ -639,14 +639,23 @@ static int read_chain(const struct ctx *c, uint32_t *next)
     return 0;
 }
 
+/* What k_verify has seen: each line (a bit), each buddy pair's step of its first visit,
+ * each page's first step modulo the pages, and the gaps they are held to. */
+struct visits {
+    uint8_t *seen;
+    uint32_t *pair_at, *phase;
+    uint32_t half, lpp, pages;
+};
+
 /* One visit of k_verify: line i at step n of the cycle.  No line may be visited twice; in
  * the random mode (whole pages) each line's buddy must be visited exactly lines/2 steps
  * from it, and all visits of a page share one step modulo the pages (its lpp visits then
  * fall one a lap).  Visits may come in any order, so these hold for walks in stretches.
  * 1 when one fails (said with k_fail). */
-static int visit(const struct ctx *c, uint32_t i, uint32_t n, uint8_t *seen, uint32_t *pair_at, uint32_t *phase)
+static int visit(const struct ctx *c, struct visits *v, uint32_t i, uint32_t n)
 {
-    uint32_t half = c->lines / 2, lpp = PAGE_STRIDE / c->line, pages = c->lines / (lpp ? lpp : 1);
+    uint8_t *seen = v->seen;
+    uint32_t *pair_at = v->pair_at, *phase = v->phase, half = v->half, lpp = v->lpp, pages = v->pages;
     if (seen[i / 8] & (1u << (i % 8))) {
         k_fail("line %u visited twice (at step %u): the chain is not one cycle", i, n);
         return 1;
@@ -695,6 +704,7 @@ int k_verify(void *ctx)
     if (phase)
         memset(phase, 0xff, (size_t)pages * sizeof *phase);
     int bad = read_chain(c, next);
+    struct visits v = {seen, pair_at, phase, c->lines / 2, lpp, pages};
     uint32_t at[WALKS], step[WALKS], end[WALKS];
     for (uint32_t t = 0; t < w; t++) {
         at[t] = c->start[t];
@@ -704,7 +714,7 @@ int k_verify(void *ctx)
     for (uint32_t busy = w; !bad && busy;) /* each pass takes one step of every stretch not at its end */
         for (uint32_t t = 0; !bad && t < w; t++)
             if (step[t] < end[t]) {
-                bad = visit(c, at[t], step[t], seen, pair_at, phase);
+                bad = visit(c, &v, at[t], step[t]);
                 at[t] = next[at[t]];
                 if (++step[t] == end[t])
                     busy--;
