@@ -2,6 +2,7 @@
 alone, and the words where it and the time disagree."""
 from __future__ import annotations
 
+import json
 import platform
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ from conftest import TEST_KERNELS
 from cpulab import workloads
 from cpulab.compile import artifacts
 from cpulab.estimates import count_verdicts, witness_words
-from cpulab.measure import instructions
+from cpulab.measure import instructions, stepmap
 from cpulab.measure.explain.largest import executed_by_function
 from cpulab.report.analysis_views import explain_tables
 from cpulab.model import Comparison, Verdict
@@ -51,16 +52,16 @@ def test_another_path_under_valgrind_gives_no_count(three_per_unit):
         instructions.count(exe, {}, {"lanes": 2}, tsc_hz=2e9)
 
 
-needs_x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="single-stepping counts x86-64 only")
+needs_x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="stepping counts x86-64 only")
 
 
 @needs_x86_64
-def test_single_stepping_counts_the_timed_work_exactly(three_per_unit):
+def test_stepping_counts_the_timed_work_exactly(three_per_unit):
     """On the core itself: the k_run call alone, so the count is the same to the
     instruction every time, 3 a trip plus the C loop's few a rep, all in the loop's
     functions."""
     c = instructions.count_with(instructions.step_run, three_per_unit, {}, {"lanes": 1}, 2e9, False)
-    assert c.source == "single-step" and 3.0 <= c.per_unit <= 3.0 + 20 / 4096
+    assert c.source == "branch-step" and 3.0 <= c.per_unit <= 3.0 + 20 / 4096
     again = instructions.count_with(instructions.step_run, three_per_unit, {}, None, 2e9, False)
     assert again.per_unit == c.per_unit
     assert {fn for fn, _ in c.functions} <= {"k_run", "trips"}
@@ -87,14 +88,104 @@ def test_what_valgrind_cannot_run_is_counted_on_the_core(three_per_unit, monkeyp
     monkeypatch.setattr(instructions, "valgrind_run", avx512)
     monkeypatch.setattr(instructions, "unavailable_reason", lambda: None)
     instructions.kept_count(three_per_unit, {}, {"lanes": 1}, False).unlink(missing_ok=True)  # another test's
-    c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9, cycles_per_rep=4096)
-    assert c.source == "single-step" and c.notes()["instructions_source"] == "single-step"
+    c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9)
+    assert c.source == "branch-step" and c.notes()["instructions_source"] == "branch-step"
     # kept beside the executable: counted again, nothing runs
     monkeypatch.setattr(instructions, "step_run", None)
-    assert instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9, cycles_per_rep=1e9) == c
-    # on another path it is counted anew: a repetition too long to step through is refused at once, saying why
-    with pytest.raises(instructions.CountError, match="AVX-512.*too long to single-step"):
-        instructions.count(three_per_unit, {}, {"lanes": 2}, tsc_hz=2e9, cycles_per_rep=1e9)
+    assert instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9) == c
+
+
+@needs_x86_64
+def test_a_call_of_too_many_stops_is_refused_saying_why(three_per_unit, monkeypatch):
+    monkeypatch.setattr(instructions, "STEP_LIMIT", 100)
+    with pytest.raises(instructions.CountError, match="more stops than the limit"):
+        instructions.step_run(three_per_unit, {}, 1, 2e9)
+
+
+# Every kind of control the map reads, and code outside it: each of the 16 conditions taken
+# and not (cmp of a against b, both ways), a jump table, a call through a pointer, a REP
+# string instruction (a step an iteration), a libc call (qsort, stepped whole) calling back
+# into the map, and returns.
+BRANCHY = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static int by_value(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+__attribute__((noinline)) static long twice(long x) { return 2 * x; }
+__attribute__((noinline)) long conditions(long a, long b)
+{
+    long n = 0;
+    __asm__ volatile(
+#define ONE(cc) "cmp %2, %1\n\tj" #cc " 1f\n\tinc %0\n1:\n\tcmp %1, %2\n\tj" #cc " 1f\n\tinc %0\n1:\n\t"
+        ONE(o) ONE(no) ONE(b) ONE(ae) ONE(e) ONE(ne) ONE(be) ONE(a)
+        ONE(s) ONE(ns) ONE(p) ONE(np) ONE(l) ONE(ge) ONE(le) ONE(g)
+        : "+r"(n) : "r"(a), "r"(b) : "cc");
+    return n;
+}
+__attribute__((noinline)) long work(int rounds)
+{
+    long (*volatile via)(long) = twice;
+    char from[64] = "stepped", to[64];
+    int v[40];
+    long s = 0;
+    for (int r = 0; r < rounds; r++) {
+        s += conditions(r - 3, r % 5) + conditions(-r, r) + conditions(0x7fffffffffffffffL - r, -1);
+        switch ((r * 7) % 6) {
+        case 0: s += 11; break;
+        case 1: s ^= 5; break;
+        case 2: s -= 3; break;
+        case 3: s *= 3; break;
+        case 4: s += via(r); break;
+        default: s = -s;
+        }
+        for (int i = 0; i < 40; i++)
+            v[i] = (i * 7919 + r) % 97;
+        qsort(v, 6, sizeof v[0], by_value);
+        __asm__ volatile("rep movsb" : : "D"(to), "S"(from), "c"(8 + r % 9) : "memory");
+        s += v[r % 40] + to[3];
+    }
+    return s;
+}
+int main(void) { printf("%ld\n", work(30)); return 0; }
+"""
+
+
+@needs_x86_64
+@pytest.mark.parametrize("link", ["-no-pie", "-pie", "-static"])
+def test_a_stop_at_each_branch_counts_what_a_stop_at_each_instruction_counts(tmp_path, link):
+    """The map's straight runs and decided branches give every instruction's count
+    exactly as single-stepping every instruction does (a map of none), in fewer stops,
+    and the process prints and ends as it would have."""
+    (tmp_path / "b.c").write_text(BRANCHY)
+    exe = tmp_path / "b"
+    subprocess.run(["gcc", "-O2", link, "-o", str(exe), str(tmp_path / "b.c")], check=True)
+    entry, pie, _ = instructions._symbols(str(exe))
+    stepper = str(artifacts.build_tool(artifacts.NATIVE_DIR / "stepcount.c"))
+
+    def count(map_file: str) -> dict:
+        p = subprocess.run([stepper, f"{entry['work']:x}", str(int(pie)), "10000000", map_file, "--", str(exe)],
+                           capture_output=True, text=True, timeout=300)
+        assert p.stdout.splitlines()[0] == subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip()
+        return json.loads(p.stdout.splitlines()[-1][len(instructions.STEP_MARK):])
+    every = count("-")
+    by_branch = count(str(stepmap.write(exe, tmp_path / "b.map")))
+    assert "error" not in every and "error" not in by_branch, (every, by_branch)
+    assert by_branch["instructions"] == every["instructions"] == every["stops"]
+    assert by_branch["pcs"] == every["pcs"] and by_branch["exit"] == every["exit"] == 0
+    assert by_branch["stops"] < every["stops"]  # (this code branches every third instruction)
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("je     1012 <_init+0x12>", ("b", 0x1012, 4)), ("jle    40 <f+0x40>", ("b", 0x40, 14)),
+    ("jmp    1020 <_init+0x20>", ("j", 0x1020, 0)), ("call   1030 <raise@plt>", ("c", 0x1030, 0)),
+    ("ret", ("r", 0, 0)), ("ret    0x8", ("s", 0, 0)), ("call   rax", ("s", 0, 0)),
+    ("bnd jmp QWORD PTR [rip+0x2fca]        # 4000 <x>", ("s", 0, 0)), ("notrack jmp rax", ("s", 0, 0)),
+    ("rep stos QWORD PTR es:[rdi],rax", ("s", 0, 0)), ("syscall", ("s", 0, 0)), ("jrcxz  10 <f>", ("s", 0, 0)),
+    ("loop   10 <f>", ("s", 0, 0)), ("cs nop WORD PTR [rax+rax*1+0x0]", ("n", 0, 0)),
+    ("vaddpd zmm0,zmm1,zmm2", ("n", 0, 0)), ("lock add DWORD PTR [rax],0x1", ("n", 0, 0)),
+])
+def test_the_map_reads_where_each_instruction_sends_control(text, kind):
+    assert stepmap._kind(text) == kind
 
 
 FOUR_PER_TRIP = r"""

@@ -81,8 +81,9 @@ class Result:
     ns_per_unit: float | None = None
     ipc: float | None = None  # instructions per core cycle: counters', or the count's over cycles_per_unit
     # The second witness (measure/instructions.py): instructions per unit of the timed
-    # work, from "counters", "valgrind" or "single-step" (stepped on the core: what valgrind
-    # cannot run); instructions_why says why a result has none.
+    # work, from "counters", "valgrind" or "branch-step" (stepped on the core at each
+    # branch: what valgrind cannot run; "single-step" in runs before 2026-11-27);
+    # instructions_why says why a result has none.
     instructions_per_unit: float | None = None
     instructions_source: str | None = None
     instructions_why: str | None = None

@@ -54,7 +54,7 @@ from cpulab.cli.kinds import VIEWS
               help="How variants meet their baseline (default turns: a point's processes alive together, "
                    "samples in turns).")
 @click.option("--instructions", is_flag=True, default=None,
-              help="Also count each result's instructions per unit under valgrind, or single-stepped "
+              help="Also count each result's instructions per unit under valgrind, or stepped "
                    "on the core where valgrind cannot run it (exact, beside the time; "
                    "IPC where no counters exist).")
 @click.option("--metric", type=click.Choice(list(policy.METRICS)), default=None,

@@ -26,13 +26,14 @@ Valgrind 3.19 cannot execute AVX-512 and hides it from CPUID, so a build that us
 stops on an unhandled instruction, and a kernel that picks its path at run time takes
 another one under valgrind: the notes by which a kernel says which path it took
 (PATH_NOTES) must equal the timed run's.  Such a build is counted on the core itself
-instead (`instructions_source` "single-step"): native/stepcount.c single-steps the
-first k_run call under ptrace, every instruction the core executes one step, exact and
-without the loader's or the set-up's instructions, so the difference of calls of 1 and 2
-repetitions is one repetition's work to the instruction (one call alone would add the
-call's own set-up: 1.8% of RC5's SIMD repetition).  A step costs ~14 us under KVM
-(70,000 a second), so a call is bounded by STEP_LIMIT; valgrind stays first where it
-runs the timed path, being ~100x faster and holding the cache model.
+instead (`instructions_source` "branch-step"): native/stepcount.c runs the first k_run
+call under ptrace with a stop at each branch (measure/stepmap.py maps the instructions
+between two branches, which run freely), exact and without the loader's or the set-up's
+instructions, so the difference of calls of 1 and 2 repetitions is one repetition's work
+to the instruction (one call alone would add the call's own set-up: 1.8% of RC5's SIMD
+repetition).  A stop costs ~14 us under KVM, so a call is bounded by STEP_LIMIT stops;
+valgrind stays first where it runs the timed path, being faster on branchy code (a stop
+every 4-5 instructions) and holding the cache model.
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ from elftools.elf.elffile import ELFFile
 
 from cpulab.compile.artifacts import NATIVE_DIR, build_tool
 from cpulab.machine import cpuinfo, os_cache_sizes
+from cpulab.measure import stepmap
 from cpulab.params import data_caches
 
 VALGRIND = ("valgrind", "--tool=cachegrind")
@@ -64,7 +66,7 @@ EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 
 # The notes by which a kernel reports the code path it chose at run time (rc5-72, DES).
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
 TIMEOUT_S = 600.0
-STEP_LIMIT = 1_000_000  # instructions one single-stepped call may execute (about 14 s under KVM)
+STEP_LIMIT = 1_000_000  # stops (branches) one stepped call may take (about 14 s under KVM)
 REPEATABLE = 0.001  # two counts of one whole process further apart than this: not deterministic
 FUNCTIONS = 8  # a count names its functions executing the most instructions
 # ... of at least this share of the timed work: below it, a kernel's extra repetitions
@@ -81,7 +83,7 @@ class Count:
     d1_misses: float | None = None
     ll_misses: float | None = None
 
-    source: str = "valgrind"  # or "single-step": counted on the core itself (stepcount.c)
+    source: str = "valgrind"  # or "branch-step": counted on the core itself (stepcount.c)
 
     def notes(self) -> dict:
         return {"instructions_per_unit": self.per_unit, "instructions_source": self.source,
@@ -98,30 +100,24 @@ class OtherPath(CountError):
     """Valgrind cannot run the timed path (AVX-512): the core itself must count it."""
 
 
-class StepLater(CountError):
-    """Only single-stepping can count it, which the caller put off (count(step=False))."""
-
-
 def unavailable_reason() -> str | None:
     return None if shutil.which("valgrind") else "valgrind is not installed (Debian package valgrind)"
 
 
 def count(executable: str, params: dict[str, str], timed_notes: dict | None = None,
-          tsc_hz: float | None = None, caches: bool = False, cycles_per_rep: float | None = None,
-          step: bool = True) -> Count:
+          tsc_hz: float | None = None, caches: bool = False) -> Count:
     """The instructions per unit of one executable's timed work at `params` and of each
     of the FUNCTIONS functions executing most of it (with `caches`, the simulated D1 and
     last-level misses per unit too); raises CountError saying why when it cannot be had.
     timed_notes: the notes of the timed run, whose path notes the counted run must repeat.
-    Counted under valgrind, or single-stepped where valgrind cannot run the timed path and
-    one repetition (cycles_per_rep, as timed) is short enough to step through; without
-    `step`, StepLater says it would have to be.  A count is exact, so it is kept beside the
-    executable (kept_count) and counted once per CPU model."""
+    Counted under valgrind, or stepped on the core where valgrind cannot run the timed
+    path.  A count is exact, so it is kept beside the executable (kept_count) and counted
+    once per CPU model."""
     kept = kept_count(executable, params, timed_notes, caches)
     if kept.exists():
         doc = json.loads(kept.read_text())
         return Count(**{**doc, "functions": [tuple(f) for f in doc["functions"]]})
-    c = _count(executable, params, timed_notes, tsc_hz, caches, cycles_per_rep, step)
+    c = _count(executable, params, timed_notes, tsc_hz, caches)
     kept.parent.mkdir(exist_ok=True)
     tmp = kept.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(dataclasses.asdict(c)))
@@ -142,23 +138,16 @@ def kept_count(executable: str, params: dict[str, str], timed_notes: dict | None
     return Path(executable).parent / "counts" / f"{digest}.json"
 
 
-def _count(executable: str, params: dict[str, str], timed_notes: dict | None, tsc_hz: float | None, caches: bool,
-           cycles_per_rep: float | None, step: bool) -> Count:
+def _count(executable: str, params: dict[str, str], timed_notes: dict | None, tsc_hz: float | None,
+           caches: bool) -> Count:
     """count() without its keeping."""
     if why := unavailable_reason():
         raise CountError(why)
     try:
         return count_with(valgrind_run, executable, params, timed_notes, tsc_hz, caches)
     except OtherPath as e:
-        if not step:
-            raise StepLater(str(e)) from None
         if why := step_unavailable_reason():
             raise CountError(f"{e}; {why}") from None
-        # calls of 1 and 2 repetitions stepped, at an instruction a cycle (a kernel
-        # faster than that per cycle steps for longer, one slower is refused sooner)
-        if cycles_per_rep and 2 * cycles_per_rep > STEP_LIMIT:
-            raise CountError(f"{e}; a repetition lasts {cycles_per_rep:,.0f} cycles, too long to single-step "
-                             f"(at most {STEP_LIMIT:,} instructions, ~14 us each)") from None
         return count_with(step_run, executable, params, timed_notes, tsc_hz, False)
 
 
@@ -167,7 +156,7 @@ def count_with(run: Callable[..., _Profile], executable: str, params: dict[str, 
     """count() by one counter, `run` (valgrind_run or step_run), of 1 and 2 repetitions:
     the difference is one repetition's work.  Valgrind counts whole processes, which
     wobble by a few hundred instructions: where a repetition is short against that, more
-    repetitions; single-stepping counts the k_run call alone, exactly."""
+    repetitions; stepping counts the k_run call alone, exactly."""
     r1 = run(executable, params, 1, tsc_hz, caches)
     for key in PATH_NOTES:
         timed, counted = (timed_notes or {}).get(key), r1.data.get("notes", {}).get(key)
@@ -212,7 +201,7 @@ def count_all(jobs: list[Callable[[], object]], workers: int = 2, stop: threadin
     """job() of every count job, `workers` at a time (counts do not depend on what else
     runs); a job that raises CountError gives the error in its place, a job not yet
     started when `stop` is set None.  Ctrl-C (or SIGTERM) starts no more: only the counts
-    running end, not every one queued (a minute of single-stepping in the seeds)."""
+    running end, not every one queued (a minute of stepping, once, in the seeds)."""
     stop = stop or threading.Event()
 
     def one(job):
@@ -238,7 +227,7 @@ class _Profile:
     functions: Counter
     data: dict = field(default_factory=dict)
     source: str = "valgrind"
-    call_alone: bool = False  # the count is of the k_run call alone (single-stepped): it does not wobble
+    call_alone: bool = False  # the count is of the k_run call alone (stepped): it does not wobble
 
 
 def cache_model(caches: list[dict]) -> list[str]:
@@ -339,31 +328,33 @@ STEP_MARK = "stepcount "
 
 def step_unavailable_reason() -> str | None:
     return None if platform.machine() == "x86_64" and shutil.which("gcc") else \
-        "single-stepping counts x86-64 only, built with gcc"
+        "stepping counts x86-64 only, built with gcc"
 
 
 def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None,
               caches: bool = False) -> _Profile:
     """One run of a kernel with its first k_run call (the sample's `reps` repetitions)
-    single-stepped on the core (stepcount.c): exact, the call alone."""
+    stepped on the core (stepcount.c, a stop at each branch): exact, the call alone."""
     entry, pie, functions = _symbols(executable)
     if "k_run" not in entry:
         raise CountError("no k_run symbol to count from (a stripped build?)")
     stepper = build_tool(NATIVE_DIR / "stepcount.c")
-    try:
-        p = subprocess.run([str(stepper), f"{entry['k_run']:x}", str(int(pie)), str(STEP_LIMIT), "--",
-                            *harness_argv(executable, params, reps, tsc_hz)],
-                           capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise CountError(f"single-stepping took over {TIMEOUT_S:.0f} s") from None
+    with tempfile.NamedTemporaryFile("w", prefix="cpulab-", suffix=".map") as code:
+        stepmap.write(executable, Path(code.name))
+        try:
+            p = subprocess.run([str(stepper), f"{entry['k_run']:x}", str(int(pie)), str(STEP_LIMIT), code.name,
+                                "--", *harness_argv(executable, params, reps, tsc_hz)],
+                               capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise CountError(f"stepping took over {TIMEOUT_S:.0f} s") from None
     marked = [json.loads(ln[len(STEP_MARK):]) for ln in p.stdout.splitlines() if ln.startswith(STEP_MARK)]
     steps = marked[-1] if marked else {"error": _last_line(p.stderr)}
     if "error" in steps:
-        raise CountError(f"single-stepping: {steps['error']}")
+        raise CountError(f"stepping: {steps['error']}")
     per_function = Counter()
     for pc, n in steps["pcs"].items():
         per_function[_function_of(int(pc, 16), functions)] += n
-    profile = _Profile({"Ir": steps["instructions"]}, per_function, source="single-step", call_alone=True)
+    profile = _Profile({"Ir": steps["instructions"]}, per_function, source="branch-step", call_alone=True)
     return _harness_data(p, profile, steps.get("exit") == 0)
 
 

@@ -150,7 +150,7 @@ def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
         tables.append(d)
     if doc.get("executed"):
         e = Table("executed", "instructions executed per unit of work, by function "
-                  "(valgrind, or single-stepped on the core)",
+                  "(valgrind, or stepped on the core)",
                   columns("function", a, b, "change"))
         for r in doc["executed"]:
             ra, rb = r["a_per_unit"], r["b_per_unit"]

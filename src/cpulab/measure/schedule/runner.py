@@ -128,17 +128,15 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
 
     def analyse(experiments: set[str] | None, executors: list[Executor], a_store: Store, a_rng: random.Random,
                 a_progress: Progress, ran: Sequence[programs.ProcessTarget] = (),
-                stop: threading.Event | None = None, step: bool = True) -> None:
-        """The experiments' (None: all) instructions counted (`step`: single-stepping
-        too), then (explain shows them by function) their largest differences
-        explained, on the executors' CPUs."""
+                stop: threading.Event | None = None) -> None:
+        """The experiments' (None: all) instructions counted, then (explain shows them
+        by function) their largest differences explained, on the executors' CPUs."""
         if not isinstance(site.executor, LocalExecutor):  # the builds' files are elsewhere
             return
         with split.timing(time_split.RUN, "instructions"):
             _count_instructions(plan, a_store, [t for t in targets if t.live and t.rounds and not t.emulator and
                                                 (experiments is None or t.experiment in experiments)],
-                                [t for t in ran if t.live and t.rounds], site, tsc_hz, a_progress, len(executors), stop,
-                                step)
+                                [t for t in ran if t.live and t.rounds], site, tsc_hz, a_progress, len(executors), stop)
         with split.timing(time_split.RUN, "explain"):
             _explain(a_store, run_id, schedule, executors, a_rng, a_progress, prepared, experiments, stop)
 
@@ -146,10 +144,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                         stop: threading.Event) -> None:
         # As soon as the experiment is measured, on its lane's CPU (with what it starts),
         # while the other lane measures: counts and profiles depend on nothing beside them.
-        # Single-stepping waits for the end, where both CPUs take it (4 million steps,
-        # 54 s, in the seeds' per-clock on Intel model 167: the lane's longest pole).
         with on_cpu(executor.cpu):
-            analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop, step=False)
+            analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
 
     shared = _measure(plan, schedule, store, targets, site, progress, rng, split, tsc_hz,
                       [table_in_lane(name) for name in tables if not probes.get(name).alone], analyse_in_lane)
@@ -196,7 +192,7 @@ def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Exec
 
 def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],
                         site: Site, tsc_hz: float | None, progress: Progress, workers: int = 2,
-                        stop: threading.Event | None = None, step: bool = True) -> None:
+                        stop: threading.Event | None = None) -> None:
     """Each measured native result of an experiment that asks for it gets its
     instructions per unit (measure/instructions.py) in its notes, or why it has none: a
     kernel's per unit of its timed work (a memory kernel's with its simulated cache
@@ -210,10 +206,8 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
     for t in targets:
         if (notes := uncounted(t.result_id, t.experiment)) is not None:
             w = workloads.get(t.workload)
-            per_rep = [s["cycles"] / s["reps"] for s in store.samples(t.result_id) if s["cycles"] and s["reps"]]
             jobs[t.result_id] = (f"{t.workload} {t.variant}", functools.partial(
-                instructions.count, t.artifact.path, site.prepare(w, t.params), notes, tsc_hz, w.simulate_caches,
-                min(per_rep, default=None), step))
+                instructions.count, t.artifact.path, site.prepare(w, t.params), notes, tsc_hz, w.simulate_caches))
     for t in ran:
         if uncounted(t.result_id, t.point[0]) is not None:
             jobs[t.result_id] = (t.label, functools.partial(instructions.count_process, t.command, t.env))
@@ -222,8 +216,8 @@ def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: li
     progress.phase("instructions", len(jobs))
     for (rid, (label, _)), c in zip(jobs.items(), instructions.count_all([job for _, job in jobs.values()],
                                                                          workers, stop)):
-        if c is None or isinstance(c, instructions.StepLater):  # not counted: the run stopped first, or
-            continue                                                   # it is to be single-stepped later
+        if c is None:  # not counted: the run stopped first
+            continue
         store.set_notes(rid, {"instructions_why": str(c)} if isinstance(c, instructions.CountError) else c.notes())
         progress.advance(f"instructions  {label}")
 
