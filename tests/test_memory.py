@@ -1,14 +1,18 @@
 """memlat and bandwidth kernels, the memory workloads, and cache-level detection."""
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
 
-from conftest import run_artifact
+from conftest import ArgvJob, run_artifact
 from cpulab.analysis.cache_levels import describe_levels, detect_levels, label_by_level
 from cpulab.machine import os_cache_sizes
+from cpulab.measure.execute import executor
+from cpulab.measure.execute.executor import default_executor
 from cpulab.workloads import get
 from cpulab.workloads.memory import memlat_sizes, page_colours
 
@@ -349,6 +353,44 @@ def test_memlat_colour_balanced_verifies_or_skips_without_root(memlat, mode, siz
     assert same["notes"]["chain_id"] == n["chain_id"]  # the same chain, on other pages
 
 
+@pytest.mark.parametrize("mode, size", [("random", 3 * MiB), ("pagestride", 2 * MiB), ("sequential", 400_000)])
+def test_memlat_colour_balanced_pages_are_found_once_per_run(memlat, mode, size, tmp_path):
+    """Under a run's shared directory the first process keeps its balanced pages and
+    chain, and a later one maps them: the same chain and walks (its known-answer test
+    passes), as balanced; another point, and a chain broken on purpose, are not shared."""
+    if not _frames_visible():
+        pytest.skip("no physical frames in /proc/self/pagemap (not root)")
+    pool = tmp_path / "pages"
+    pool.mkdir()
+    kept = ArgvJob([str(memlat), *params(size=size, mode=mode, colour="balanced", **FEW_COLOURS), *QUICK], 120,
+                   env={executor.SHARED: str(pool)})
+    first = default_executor().execute(kept).data
+    assert first["status"] == "ok", first["error"]
+    files = sorted(f.name for f in pool.iterdir())
+    assert len(files) == 3 and files[1].endswith(".head")
+    again = default_executor().execute(kept).data  # verifies the mapped chain (no --verified)
+    assert again["status"] == "ok", again["error"]
+    assert sorted(f.name for f in pool.iterdir()) == files
+    assert again["notes"]["chain_id"] == first["notes"]["chain_id"]
+    assert again["notes"]["colour_pages_max"] - again["notes"]["colour_pages_min"] <= 1
+    other = dataclasses.replace(kept, command=[*kept.command, "--param", "seed=2"])
+    assert default_executor().execute(other).data["status"] == "ok" and len(list(pool.iterdir())) == 6
+    broken = dataclasses.replace(kept, command=[*kept.command, "--param", "seed=3", "--param", "corrupt=1"])
+    assert default_executor().execute(broken).data["status"] == "verify-failed"
+    assert len(list(pool.iterdir())) == 6
+
+
+def test_a_runs_shared_directory_is_named_to_its_processes_and_removed_after(tmp_path):
+    stale = tmp_path / "cpulab-pages-999999999-x"  # a killed run's (no such pid)
+    stale.mkdir()
+    with executor.shared_pages(str(tmp_path)):
+        d = os.environ[executor.SHARED]
+        assert executor.fixed_env(ArgvJob(["true"], 1))[executor.SHARED] == d and os.path.isdir(d)
+        assert not stale.exists()
+    assert executor.SHARED not in os.environ and not os.path.exists(d)
+    assert executor.SHARED not in executor.fixed_env(ArgvJob(["true"], 1))
+
+
 def test_memlat_colour_balanced_verify_catches_a_broken_chain(memlat):
     if not _frames_visible():
         pytest.skip("no physical frames in /proc/self/pagemap (not root)")
@@ -367,7 +409,6 @@ def test_memlat_colour_without_root_notes_unknown_and_skips_balanced(memlat, tmp
     """As an unprivileged user (setpriv, when we are root) the frames read as zero."""
     import os
     import shutil
-    from conftest import ArgvJob
     from cpulab.measure.execute.executor import default_executor
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv (Debian package util-linux) to drop to an unprivileged user")

@@ -27,11 +27,13 @@ import contextlib
 import os
 import random
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from cpulab.measure.execute import cpulock
 # What a job and an executor are, and the harness's job, live in jobs.py; imported from here too
@@ -42,6 +44,33 @@ from cpulab.model import Status
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 MAX_LAYOUT_PAD = 4096
+SHARED = "CPULAB_SHARED_PAGES"  # the run's directory for what its processes share (shared_pages)
+
+
+@contextlib.contextmanager
+def shared_pages(root: str = "/dev/shm"):
+    """A directory on tmpfs, for the duration, where the run's processes keep what one of
+    them made for the others (memlat's colour-balanced pages, kernels/memlat.c), named to
+    each in its environment; removed with what it holds at the end, and a killed run's
+    at the next run's start (the directory names its pid)."""
+    if not os.path.isdir(root) or os.environ.get(SHARED):
+        yield
+        return
+    for stale in Path(root).glob("cpulab-pages-*"):
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    os.environ[SHARED] = tempfile.mkdtemp(prefix=f"cpulab-pages-{os.getpid()}-", dir=root)
+    try:
+        yield
+    finally:
+        shutil.rmtree(os.environ.pop(SHARED), ignore_errors=True)
+
+
+def fixed_env(job: Job) -> dict[str, str]:
+    """A process's environment before its layout: small and fixed (the run's shared
+    directory where there is one), and the job's own."""
+    return {**BASE_ENV, **({SHARED: os.environ[SHARED]} if os.environ.get(SHARED) else {}), **job.env}
 
 
 def _wait4_within(pid: int, seconds: float, on_timeout) -> tuple[int, object]:
@@ -142,7 +171,7 @@ class LocalExecutor:
 
     def execute(self, job: Job) -> Outcome:
         pad = self.rng.randrange(MAX_LAYOUT_PAD)
-        env = {**BASE_ENV, **job.env, **self._layout_env(pad)}
+        env = {**fixed_env(job), **self._layout_env(pad)}
         argv = job.argv()
         try:
             with self._holding_cpu():
@@ -187,7 +216,7 @@ class LocalExecutor:
         members: list[_Member] = []
         try:
             for job, pad in zip(jobs, pads):
-                env = {**BASE_ENV, **job.env, **self._layout_env(pad)}
+                env = {**fixed_env(job), **self._layout_env(pad)}
                 try:
                     members.append(_Member.spawn(job.argv(), env, self.cpu))
                     self.live.add(members[-1].pid)

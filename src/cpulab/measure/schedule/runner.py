@@ -25,7 +25,7 @@ from cpulab.machine import toolchains
 from cpulab import time_split
 from cpulab.measure import instructions, probes
 from cpulab.measure.schedule import programs
-from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu
+from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu, shared_pages
 from cpulab.measure.explain.largest import (
     decided, decided_builds, explain_difference, largest_differences, read_code
 )
@@ -103,7 +103,8 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
         if resume is not None:  # the stopped part's time counts too
             split = TimeSplit(store.run(run_id).conditions.get("time_split"))
         try:
-            _measure_all(plan, store, run_id, site, progress, rng, split, resume)
+            with shared_pages():
+                _measure_all(plan, store, run_id, site, progress, rng, split, resume)
         finally:  # interrupted too: the time spent so far is kept with what it measured
             store.add_conditions(run_id, {"time_split": split.to_dict()})
     return run_id
