@@ -537,12 +537,18 @@ static int pool_reuse(struct pool *pl, struct ctx *c, size_t need, uint64_t *cha
     return 1;
 }
 
-/* Twice the pages needed, mapped from the pool's file for the first process to fill. */
+/* Twice the pages needed, mapped from the pool's file for the first process to fill;
+ * NULL where tmpfs has no room for them (allocated here: a page that cannot be had
+ * later would be a SIGBUS). */
 static char *pool_map(struct pool *pl, struct ctx *c, size_t len)
 {
     pl->data = open(pl->name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (pl->data < 0 || ftruncate(pl->data, (off_t)len) != 0)
+    if (pl->data < 0)
         return NULL;
+    if (posix_fallocate(pl->data, 0, (off_t)len) != 0) {
+        unlink(pl->name);
+        return NULL;
+    }
     c->map_len = len;
     c->map = mmap((void *)(uintptr_t)POOL_ADDRESS, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
                   pl->data, 0);
