@@ -280,15 +280,17 @@ def processes_stored(db) -> int:
         return 0
 
 
-def measured_children() -> list[int]:
-    """Pids of artifacts running now (this session's artifact cache is its own)."""
+def measured_children(parent: int) -> list[int]:
+    """Pids of the artifacts `parent` runs now (under -n 2 the other worker's run from the
+    same artifact cache too)."""
     cache = os.environ["CPULAB_CACHE_DIR"]
     pids = []
     for d in os.listdir("/proc"):
         try:
-            if d.isdigit() and open(f"/proc/{d}/cmdline", "rb").read().startswith(cache.encode()):
+            if (d.isdigit() and open(f"/proc/{d}/cmdline", "rb").read().startswith(cache.encode())
+                    and int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == parent):
                 pids.append(int(d))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             pass
     return pids
 
@@ -306,11 +308,13 @@ def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, sig):
     # Processes of about half a second each, so that one is being measured when the signal comes.
     proc = start_cli_run(db, "-v", "O2", "-v", "O1", "-p", "size=1024", "--runs", "50", "--samples", "5",
                          "--min-sample-time", "0.1")
-    wait_until(lambda: processes_stored(db) >= 2 and measured_children())
+    wait_until(lambda: processes_stored(db) >= 2 and measured_children(proc.pid))
+    measured = measured_children(proc.pid)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
-    assert measured_children() == []  # the process being measured was killed with the run, not orphaned
+    # the processes being measured were killed with the run, not orphaned
+    assert not [pid for pid in measured if os.path.exists(f"/proc/{pid}")]
     con = sqlite3.connect(db)
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     assert processes_stored(db) >= 2

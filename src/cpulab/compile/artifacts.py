@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,9 +47,8 @@ HARNESS_CFLAGS = ("-O2", "-std=gnu11")
 # resolved offset, of the same length).
 SECTION_FLAGS = ("-ffunction-sections",)
 BUILD_TIMEOUT_S = 300
-# Placements linked with the build (both CPUs compile then); later rounds link theirs
-# when they first run one (a link: 16 ms dynamic, 36 ms static).
-PRELINKED = 16
+# A link of a placement: 16 ms dynamic, 36 ms static.  A build links none; a run links
+# those its rounds will need (measure/schedule/targets.py), or a round its own.
 # Code moves by multiples of CODE_STEP (the compilers' usual function alignment; a larger
 # one a build asks for is not kept: its offset below a line is drawn like the rest), data
 # by cache lines, within a page.
@@ -209,8 +207,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
 
     extra_sources are files the kernel includes: they only enter the hash.
     include_dirs are searched for them besides the harness's and the kernel's own.
-    placeable: compiled for placements, the first PRELINKED of them linked with it
-    (module docstring).
+    placeable: compiled for placements (module docstring), linked by `place`.
     """
     kernel = Path(kernel)
     version = compiler_version(variant.compiler)  # a subprocess: asked once per build
@@ -241,11 +238,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
         except OSError:
             if not meta.exists():
                 raise
-        art = Artifact.from_dict(json.loads(meta.read_text()))  # ours, or a concurrent builder's
-        if placeable:  # the first look's placements, two at a time (nothing is measured yet)
-            with ThreadPoolExecutor(2) as pool:
-                list(pool.map(lambda i: place(art, i), range(PRELINKED)))
-        return art
+        return Artifact.from_dict(json.loads(meta.read_text()))  # ours, or a concurrent builder's
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -34,7 +34,9 @@ from cpulab.measure.execute.processes import evict
 from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, measure_rounds
 from cpulab.measure.schedule.session import Stopped, machine_identity, recorded_run
 from cpulab.measure.schedule.site import Site
-from cpulab.measure.schedule.targets import Target, build_targets, build_variant, resumed_targets
+from cpulab.measure.schedule.targets import (
+    Target, build_targets, build_variant, first_look, link_placement, linking_ahead, resumed_targets
+)
 from cpulab.time_split import TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan.plan import Plan
@@ -123,6 +125,14 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
+    def links_in_lane(executor: Executor, lane_store: Store, stop: threading.Event) -> None:
+        with on_cpu(executor.cpu), split.timing(time_split.RUN, "build"):  # the alone ones' first look
+            for art, i in first_look(plan, targets, shared=False):
+                if stop.is_set():
+                    return
+                link_placement(site, art, i)
+        progress.advance("placements linked")
+
     def prepared(name: str, params: dict) -> dict:
         """A kernel's parameters made ready (input files); a program's as they are."""
         return site.prepare(w, params) if (w := workloads.registry().get(name)) else params
@@ -149,7 +159,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
 
     shared = _measure(plan, schedule, store, targets, site, progress, rng, split, tsc_hz,
-                      [table_in_lane(name) for name in tables if not probes.get(name).alone], analyse_in_lane)
+                      [table_in_lane(name) for name in tables if not probes.get(name).alone] + [links_in_lane],
+                      analyse_in_lane)
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
         tables = [name for name in tables if probes.get(name).alone]  # the others were measured in the lanes
@@ -299,7 +310,10 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
         work = [shared_experiment(exp) for exp in sharing]
         work += [lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop) for w in beside]
         in_lanes(work, [site.executor, spare], store.path, rng)
-    rounds({k[0] for k in points} - (set(sharing) if spare else set()), site.executor, store, rng, progress)
+    alone = {k[0] for k in points} - (set(sharing) if spare else set())
+    other = site.spare_executor() if alone else None  # its CPU links the placements the rounds will need
+    with linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
+        rounds(alone, site.executor, store, rng, progress)
     return sharing if spare is not None else []
 
 
