@@ -366,18 +366,32 @@ def test_memlat_colour_balanced_pages_are_found_once_per_run(memlat, mode, size,
                    env={executor.SHARED: str(pool)})
     first = default_executor().execute(kept).data
     assert first["status"] == "ok", first["error"]
-    files = sorted(f.name for f in pool.iterdir())
+    def pools():
+        return sorted(f.name for f in pool.iterdir() if f.name.startswith("balanced-"))
+    files = pools()
     assert len(files) == 3 and files[1].endswith(".head")
     again = default_executor().execute(kept).data  # verifies the mapped chain (no --verified)
     assert again["status"] == "ok", again["error"]
-    assert sorted(f.name for f in pool.iterdir()) == files
+    assert pools() == files
     assert again["notes"]["chain_id"] == first["notes"]["chain_id"]
     assert again["notes"]["colour_pages_max"] - again["notes"]["colour_pages_min"] <= 1
     other = dataclasses.replace(kept, command=[*kept.command, "--param", "seed=2"])
-    assert default_executor().execute(other).data["status"] == "ok" and len(list(pool.iterdir())) == 6
+    assert default_executor().execute(other).data["status"] == "ok" and len(pools()) == 6
     broken = dataclasses.replace(kept, command=[*kept.command, "--param", "seed=3", "--param", "corrupt=1"])
     assert default_executor().execute(broken).data["status"] == "verify-failed"
-    assert len(list(pool.iterdir())) == 6
+    assert len(pools()) == 6
+
+
+def test_memlat_random_order_is_made_once_per_run(memlat, tmp_path):
+    """The random mode's page order kept in the run's directory by its first process and
+    read by the next: the same chain (fingerprint) as made anew, verified each time."""
+    chase = [str(memlat), *params(size=3 * MiB, mode="random"), *QUICK]
+    alone = run_artifact(memlat, *chase[1:])
+    kept = ArgvJob(chase, 120, env={executor.SHARED: str(tmp_path)})
+    first, again = (default_executor().execute(kept).data for _ in range(2))
+    assert [f.name.split("-")[0] for f in tmp_path.iterdir()] == ["order"]
+    assert first["status"] == again["status"] == alone["status"] == "ok", (first["error"], again["error"])
+    assert first["notes"]["chain_id"] == again["notes"]["chain_id"] == alone["notes"]["chain_id"]
 
 
 def test_a_runs_shared_directory_is_named_to_its_processes_and_removed_after(tmp_path):

@@ -32,7 +32,8 @@
  *            Where the environment names CPULAB_SHARED_PAGES (a directory on tmpfs, one
  *            per run), the first process of a point keeps its pages and chain there and
  *            the run's later ones map them: found once per run, not once per process
- *            (1.0-1.3 s of a 600 MiB chase's set-up on a Xeon guest, model 167).
+ *            (1.0-1.3 s of a 600 MiB chase's set-up on a Xeon guest, model 167).  The
+ *            random mode's order is kept there too, whatever the colour.
  *          Frames come from /proc/self/pagemap, which shows them only to root
  *          (CAP_SYS_ADMIN); otherwise colour_known=0 is noted and balanced is skipped.
  *          report and balanced need pages=4k.  In a VM the frames are guest-physical.
@@ -172,6 +173,38 @@ static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed, 
         start[t] = seq[(uint64_t)t * n / walks];
     free(order);
     free(seq);
+    return 1;
+}
+
+/* page_cycle's order, made once per run: every process of a point chases the same order
+ * (on pages of its own), so where the environment names CPULAB_SHARED_PAGES (runner) the
+ * first keeps it there and the others read it (0.13-0.3 s of a 600 MiB chase's set-up,
+ * against ~10 ms to read its 39 MB).  Not a build broken on purpose (K_BROKEN), whose
+ * order is another. */
+static int kept_page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t seed, uint32_t *start, uint32_t walks)
+{
+    const char *dir = getenv("CPULAB_SHARED_PAGES");
+    char name[4096], tmp[4200];
+    if (!dir || !*dir || K_BROKEN)
+        return page_cycle(next, n, lpp, &seed, start, walks);
+    snprintf(name, sizeof name, "%s/order-%u-%u-%llu-%u", dir, n, lpp, (unsigned long long)seed, walks);
+    FILE *f = fopen(name, "rb");
+    if (f) {
+        int whole = fread(start, sizeof *start, walks, f) == walks && fread(next, sizeof *next, n, f) == n;
+        fclose(f);
+        if (whole)
+            return 1;
+    }
+    if (!page_cycle(next, n, lpp, &seed, start, walks))
+        return 0;
+    snprintf(tmp, sizeof tmp, "%s.%d", name, (int)getpid());
+    if ((f = fopen(tmp, "wb"))) { /* whole or not at all: a concurrent maker writes the same */
+        int whole = fwrite(start, sizeof *start, walks, f) == walks && fwrite(next, sizeof *next, n, f) == n;
+        if (fclose(f) == 0 && whole)
+            rename(tmp, name);
+        else
+            unlink(tmp);
+    }
     return 1;
 }
 
@@ -731,8 +764,8 @@ void *k_setup(void)
             next[i] = (i + 1) % c->lines;
     else if (c->pagestride || c->lines < 4)
         random_cycle(next, c->lines, &seed);
-    else if (!page_cycle(next, c->lines, PAGE_STRIDE % c->line ? 1 : PAGE_STRIDE / c->line, &seed, c->start,
-                         c->walks)) {
+    else if (!kept_page_cycle(next, c->lines, PAGE_STRIDE % c->line ? 1 : PAGE_STRIDE / c->line, seed, c->start,
+                              c->walks)) {
         free(next);
         k_fail("cannot allocate the page order (%u lines)", c->lines);
         return NULL;
