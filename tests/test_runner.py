@@ -412,7 +412,7 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
     run_id = runner.run_plan(p, Store(tmp_path / "db.sqlite"), executor=ex, seed=3)
     store = Store(tmp_path / "db.sqlite")
     for r in store.results(run_id):
-        home = os.path.dirname(store.artifact(r.artifact_hash)["path"])
+        home = os.path.dirname(store.artifact(r.artifact_hash).path)
         jobs = [j for j in ex.jobs if os.path.dirname(j.artifact_path) == home and not j.calibrate_only]
         assert len(jobs) == 3
         assert jobs[0].reps is None and not jobs[0].verified

@@ -69,7 +69,7 @@ def run_medians(store: Store, machine_id: str) -> list[dict]:
                 continue
             if r.artifact_hash not in codes:
                 art = store.artifact(r.artifact_hash)
-                codes[r.artifact_hash] = art["code_hash"] if art else r.artifact_hash
+                codes[r.artifact_hash] = art.code_hash if art else r.artifact_hash
             est = result_summary(r, store.samples(r.id)).median
             if est:
                 medians[(r.workload, codes[r.artifact_hash], str(sorted(r.params.items())))] = est

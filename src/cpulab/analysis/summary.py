@@ -50,5 +50,5 @@ def _artifacts(store: Store, run_id: int) -> list[dict]:
             seen.add((r.workload, r.variant))
             if art := store.artifact(r.artifact_hash):
                 out.append({"workload": r.workload, "variant": r.variant, "hash": r.artifact_hash,
-                            "commands": art["commands"]})
+                            "commands": art.commands})
     return out

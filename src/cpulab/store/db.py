@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cpulab.model import Analysis
 from cpulab.record import RunRecord, StoredResult
-from cpulab.store.rows import RunListing, StoredRun, owner, shown_status
+from cpulab.store.rows import RunListing, StoredArtifact, StoredRun, owner, shown_status
 from cpulab.store.schema import MIGRATIONS
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them), and
@@ -359,15 +359,9 @@ class Store:
         return [dict(r) for r in self.con.execute(
             "SELECT * FROM samples WHERE result_id = ? ORDER BY process, idx", (result_id,))]
 
-    def artifact(self, hash_: str) -> dict | None:
+    def artifact(self, hash_: str) -> StoredArtifact | None:
         r = self.con.execute("SELECT * FROM artifacts WHERE hash = ?", (hash_,)).fetchone()
-        if r is None:
-            return None
-        d = dict(r)
-        d["commands"] = json.loads(d["commands"])
-        d["placements"] = json.loads(d["placements"])
-        d["placeable"] = bool(d["placeable"])
-        return d
+        return None if r is None else StoredArtifact.of_row(r)
 
     def analyses(self, run_id: int, kind: str | None = None) -> list[Analysis]:
         q = "SELECT * FROM analyses WHERE run_id = ?" + (" AND kind = ?" if kind else "")

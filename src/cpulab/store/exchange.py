@@ -200,7 +200,7 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
             "fingerprint": run.fingerprint, "started": run.started, "finished": run.finished,
             "status": run.status, "plan": run.record.stored, "conditions": run.conditions, "timing": run.timing,
             "argv": run.argv, "label": run.label, "origin": run.origin, "variants": store.variants(run_id),
-            "artifacts": [store.artifact(h) for h in hashes], "results": results,
+            "artifacts": [store.artifact(h).to_dict() for h in hashes], "results": results,
             "analyses": [a.to_dict() for a in store.analyses(run_id)]}
 
 

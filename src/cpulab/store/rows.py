@@ -1,5 +1,5 @@
-"""The store's rows as typed values: what its read methods return (a run, the list of runs;
-analyses are model.Analysis).  A run's record is read through RunRecord.of_stored, so runs
+"""The store's rows as typed values: what its read methods return (a run, the list of runs,
+a build's artifact; analyses are model.Analysis, results record.StoredResult).  A run's record is read through RunRecord.of_stored, so runs
 of earlier versions read like new ones; a run whose owner is gone reads as interrupted."""
 from __future__ import annotations
 
@@ -31,6 +31,29 @@ class RunListing:
         d = dict(row)
         return cls(d["id"], d["started"], d["finished"], shown_status(d), d["machine_id"], d["parent"], d["machine"],
                    d["label"], json.loads(d["origin"]), d["results"])
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StoredArtifact:
+    """A build as stored: where its executable was, its bytes' hash and the commands that
+    built it (compile.artifacts.Artifact, from_dict(to_dict()), is the build itself)."""
+    hash: str
+    code_hash: str
+    path: str
+    size_bytes: int
+    compiler_version: str
+    commands: list[list[str]]
+    placements: list  # stores before placements were drawn per round kept their pads here
+    placeable: bool
+
+    @classmethod
+    def of_row(cls, row) -> "StoredArtifact":
+        d = dict(row)
+        return cls(d["hash"], d["code_hash"], d["path"], d["size_bytes"], d["compiler_version"],
+                   json.loads(d["commands"]), json.loads(d["placements"]), bool(d["placeable"]))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -55,8 +55,8 @@ def decided(store: Store, run_id: int, schedule: Schedule, experiments: set[str]
                    if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio]
     paths: dict[tuple, str] = {}
     for r in rows:
-        if r.artifact_hash and (art := store.artifact(r.artifact_hash)) and Path(art["path"]).exists():
-            paths[(r.experiment, r.workload, r.variant)] = art["path"]
+        if r.artifact_hash and (art := store.artifact(r.artifact_hash)) and Path(art.path).exists():
+            paths[(r.experiment, r.workload, r.variant)] = art.path
     return Decided(comparisons, paths, results)
 
 

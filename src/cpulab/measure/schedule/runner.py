@@ -125,9 +125,11 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
+    links = first_look(plan, targets, shared=False)  # linked in a lane beside the shared experiments
+
     def links_in_lane(executor: Executor, lane_store: Store, stop: threading.Event) -> None:
-        with on_cpu(executor.cpu), split.timing(time_split.RUN, "build"):  # the alone ones' first look
-            for art, i in first_look(plan, targets, shared=False):
+        with on_cpu(executor.cpu), split.timing(time_split.RUN, "build"):
+            for art, i in links:
                 if stop.is_set():
                     return
                 link_placement(site, art, i)
@@ -159,8 +161,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
 
     shared = _measure(plan, schedule, store, targets, site, progress, rng, split, tsc_hz,
-                      [table_in_lane(name) for name in tables if not probes.get(name).alone] + [links_in_lane],
-                      analyse_in_lane)
+                      [table_in_lane(name) for name in tables if not probes.get(name).alone]
+                      + ([links_in_lane] if links else []), analyse_in_lane)
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
         tables = [name for name in tables if probes.get(name).alone]  # the others were measured in the lanes
@@ -311,7 +313,8 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
         work += [lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop) for w in beside]
         in_lanes(work, [site.executor, spare], store.path, rng)
     alone = {k[0] for k in points} - (set(sharing) if spare else set())
-    other = site.spare_executor() if alone else None  # its CPU links the placements the rounds will need
+    # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
+    other = spare or (site.spare_executor() if alone else None)
     with linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
         rounds(alone, site.executor, store, rng, progress)
     return sharing if spare is not None else []

@@ -149,7 +149,7 @@ def linking_ahead(targets: list[Target], site: Site, cpu: int | None):
     """For the block, a thread linking on CPU `cpu` (one that measures nothing; None: no
     thread) at idle priority the placements the targets' next AHEAD rounds will run, the
     earliest first, so that a round seldom links its own (16-36 ms each, before its
-    processes start: the seeds' alone experiments' rounds waited ~9 s for theirs)."""
+    processes start)."""
     done, failed = threading.Event(), set()
 
     def link():
@@ -206,12 +206,12 @@ def stored_artifact(store: Store, hash_: str | None) -> artifacts.Artifact | Non
     """A stored run's artifact, if its executable is still in this machine's cache with
     the same bytes (built here, not evicted, not rebuilt since)."""
     art = store.artifact(hash_) if hash_ else None
-    if not art or not os.path.isfile(art["path"]):
+    if not art or not os.path.isfile(art.path):
         return None
-    with open(art["path"], "rb") as f:
-        if hashlib.sha256(f.read()).hexdigest() != art["code_hash"]:
+    with open(art.path, "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != art.code_hash:
             return None
-    return artifacts.Artifact.from_dict(art)
+    return artifacts.Artifact.from_dict(art.to_dict())
 
 
 def against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]) -> list[Target]:
