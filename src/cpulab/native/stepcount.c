@@ -149,6 +149,9 @@ static int holds(unsigned cc, uint64_t flags)
 #define SLOTS (1u << 16)
 struct tally { uint64_t key[SLOTS], count[SLOTS]; };
 static struct tally pcs, runs;
+/* Each straight run's length and stop, found by its first walk (runs' slot k's, in the same
+ * slot): a run starts again at every trip of a loop. */
+static struct { uint64_t n; const struct insn *to; } run_of[SLOTS];
 
 static uint64_t *slot(struct tally *t, uint64_t key)
 {
@@ -260,12 +263,15 @@ int main(int argc, char **argv)
             break;
         const struct insn *i = find(regs.rip);
         if (i && !is_stop(i)) { /* a straight run: free to its stop */
-            const struct insn *to = walk(i, &n, 0);
             uint64_t *ran = slot(&runs, i->addr);
-            if (!to || !ran)
+            if (!ran)
+                return fail("the call executes more distinct instructions than the table holds");
+            const size_t k = (size_t)(ran - runs.count);
+            if (!*ran && !(run_of[k].to = walk(i, &run_of[k].n, 0)))
                 return fail("a straight run of the map has no end");
+            const struct insn *to = run_of[k].to;
             ++*ran;
-            steps += n;
+            steps += run_of[k].n;
             ptrace(PTRACE_SETREGS, child, NULL, &regs);
             ptrace(PTRACE_CONT, child, NULL, NULL);
             int sig = stop(&stops, limit);
