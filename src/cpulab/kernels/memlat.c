@@ -176,16 +176,40 @@ static int page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t *seed, 
     return 1;
 }
 
-/* page_cycle's order, made once per run: every process of a point chases the same order
- * (on pages of its own), so where the environment names CPULAB_SHARED_PAGES (runner) the
- * first keeps it there and the others read it (0.13-0.3 s of a 600 MiB chase's set-up,
- * against ~10 ms to read its 39 MB).  Not a build broken on purpose (K_BROKEN), whose
- * order is another. */
-static int kept_page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t seed, uint32_t *start, uint32_t walks)
+/* The run's directory for what its processes share (CPULAB_SHARED_PAGES, named by the
+ * runner), or NULL: none, or a build broken on purpose (K_BROKEN), whose chains no other
+ * process may inherit. */
+static const char *shared_dir(void)
 {
     const char *dir = getenv("CPULAB_SHARED_PAGES");
-    char name[4096], tmp[4200];
-    if (!dir || !*dir || K_BROKEN)
+    return dir && *dir && !K_BROKEN ? dir : NULL;
+}
+
+/* File `name` written as a then b, whole or not at all (a temporary renamed: a reader sees
+ * it complete, and a concurrent writer writes the same). */
+static void keep_whole(const char *name, const void *a, size_t a_bytes, const void *b, size_t b_bytes)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.%d", name, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    int whole = fwrite(a, 1, a_bytes, f) == a_bytes && fwrite(b, 1, b_bytes, f) == b_bytes;
+    if (fclose(f) == 0 && whole)
+        rename(tmp, name);
+    else
+        unlink(tmp);
+}
+
+/* page_cycle's order, made once per run: every process of a point chases the same order
+ * (on pages of its own), so in the run's shared directory the first keeps it and the
+ * others read it (0.13-0.3 s of a 600 MiB chase's set-up, against ~10 ms to read its
+ * 39 MB). */
+static int kept_page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t seed, uint32_t *start, uint32_t walks)
+{
+    const char *dir = shared_dir();
+    char name[4096];
+    if (!dir)
         return page_cycle(next, n, lpp, &seed, start, walks);
     snprintf(name, sizeof name, "%s/order-%u-%u-%llu-%u", dir, n, lpp, (unsigned long long)seed, walks);
     FILE *f = fopen(name, "rb");
@@ -197,14 +221,7 @@ static int kept_page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t se
     }
     if (!page_cycle(next, n, lpp, &seed, start, walks))
         return 0;
-    snprintf(tmp, sizeof tmp, "%s.%d", name, (int)getpid());
-    if ((f = fopen(tmp, "wb"))) { /* whole or not at all: a concurrent maker writes the same */
-        int whole = fwrite(start, sizeof *start, walks, f) == walks && fwrite(next, sizeof *next, n, f) == n;
-        if (fclose(f) == 0 && whole)
-            rename(tmp, name);
-        else
-            unlink(tmp);
-    }
+    keep_whole(name, start, walks * sizeof *start, next, n * sizeof *next);
     return 1;
 }
 
@@ -494,14 +511,14 @@ struct pool {
 #define POOL_MAGIC 0x316c6f6f70636c6dull
 #define POOL_ADDRESS 0x200000000000ull /* 32 TiB: below the libraries and stack, above the heap */
 
-/* Open and lock the pool of this point; 0 where there is none to keep (no directory, or
- * a chain broken on purpose, which no other process may inherit). */
+/* Open and lock the pool of this point; 0 where there is none to keep (no shared
+ * directory, or a chain broken on purpose, which no other process may inherit). */
 static int pool_open(struct pool *pl, uint32_t colours, uint32_t lines, size_t line, const char *mode,
                      uint64_t seed)
 {
-    const char *dir = getenv("CPULAB_SHARED_PAGES");
+    const char *dir = shared_dir();
     pl->lock = pl->data = -1;
-    if (!dir || !*dir || K_BROKEN || k_param_int("corrupt", 0))
+    if (!dir || k_param_int("corrupt", 0))
         return 0;
     char lock[4200];
     snprintf(pl->name, sizeof pl->name, "%s/balanced-%u-%u-%zu-%s-%llu", dir, colours, lines, line, mode,
@@ -590,23 +607,15 @@ static char *pool_map(struct pool *pl, struct ctx *c, size_t len)
     return c->map == MAP_FAILED ? (c->map = NULL) : c->map;
 }
 
-/* What a later process needs besides the pages, written whole or not at all. */
+/* What a later process needs besides the pages. */
 static void pool_keep(struct pool *pl, const struct ctx *c, size_t need, uint64_t chain_id)
 {
-    char head_name[4200], tmp[4300];
+    char head_name[4200];
     struct pool_head h = {POOL_MAGIC, (uint64_t)(uintptr_t)c->map, c->map_len, c->lines, need, chain_id,
                           c->walks, (uint32_t)c->buddies, {0}};
     memcpy(h.start, c->start, sizeof h.start);
     snprintf(head_name, sizeof head_name, "%s.head", pl->name);
-    snprintf(tmp, sizeof tmp, "%s.%d", head_name, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return;
-    int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(c->page_at, sizeof *c->page_at, need, f) == need;
-    if (fclose(f) == 0 && ok)
-        rename(tmp, head_name);
-    else
-        unlink(tmp);
+    keep_whole(head_name, &h, sizeof h, c->page_at, need * sizeof *c->page_at);
 }
 
 void *k_setup(void)
@@ -704,13 +713,12 @@ void *k_setup(void)
     uint64_t id = 0; /* the chain's fingerprint */
     const int reused = balanced && pool_open(&pool, colours, c->lines, c->line, mode, seed) &&
                        pool_reuse(&pool, c, need, &id);
-    if (reused)
-        page_bytes = PAGE_STRIDE;
-    else if (!(pool.lock >= 0 && (c->base = pool_map(&pool, c, 2 * need * PAGE_STRIDE)))) {
+    if (reused || (pool.lock >= 0 && (c->base = pool_map(&pool, c, 2 * need * PAGE_STRIDE))))
+        page_bytes = PAGE_STRIDE; /* the pool's: tmpfs pages */
+    else {
         pool_close(&pool); /* no pool: this process's own pages */
         c->base = map_pages(c, (balanced ? 2 : 1) * need * PAGE_STRIDE, pages, &page_bytes);
-    } else
-        page_bytes = PAGE_STRIDE;
+    }
     if (!c->base)
         return NULL;
     if (colour[0] != 'a') {
