@@ -23,38 +23,39 @@ import argparse
 import json
 import math
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
 from cpulab import stats
 from cpulab.analysis.summary import result_summary
 from cpulab.policy import DecisionPolicy
-from cpulab.record import StoredResult
+from cpulab.record import StoredResult, StoredSample
 from cpulab.store.db import Store
 
 
-def canary_adjusted(samples: list[dict]) -> tuple[list[dict], float]:
+def canary_adjusted(samples: list[StoredSample]) -> tuple[list[StoredSample], float]:
     """The samples with ns scaled so that each sample's rate is what it would be at the
     median canary, by the pooled slope of log rate on log canary."""
-    ok = [s for s in samples if not s.get("excluded") and s.get("canary_before") and s.get("canary_after")]
+    ok = [s for s in samples if not s.excluded and s.canary_before and s.canary_after]
     if len(ok) < 10:
         return samples, 0.0
-    c = np.log([(s["canary_before"] + s["canary_after"]) / 2 for s in ok])
-    r = np.log([s["work"] / s["ns"] for s in ok])
+    c = np.log([(s.canary_before + s.canary_after) / 2 for s in ok])
+    r = np.log([s.work / s.ns for s in ok])
     beta = float(np.polyfit(c, r, 1)[0])
     mid = float(np.median(c))
     out = []
     for s in samples:
         if s in ok:
-            can = math.log((s["canary_before"] + s["canary_after"]) / 2)
-            s = {**s, "ns": s["ns"] * math.exp(beta * (can - mid))}
+            can = math.log((s.canary_before + s.canary_after) / 2)
+            s = replace(s, ns=s.ns * math.exp(beta * (can - mid)))
         out.append(s)
     return out, beta
 
 
 def replay(store: Store, run_id: int) -> dict:
     baselines = {e.name: e.baseline for e in store.run(run_id).record.experiments}
-    by_exp: dict[str, dict[str, tuple[StoredResult, list[dict]]]] = defaultdict(dict)
+    by_exp: dict[str, dict[str, tuple[StoredResult, list[StoredSample]]]] = defaultdict(dict)
     for r in store.results(run_id):
         if r.status == "ok":
             by_exp[(r.experiment, json.dumps(r.params, sort_keys=True))][r.variant] = (r, store.samples(r.id))
@@ -74,7 +75,7 @@ def replay(store: Store, run_id: int) -> dict:
                             samples = canary_adjusted(samples)[0]
                         res = result_summary(r, samples)
                         if keep_name == "fastest-all":
-                            res.observations = stats.per_process(samples, lambda s: s["work"] / stats.on_cpu_ns(s),
+                            res.observations = stats.per_process(samples, lambda s: s.work / stats.on_cpu_ns(s),
                                                                  np.max)
                         summ[name] = res
                     tests = [(name, stats.compare_pair(

@@ -203,7 +203,7 @@ def test_benchmarkdotnet_launches_are_processes_of_their_result_iterations(store
     sha = by["HashBench.Sha256"]
     results = [m for m in doc["Benchmarks"][0]["Measurements"] if m["IterationStage"] == "Result"]
     assert sha.processes == 2  # the overhead-corrected iterations, not the Actual ones nor the warm-ups
-    assert sorted(s["ns"] for s in store.samples(sha.id)) == pytest.approx(sorted(m["Nanoseconds"] for m in results))
+    assert sorted(s.ns for s in store.samples(sha.id)) == pytest.approx(sorted(m["Nanoseconds"] for m in results))
     assert summary.machine["cpu_model"] == "Intel Xeon Processor"
 
 

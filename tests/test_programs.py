@@ -85,8 +85,8 @@ def test_program_built_per_variant_checked_and_timed(source, tmp_path):
         samples = store.samples(r.id)
         # one sample per timed process; 3 rounds at the first look, and budget mode's looks
         # give an undecided point 6, then 12 (programs share the kernels' rounds loop)
-        assert len(samples) == len({s["process"] for s in samples}) in (3, 6, 12)
-        assert all(0 < s["ns"] < 5e9 and s["user_s"] >= 0 for s in samples)
+        assert len(samples) == len({s.process for s in samples}) in (3, 6, 12)
+        assert all(0 < s.ns < 5e9 and s.user_s >= 0 for s in samples)
         assert r.notes["median_max_rss_kb"] > 0
     # each variant's copy was built with its own flags, and the exact commands are kept
     builds = {a.key: a.data for a in store.analyses(run_id, "program-build")}
@@ -321,7 +321,7 @@ def test_memory_is_a_metric_judged_like_time(tmp_path):
         for i in range(10):
             store.add_process(rid, i, processes.process_record({**report, "max_rss_kb": rss + rng.randrange(32)}), 0)
         samples = store.samples(rid)
-        assert all(s["max_rss_kb"] >= rss and s["page_faults"] == 120 for s in samples)
+        assert all(s.max_rss_kb >= rss and s.page_faults == 120 for s in samples)
         results.append(result_summary(store.result(rid), samples))
     policy = DecisionPolicy.of_settings(0.0, 0.01, "paired", "memory")
     more, aa = compare_results(results, {"time": "A"}, policy)

@@ -34,7 +34,7 @@ def measure(store, wall, budget: float) -> tuple[FakeExecutor, dict[str, int]]:
                         baselines={"t": "a"})
     ex = FakeExecutor(wall)
     processes.measure(store, targets, Rounds(warmup=0), schedule, ex, rng=random.Random(2))
-    return ex, {t.label: len({s["process"] for s in store.samples(t.result_id)}) for t in targets}
+    return ex, {t.label: len({s.process for s in store.samples(t.result_id)}) for t in targets}
 
 
 def test_a_fixed_count_gives_every_command_its_rounds_each_round_whole(store):
@@ -79,12 +79,12 @@ def test_kernels_in_turns_without_processes(store):
     s = analysis.summarise(store, run_id)
     (c,) = s.comparisons
     assert c.verdict == "faster" and c.rounds == FIRST and abs(c.ratio - 1 / 0.97) < 0.005
-    by_process: dict[int, list[dict]] = {}
+    by_process: dict[int, list[tuple]] = {}
     for r in store.results(run_id):
         for smp in store.samples(r.id):
-            by_process.setdefault(smp["process"], []).append({**smp, "variant": r.variant})
+            by_process.setdefault(smp.process, []).append((smp, r.variant))
     assert sorted(by_process) == list(range(FIRST)) and all(j.turns for j in ex.jobs)
     for samples in by_process.values():  # one round: 6 cycles of two turns
-        order = sorted(samples, key=lambda x: x["start_ns"])
-        assert [x["turn"] for x in order] == [0, 1] * 6
-        assert [x["follows"] for x in order[1:]] == [x["variant"] for x in order[:-1]]
+        order = sorted(samples, key=lambda x: x[0].start_ns)
+        assert [smp.turn for smp, _ in order] == [0, 1] * 6
+        assert [smp.follows for smp, _ in order[1:]] == [variant for _, variant in order[:-1]]

@@ -179,14 +179,14 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
     run_id = runner.run_plan(p, store, site=FakeSite(FakeExecutor(wall)), progress=progress, seed=5)
-    rounds = {(r.experiment, r.variant): len({s["process"] for s in store.samples(r.id)})
+    rounds = {(r.experiment, r.variant): len({s.process for s in store.samples(r.id)})
               for r in store.results(run_id)}
     assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
     assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 32  # looks at 8, 16, 32: no more
     # Each round ran a placement of its own: the signed-rank test counts rounds as
     # independent, which a placement run again in a later round is not.
     for r in store.results(run_id):
-        ran = {s["process"]: s["placement"] for s in store.samples(r.id)}
+        ran = {s.process: s.placement for s in store.samples(r.id)}
         assert len(set(ran.values())) == len(ran), (r.variant, sorted(ran.values()))
     assert any("twin/O2" in n for n in progress.notes)
     comps = {c.experiment: c for c in analysis.summarise(store, run_id).comparisons}
@@ -203,7 +203,7 @@ def test_budget_is_not_overspent(tmp_path):
                                   precision=0.00001, measure_identical=True, custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     run_id = runner.run_plan(p, store, seed=6)
-    assert all(len({s["process"] for s in store.samples(r.id)}) == 4 for r in store.results(run_id))
+    assert all(len({s.process for s in store.samples(r.id)}) == 4 for r in store.results(run_id))
 
 
 def as_from_a_shell():
@@ -416,7 +416,7 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
         jobs = [j for j in ex.jobs if os.path.dirname(j.artifact_path) == home and not j.calibrate_only]
         assert len(jobs) == 3
         assert jobs[0].reps is None and not jobs[0].verified
-        first_reps = store.samples(r.id)[0]["reps"]
+        first_reps = store.samples(r.id)[0].reps
         assert all(j.reps == first_reps and j.verified for j in jobs[1:])
 
 
@@ -456,7 +456,7 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     span = {}
     for r in store.results(run_id):
         assert r.status == "ok"
-        starts = [s["start_ns"] for s in store.samples(r.id)]
+        starts = [s.start_ns for s in store.samples(r.id)]
         assert len(starts) == 4 * 20
         lo, hi = span.get(r.experiment, (math.inf, -math.inf))
         span[r.experiment] = (min(lo, *starts), max(hi, *starts))

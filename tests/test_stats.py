@@ -1,4 +1,6 @@
 """Statistics: coverage of the median interval, Holm, and error rates on synthetic data."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy import stats as sps
@@ -6,6 +8,7 @@ from scipy import stats as sps
 from cpulab import policy
 from cpulab import stats
 from cpulab.policy import DecisionPolicy
+from cpulab.record import StoredSample
 
 
 @pytest.mark.parametrize("n", [10, 20, 50])
@@ -206,9 +209,9 @@ def test_process_estimate_does_not_depend_on_how_many_samples_survived():
     rng = np.random.default_rng(12)
     diffs = []
     for _ in range(300):
-        full = [{"process": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 20))]
-        kept = [{**s, "excluded": "off-cpu" if i % 3 else ""} for i, s in enumerate(full)][:18]  # 6 used
-        est = [stats.per_process(x, lambda s: s["v"], np.max, stats.KEEP)[0] for x in (full, kept)]
+        full = [StoredSample(idx=i, work=x) for i, x in enumerate(rng.lognormal(0, 0.1, 20))]
+        kept = [replace(s, excluded="off-cpu" if i % 3 else "") for i, s in enumerate(full)][:18]  # 6 used
+        est = [stats.per_process(x, lambda s: s.work, np.max, stats.KEEP)[0] for x in (full, kept)]
         diffs.append(np.log(est[0] / est[1]))
     assert abs(np.mean(diffs)) < 3 * np.std(diffs) / np.sqrt(len(diffs))
 
@@ -219,7 +222,7 @@ def test_contamination_rule():
     assert "without a switch" in stats.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 0})
     # 0.4 s with 8 ms off the CPU in 4 switches: 0.4 ms of refill is 0.1%, kept, on-CPU time counts.
     long = {"ns": 400e6, "offcpu_ns": 8e6, "invol_switches": 4}
-    assert stats.contamination(long) == "" and stats.on_cpu_ns(long) == 392e6
+    assert stats.contamination(long) == "" and stats.on_cpu_ns(StoredSample(ns=400e6, offcpu_ns=8e6)) == 392e6
     assert stats.contamination({**long, "invol_switches": 20}).startswith("off-cpu 2%")
     assert stats.contamination({"ns": 1000.0, "migrated": 1}).startswith("migrated")
     assert stats.contamination({"ns": 1000.0, "steal_ticks": 2}).startswith("steal")
@@ -233,5 +236,6 @@ def test_looks_spend_alpha():
 
 def test_io_bound_samples_count_their_waits():
     cold = {"ns": 1000.0, "offcpu_ns": 600.0, "invol_switches": 0}
-    assert stats.contamination(cold, io_bound=True) == "" and stats.on_cpu_ns(cold, io_bound=True) == 1000.0
+    assert stats.contamination(cold, io_bound=True) == ""
+    assert stats.on_cpu_ns(StoredSample(ns=1000.0, offcpu_ns=600.0), io_bound=True) == 1000.0
     assert stats.contamination({**cold, "invol_switches": 2}, io_bound=True).startswith("off-cpu")

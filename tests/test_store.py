@@ -31,8 +31,15 @@ def test_schema_version_and_round_trip(tmp_path):
     [r] = s.results(run)
     assert r.status == "ok" and r.params == {"size": "64"} and r.notes["working_set_bytes"] == 64
     samples = s.samples(rid)
-    assert [x["ns"] for x in samples] == [1.0, 2.0] and samples[1]["cycles"] is None
-    assert samples[0]["layout_pad"] == 17 and samples[0]["reps"] == 2
+    assert [x.ns for x in samples] == [1.0, 2.0] and samples[1].cycles is None
+    assert samples[0].layout_pad == 17 and samples[0].reps == 2 and samples[0].result_id == rid
+    assert samples[1].idx == 1 and samples[1].excluded == "" and samples[1].follows is None
+    # A variant reads back typed, and writes out (export, --json) with the keys it was given.
+    definition = {"name": "O2", "compiler": "gcc", "cflags": ["-O2"], "env": {}}
+    s.add_variant(run, definition, "gcc 12")
+    [v] = s.variants(run)
+    assert (v.name, v.definition, v.compiler_version) == ("O2", definition, "gcc 12")
+    assert v.to_dict() == {**definition, "compiler_version": "gcc 12"} and type(v).from_dict(v.to_dict()) == v
     # Reopening keeps everything and does not migrate again.
     assert Store(tmp_path / "db.sqlite").results(run)[0].id == rid
 
@@ -46,8 +53,8 @@ def test_signals_and_exclusions_round_trip(tmp_path):
            "canary_before": [3.9, 2.0], "canary_after": [3.9, 3.8], "vol_switches": [0, 0]}
     s.add_process(rid, 0, out, 0, ["", "off-cpu 75% (3 switches)"])
     a, b = s.samples(rid)
-    assert (a["invol_switches"], b["invol_switches"], b["offcpu_ns"], b["canary_before"]) == (0, 3, 1.5, 2.0)
-    assert a["excluded"] == "" and b["excluded"].startswith("off-cpu")
+    assert (a.invol_switches, b.invol_switches, b.offcpu_ns, b.canary_before) == (0, 3, 1.5, 2.0)
+    assert a.excluded == "" and b.excluded.startswith("off-cpu")
 
 
 def test_not_a_database(tmp_path):
@@ -172,8 +179,8 @@ def test_a_store_of_schema_1_is_migrated_and_stays_readable(tmp_path):
     assert old.machine == "" and old.parent is None and s.machine_runs(1) == []
     assert old.record.kind == "plan" and old.record.experiments == []  # a record of schema 1 reads (record.upgraded)
     [x] = s.samples(1)
-    assert x["ns"] == 5.0 and x["excluded"] == "" and x["invol_switches"] is None
-    assert x["process"] == 0  # migration 7: the column `invocation` is now `process`
+    assert x.ns == 5.0 and x.excluded == "" and x.invol_switches is None
+    assert x.process == 0  # migration 7: the column `invocation` is now `process`
     assert new_run(s) == 2 and s.con.execute("SELECT owner_pid FROM runs WHERE id = 2").fetchone()[0] == os.getpid()
     child = s.start_run({}, "m2", PROBE, {}, {}, [], parent=1, machine="alpha")
     assert s.machine_runs(1) == [child] and s.run(child).machine == "alpha"

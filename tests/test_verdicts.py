@@ -2,6 +2,7 @@
 one Holm family per experiment, exact p under ties, the process estimate, and the
 carry-over contrast."""
 import itertools
+from dataclasses import replace
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ from cpulab import stats
 from cpulab.estimates import carryover, carryover_ratios, compare_results
 from cpulab.model import Result, Status
 from cpulab.policy import DecisionPolicy
+from cpulab.record import StoredSample
 
 
 def brute_force_p(d: list[float]) -> float:
@@ -41,11 +43,11 @@ def test_process_estimate_uses_the_same_samples_whatever_the_plan_asked():
     used: a process of 50 samples and the same process cut to 6, 10 or 20 estimate alike;
     a plan of fewer takes the first half."""
     rng = np.random.default_rng(4)
-    full = [{"process": 0, "idx": i, "v": x} for i, x in enumerate(rng.lognormal(0, 0.1, 50))]
+    full = [StoredSample(idx=i, work=x) for i, x in enumerate(rng.lognormal(0, 0.1, 50))]
     for cut in (2 * stats.KEEP, 10, 20):
         assert stats.keep_count(full[:cut]) == stats.KEEP
-        assert stats.per_process(full[:cut], lambda s: s["v"], np.max, stats.keep_count(full[:cut])) == \
-            stats.per_process(full, lambda s: s["v"], np.max, stats.keep_count(full))
+        assert stats.per_process(full[:cut], lambda s: s.work, np.max, stats.keep_count(full[:cut])) == \
+            stats.per_process(full, lambda s: s.work, np.max, stats.keep_count(full))
     assert [stats.keep_count(full[:n]) for n in (1, 2, 3, 4)] == [1, 1, 2, 2]
 
 
@@ -100,15 +102,14 @@ def test_placement_varied_removes_the_floor():
     assert placed[0].ratio == pytest.approx(fixed[0].ratio)
 
 
-def samples_after(variant: str, slowdown: float, rng) -> list[dict]:
+def samples_after(variant: str, slowdown: float, rng) -> list[StoredSample]:
     """Samples of one group member in 30 processes, each following another member or itself."""
     out = []
     for proc in range(30):
         for idx in range(40):
             follows = "" if idx == 0 else rng.choice([variant, "other"])
             rate = math.exp(rng.normal(0, 0.01)) * (slowdown if follows == "other" else 1.0)
-            out.append({"process": proc, "idx": idx, "follows": follows, "work": rate * 1e6, "ns": 1e6,
-                        "excluded": ""})
+            out.append(StoredSample(process=proc, idx=idx, follows=follows, work=rate * 1e6, ns=1e6))
     return out
 
 
@@ -118,7 +119,7 @@ def test_carryover_is_found_when_it_is_there_and_not_otherwise():
     none = carryover(carryover_ratios("A", samples_after("A", 1.0, rng)))
     assert hit["ci"][1] < 1 and hit["ratio"] == pytest.approx(0.98, abs=0.005)
     assert none["ci"][0] <= 1 <= none["ci"][1]
-    assert carryover(carryover_ratios("A", [{**s, "follows": None} for s in samples_after("A", 1.0, rng)])) is None
+    assert carryover(carryover_ratios("A", [replace(s, follows=None) for s in samples_after("A", 1.0, rng)])) is None
 
 
 def test_a_one_way_carry_over_is_held_back_not_called(tmp_path):

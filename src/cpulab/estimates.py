@@ -18,7 +18,7 @@ import numpy as np
 from cpulab import stats, workloads
 from cpulab.model import Comparison, Geomean, Result, Status, Verdict
 from cpulab.policy import DecisionPolicy
-from cpulab.record import StoredResult
+from cpulab.record import StoredResult, StoredSample
 from cpulab.workloads import UNITS
 
 
@@ -39,34 +39,34 @@ def io_bound(workload: str) -> bool:
 ESTIMATOR = hashlib.sha256(Path(__file__).read_bytes() + Path(stats.__file__).read_bytes()).hexdigest()[:16]
 
 
-def result_summary(r: StoredResult, samples: list[dict]) -> Result:
+def result_summary(r: StoredResult, samples: list[StoredSample]) -> Result:
     label, divisor, per_clock = UNITS.get(r.unit, (r.unit + "/s", 1.0, "cycles/unit"))
     io = io_bound(r.workload)
     keep = stats.keep_count(samples)
 
     def rate(s):  # per on-CPU second (stats.on_cpu_ns): a kept preempted sample loses others' time
-        return s["work"] / stats.on_cpu_ns(s, io) * 1e9 / divisor
+        return s.work / stats.on_cpu_ns(s, io) * 1e9 / divisor
 
     def cycles(s):  # counters count only this thread's cycles; TSC ticks count off-CPU time too
-        if s["cycles"] is None:
+        if s.cycles is None:
             return None
-        on_cpu = 1.0 if s["timer"] == "perf" else stats.on_cpu_ns(s, io) / s["ns"]
-        return s["cycles"] * on_cpu / s["work"]
+        on_cpu = 1.0 if s.timer == "perf" else stats.on_cpu_ns(s, io) / s.ns
+        return s.cycles * on_cpu / s.work
 
     # One-sided noise: a process's estimate is the fastest of its first `keep` used samples (stats.KEEP).
     rates = stats.per_process(samples, rate, np.max, keep)
     cpu = list(stats.per_process(samples, cycles, np.min, keep).values())
-    ipc = list(stats.per_process(samples, lambda s: s["instructions"] / s["cycles"]
-                                 if s["instructions"] is not None and s["cycles"] else None).values())
-    counted = list(stats.per_process(samples, lambda s: s["instructions"] / s["work"]
-                                     if s["instructions"] is not None else None).values())
+    ipc = list(stats.per_process(samples, lambda s: s.instructions / s.cycles
+                                 if s.instructions is not None and s.cycles else None).values())
+    counted = list(stats.per_process(samples, lambda s: s.instructions / s.work
+                                     if s.instructions is not None else None).values())
     notes = r.notes or {}
     ipu, source = (float(np.median(counted)), "counters") if counted else \
         (notes.get("instructions_per_unit"),
          notes.get("instructions_source", "valgrind") if notes.get("instructions_per_unit") else None)
     est = stats.estimate(list(rates.values()))
     placed = _placements(samples, rates)
-    excluded = [s["excluded"] for s in samples if s.get("excluded")]
+    excluded = [s.excluded for s in samples if s.excluded]
     interval = rates and est.ci_coverage > 0  # one process has no interval, not [x, x]
     out = {
         "id": r.id, "experiment": r.experiment, "workload": r.workload, "variant": r.variant,
@@ -77,7 +77,7 @@ def result_summary(r: StoredResult, samples: list[dict]) -> Result:
         "ci_coverage": est.ci_coverage if rates else None,
         "cv": est.cv if rates else None, "processes": len(rates),
         "excluded_samples": len(excluded),
-        "excluded_processes": len({s["process"] for s in samples}) - len(rates),
+        "excluded_processes": len({s.process for s in samples}) - len(rates),
         "excluded_why": dict(Counter(w.split(" ")[0] for w in excluded)),
         "cycles_per_unit": float(np.median(cpu)) if cpu else None,
         "cycles_per_unit_ci": list(stats.median_ci(cpu)) if len(cpu) > 1 else None,
@@ -86,26 +86,26 @@ def result_summary(r: StoredResult, samples: list[dict]) -> Result:
         "instructions_per_unit": ipu, "instructions_source": source,
         "instructions_why": notes.get("instructions_why"),
         "d1_misses_per_unit": notes.get("d1_misses_per_unit"), "ll_misses_per_unit": notes.get("ll_misses_per_unit"),
-        "timer": samples[0]["timer"] if samples else None,
-        "core_per_tsc": float(np.median([s["core_per_tsc"] for s in samples if s["core_per_tsc"]]))
-        if any(s["core_per_tsc"] for s in samples) else None,
-        "samples": [s["work"] / s["ns"] * 1e9 / divisor for s in samples],
-        "placements": len(placed), "code_offsets": sorted({s["code_offset"] for s in samples
-                                                            if s.get("code_offset") is not None}),
+        "timer": samples[0].timer if samples else None,
+        "core_per_tsc": float(np.median([s.core_per_tsc for s in samples if s.core_per_tsc]))
+        if any(s.core_per_tsc for s in samples) else None,
+        "samples": [s.work / s.ns * 1e9 / divisor for s in samples],
+        "placements": len(placed), "code_offsets": sorted({s.code_offset for s in samples
+                                                            if s.code_offset is not None}),
         "placement_band": [float(q) / est.median for q in np.quantile(list(placed.values()), PLACEMENT_BAND)]
         if len(placed) > 1 and est.median else None,
         "observations": rates,
         "turn_rates": stats.per_turn(samples, rate),
         "carryover_ratios": carryover_ratios(r.variant, samples),
         "cycle_observations": stats.per_process(
-            samples, lambda s: s["work"] / s["cycles"] if s["timer"] == "wait4" and s["cycles"] else None),
-        "memory_observations": stats.per_process(samples, lambda s: 1 / s["max_rss_kb"] if s.get("max_rss_kb") else None),
+            samples, lambda s: s.work / s.cycles if s.timer == "wait4" and s.cycles else None),
+        "memory_observations": stats.per_process(samples, lambda s: 1 / s.max_rss_kb if s.max_rss_kb else None),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
     # imported tool's samples may carry no user/sys time (None: left out)
-    for key, fn in (("real_s", lambda s: s["ns"] * 1e-9 / s["reps"]),
-                    ("user_s", lambda s: None if s["user_s"] is None else s["user_s"] / s["reps"]),
-                    ("sys_s", lambda s: None if s["sys_s"] is None else s["sys_s"] / s["reps"])):
+    for key, fn in (("real_s", lambda s: s.ns * 1e-9 / s.reps),
+                    ("user_s", lambda s: None if s.user_s is None else s.user_s / s.reps),
+                    ("sys_s", lambda s: None if s.sys_s is None else s.sys_s / s.reps)):
         obs = list(stats.per_process(samples, fn).values())
         out[key] = float(np.median(obs)) if obs else None
     return Result.from_dict(out)
@@ -140,9 +140,9 @@ def placement_bands(results: list[Result]) -> None:
                 r.placement_band = [float(math.exp(q)) for q in np.quantile(spread, PLACEMENT_BAND)]
 
 
-def _placements(samples: list[dict], rates: dict[int, float]) -> dict[int, float]:
+def _placements(samples: list[StoredSample], rates: dict[int, float]) -> dict[int, float]:
     """The median estimate of the processes that ran each placement (placement -> rate)."""
-    ran = {s["process"]: s["placement"] for s in samples if s.get("placement") is not None}
+    ran = {s.process: s.placement for s in samples if s.placement is not None}
     by: dict[int, list[float]] = defaultdict(list)
     for process, rate in rates.items():
         if process in ran:
@@ -271,14 +271,14 @@ def _test(base: Result, var: Result, policy: DecisionPolicy, basis: str) -> stat
     return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.confidence, method)
 
 
-def carryover_ratios(variant: str, samples: list[dict]) -> list[float]:
+def carryover_ratios(variant: str, samples: list[StoredSample]) -> list[float]:
     """Per process of one stored result of `variant` that ran in turns: the median rate of
     its samples that ran right after another member's over that of its samples right after
     its own previous one (what a member leaves in the caches and predictors for the next)."""
     split: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
     for s in samples:
-        if s.get("follows") and not s.get("excluded"):
-            split[s["process"]][s["follows"] == variant].append(s["work"] / stats.on_cpu_ns(s))
+        if s.follows and not s.excluded:
+            split[s.process][s.follows == variant].append(s.work / stats.on_cpu_ns(s))
     return [float(np.median(other) / np.median(own)) for other, own in split.values() if other and own]
 
 

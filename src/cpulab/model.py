@@ -14,6 +14,7 @@ from typing import Any
 
 from cpulab.policy import DecisionPolicy
 from cpulab.record import RunRecord
+from cpulab.record import StoredVariant
 
 
 class Status(StrEnum):
@@ -228,7 +229,7 @@ class Summary:
     machine: dict
     conditions: dict
     timing: dict
-    variants: list[dict]
+    variants: list[StoredVariant]
     results: list[Result]
     comparisons: list[Comparison]
     geomeans: list[Geomean]
@@ -249,6 +250,7 @@ class Summary:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("results", "comparisons", "geomeans", "analyses"):
             d[name] = [x.to_dict() for x in d[name]]
+        d["variants"] = [v.to_dict() for v in self.variants]
         d["policy"] = asdict(self.policy)
         d["plan"] = self.plan.stored
         for name in ("wall_s", "report"):
@@ -261,6 +263,7 @@ class Summary:
         """A document as to_dict() wrote it (an export, a test fixture) back as a Summary."""
         plan = RunRecord.of_stored(d["plan"])
         return cls(**{**_known(cls, d), "plan": plan,
+                      "variants": [StoredVariant.from_dict(v) for v in d["variants"]],
                       "results": [Result.from_dict(r) for r in d["results"]],
                       "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],
                       "geomeans": [Geomean(**g) for g in d["geomeans"]],
@@ -278,7 +281,7 @@ class MachineRun:
     fingerprint: dict
     conditions: dict
     timing: dict
-    variants: list[dict]
+    variants: list[StoredVariant]
     label: str = ""
 
 
@@ -338,6 +341,8 @@ class Machines:
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if v is not None}
+        for m, run in zip(d["machines"], self.machines):
+            m["variants"] = [v.to_dict() for v in run.variants]
         if self.plan is not None:
             d["plan"] = self.plan.stored
         return d

@@ -1,6 +1,7 @@
 """What a run was asked: its RunRecord, made once when the run starts, stored with it, and
 read back by every stage after (the schedule's looks, summarise, the views, `--json`);
-and each of its results as stored (StoredResult), before summarising.
+and what the run stored, read back before summarising: each result (StoredResult), each
+result's samples (StoredSample) and the variants it built (StoredVariant).
 
 A record has a kind (KINDS) and the spec its kind measures: a plan's settings and
 experiments (Plan.as_dict), `cpulab time`'s commands, a probe's body, an imported tool's
@@ -11,7 +12,7 @@ compares anything must say how (its method); nothing falls back to a default qui
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from cpulab.policy import METHODS, METRICS, PRECISION, DecisionPolicy
 
@@ -118,3 +119,71 @@ class StoredResult:
     def of_row(cls, row) -> "StoredResult":
         d = dict(row)
         return cls(**{**d, "params": json.loads(d["params"]), "notes": json.loads(d["notes"])})
+
+
+@dataclass(frozen=True)
+class StoredVariant:
+    """A variant as a run stored it: its definition as the plan gave it (plan.toolchain
+    Variant.as_dict; an imported run's may hold other keys) and the compiler that built it."""
+    name: str
+    definition: dict
+    compiler_version: str | None
+
+    @classmethod
+    def of_row(cls, row) -> "StoredVariant":
+        return cls(row["name"], json.loads(row["definition"]), row["compiler_version"])
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StoredVariant":
+        """to_dict's document back (an export, a `--json` document)."""
+        return cls(d["name"], {k: v for k, v in d.items() if k != "compiler_version"}, d.get("compiler_version"))
+
+    def to_dict(self) -> dict:
+        return {**self.definition, "compiler_version": self.compiler_version}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSample:
+    """One timed sample: which process (round) of a result and which sample in it, its
+    time, cycles and work, the signals seen around it (store/db.py SIGNALS), why it is
+    left out of estimates ('' when used) and where and when it ran (PLACED).  Columns a
+    run of an earlier version lacks read as None; the defaults keep hand-made samples short."""
+    process: int = 0
+    idx: int = 0
+    ns: float = 0.0
+    work: float = 0.0
+    reps: int = 1
+    cycles: float | None = None  # core cycles (counters, or TSC ticks x core_per_tsc)
+    instructions: float | None = None
+    user_s: float | None = None
+    sys_s: float | None = None
+    timer: str = "wait4"
+    tsc_hz: float | None = None
+    core_per_tsc: float | None = None
+    layout_pad: int = 0
+    result_id: int = 0
+    invol_switches: float | None = None
+    vol_switches: float | None = None
+    offcpu_ns: float | None = None
+    migrated: float | None = None
+    steal_ticks: float | None = None
+    ratio_before: float | None = None
+    ratio_after: float | None = None
+    canary_before: float | None = None
+    canary_after: float | None = None
+    max_rss_kb: float | None = None
+    page_faults: float | None = None
+    excluded: str = ""
+    placement: int | None = None
+    code_offset: int | None = None
+    start_ns: float | None = None
+    turn: int | None = None
+    follows: str | None = None  # the variant that ran just before it, when it ran in turns
+
+    @classmethod
+    def of_row(cls, row) -> "StoredSample":
+        d = dict(row)
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -92,6 +93,15 @@ def estimate(x) -> Estimate:
     return Estimate(float(np.median(x)), median_ci(x), cv, len(x), median_ci_coverage(len(x)))
 
 
+class Sample(Protocol):
+    """What the estimators read of a stored sample (record.StoredSample)."""
+    process: int
+    idx: int
+    ns: float
+    offcpu_ns: float | None
+    excluded: str
+
+
 def contamination(sample: dict, io_bound: bool = False) -> str:
     """Why a sample (the harness's per-sample signals) is left out of estimates; '' if it
     is used.  Only signals that predicted slow samples here are rules (README).  An
@@ -115,13 +125,13 @@ def contamination(sample: dict, io_bound: bool = False) -> str:
     return ""  # long enough: its on-CPU time is the measure (on_cpu_ns)
 
 
-def on_cpu_ns(sample: dict, io_bound: bool = False) -> float:
+def on_cpu_ns(sample: Sample, io_bound: bool = False) -> float:
     """The time a sample counts: wall minus off-CPU time where the harness measured it
     (equal to the wall time for an undisturbed sample); an IO-bound sample's wall time,
     since its waits for the device are its work."""
     if io_bound:
-        return sample["ns"]
-    return sample["ns"] - max(sample.get("offcpu_ns") or 0.0, 0.0)
+        return sample.ns
+    return sample.ns - max(sample.offcpu_ns or 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -293,40 +303,40 @@ def compare_pair(baseline, variant, confidence: float = 0.95, method: str = "unp
     return compare(list(baseline.values()), list(variant.values()), confidence)
 
 
-def per_process(samples: list[dict], fn, reduce=np.median, keep: int | None = None) -> dict[int, float]:
+def per_process(samples: list[Sample], fn, reduce=np.median, keep: int | None = None) -> dict[int, float]:
     """reduce(fn(sample)) over the used samples of each process (= the round it ran in),
     one observation per process.  Samples judged contaminated when they were measured
     (`excluded`) are left out.  With keep, only the first `keep` used samples count and a
     process with fewer is left out, so no estimate depends on how many survived."""
     groups: dict[int, list[float]] = defaultdict(list)
     for s in samples:
-        if s.get("excluded"):
+        if s.excluded:
             continue
         v = fn(s)
         if v is not None and math.isfinite(v):
-            groups[s["process"]].append(v)
+            groups[s.process].append(v)
     if keep:
         return {inv: float(reduce(g[:keep])) for inv, g in sorted(groups.items()) if len(g) >= keep}
     return {inv: float(reduce(g)) for inv, g in sorted(groups.items())}
 
 
-def per_turn(samples: list[dict], fn) -> dict[int, dict[int, float]]:
+def per_turn(samples: list[Sample], fn) -> dict[int, dict[int, float]]:
     """fn(sample) of every used sample, as round -> {turn (sample index): value}."""
     out: dict[int, dict[int, float]] = defaultdict(dict)
     for s in samples:
-        if not s.get("excluded"):
+        if not s.excluded:
             v = fn(s)
             if v is not None and math.isfinite(v):
-                out[s["process"]][s["idx"]] = v
+                out[s.process][s.idx] = v
     return dict(out)
 
 
-def keep_count(samples: list[dict]) -> int:
+def keep_count(samples: list[Sample]) -> int:
     """KEEP, or half the samples each process took, rounded up (the most any process of
     the result took), when that is fewer."""
     per: dict[int, int] = defaultdict(int)
     for s in samples:
-        per[s["process"]] += 1
+        per[s.process] += 1
     return max(1, min(KEEP, (max(per.values(), default=1) + 1) // 2))
 
 

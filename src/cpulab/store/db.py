@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cpulab.model import Analysis
-from cpulab.record import RunRecord, StoredResult
+from cpulab.record import RunRecord
+from cpulab.record import StoredResult, StoredSample, StoredVariant
 from cpulab.store.rows import RunListing, StoredArtifact, StoredRun, owner, shown_status
 from cpulab.store.schema import MIGRATIONS
 
@@ -337,8 +338,8 @@ class Store:
             " FROM runs r JOIN machines m ON m.id = r.machine_id LEFT JOIN results x ON x.run_id = r.id"
             + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY r.id ORDER BY r.id", args)]
 
-    def variants(self, run_id: int) -> list[dict]:
-        return [{**json.loads(r["definition"]), "compiler_version": r["compiler_version"]}
+    def variants(self, run_id: int) -> list[StoredVariant]:
+        return [StoredVariant.of_row(r)
                 for r in self.con.execute("SELECT * FROM variants WHERE run_id = ? ORDER BY rowid", (run_id,))]
 
     def results(self, run_id: int) -> list[StoredResult]:
@@ -355,8 +356,8 @@ class Store:
             "SELECT s.result_id, max(s.process) + 1 FROM samples s JOIN results x ON x.id = s.result_id"
             " WHERE x.run_id = ? GROUP BY s.result_id", (run_id,))}
 
-    def samples(self, result_id: int) -> list[dict]:
-        return [dict(r) for r in self.con.execute(
+    def samples(self, result_id: int) -> list[StoredSample]:
+        return [StoredSample.of_row(r) for r in self.con.execute(
             "SELECT * FROM samples WHERE result_id = ? ORDER BY process, idx", (result_id,))]
 
     def artifact(self, hash_: str) -> StoredArtifact | None:

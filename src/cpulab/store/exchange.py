@@ -192,14 +192,14 @@ def _run_doc(store: Store, run_id: int, parent: int | None) -> dict:
     run = store.run(run_id)
     results, hashes = [], []
     for r in store.results(run_id):
-        samples = [{k: s[k] for k in SampleRecord.model_fields} for s in store.samples(r.id)]
+        samples = [{k: getattr(s, k) for k in SampleRecord.model_fields} for s in store.samples(r.id)]
         results.append({**{k: getattr(r, k) for k in ResultRecord.model_fields if k != "samples"}, "samples": samples})
         if r.artifact_hash and r.artifact_hash not in hashes:
             hashes.append(r.artifact_hash)
     return {"parent": parent, "machine": run.machine, "machine_id": run.machine_id,
             "fingerprint": run.fingerprint, "started": run.started, "finished": run.finished,
             "status": run.status, "plan": run.record.stored, "conditions": run.conditions, "timing": run.timing,
-            "argv": run.argv, "label": run.label, "origin": run.origin, "variants": store.variants(run_id),
+            "argv": run.argv, "label": run.label, "origin": run.origin, "variants": [v.to_dict() for v in store.variants(run_id)],
             "artifacts": [store.artifact(h).to_dict() for h in hashes], "results": results,
             "analyses": [a.to_dict() for a in store.analyses(run_id)]}
 

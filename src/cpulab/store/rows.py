@@ -1,5 +1,6 @@
 """The store's rows as typed values: what its read methods return (a run, the list of runs,
-a build's artifact; analyses are model.Analysis, results record.StoredResult).  A run's record is read through RunRecord.of_stored, so runs
+a build's artifact; analyses are model.Analysis, and results, samples and variants
+record.py's).  A run's record is read through RunRecord.of_stored, so runs
 of earlier versions read like new ones; a run whose owner is gone reads as interrupted."""
 from __future__ import annotations
 
