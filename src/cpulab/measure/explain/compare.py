@@ -88,12 +88,14 @@ def summary_of(funcs: dict[str, Function], prof: dict | None = None, function: s
 
 
 def explain(artifact_a: str, artifact_b: str, params: dict[str, str] | None = None, profile_code: float = 0.0,
-            names: tuple[str, str] = ("A", "B"), executor: Executor | None = None) -> dict:
+            names: tuple[str, str] = ("A", "B"), executor: Executor | None = None, verified: bool = False) -> dict:
     """Both builds' kernel code, their hot regions lined up on the same function and
     aligned side by side.  profile_code: seconds of sampled
-    profile of each artifact at `params` to find the regions (0: the static guess)."""
-    pa = profile(artifact_a, params, profile_code, executor) if profile_code else None
-    pb = profile(artifact_b, params, profile_code, executor) if profile_code else None
+    profile of each artifact at `params` to find the regions (0: the static guess).
+    verified: both passed their known-answer test at `params` (a run's builds at a point
+    they were timed at; a 100 MB file's test is a pass over it): not again."""
+    pa = profile(artifact_a, params, profile_code, executor, verified) if profile_code else None
+    pb = profile(artifact_b, params, profile_code, executor, verified) if profile_code else None
     return compare_code(kernel_functions(artifact_a), kernel_functions(artifact_b), pa, pb, names,
                         Path(artifact_a).read_bytes() == Path(artifact_b).read_bytes())
 
