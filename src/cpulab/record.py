@@ -146,8 +146,9 @@ class StoredVariant:
 class StoredSample:
     """One timed sample: which process (round) of a result and which sample in it, its
     time, cycles and work, the signals seen around it (store/db.py SIGNALS), why it is
-    left out of estimates ('' when used) and where and when it ran (PLACED).  Columns a
-    run of an earlier version lacks read as None; the defaults keep hand-made samples short."""
+    left out of estimates ('' when used) and where and when it ran (PLACED).  A run of an
+    earlier version has None in the columns added since; the defaults are for samples
+    made by hand (tests, benchmarks)."""
     process: int = 0
     idx: int = 0
     ns: float = 0.0
