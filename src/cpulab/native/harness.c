@@ -886,6 +886,12 @@ int main(int argc, char **argv)
                 break;
         }
         samples = taken;
+        /* Our samples are taken, not the group's: printing and exiting now would run
+         * beside the other members' last samples (a third of float-abi's samples left out
+         * off-CPU were the last of their process).  The end of the token pipe says the
+         * group is done. */
+        while (read(TURN_IN_FD, &token, 1) == 1)
+            ;
     } else {
         for (int i = 0; i < samples; i++) {
             uint64_t t0 = now_ns();
