@@ -13,8 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from cpulab.policy import DecisionPolicy
-from cpulab.record import RunRecord
-from cpulab.record import StoredVariant
+from cpulab.record import RunRecord, StoredVariant
 
 
 class Status(StrEnum):

@@ -874,7 +874,8 @@ int main(int argc, char **argv)
         while (taken < samples && read(TURN_IN_FD, &token, 1) == 1) {
             /* The cpulab thread that handed the token over may still be on this CPU, a
              * few microseconds from blocking: let it finish now, or it takes the CPU back
-             * mid-sample (one switch of ~150 us: 7% of float-abi's samples left out). */
+             * mid-sample (one switch of ~150 us under ftrace; float-abi alone left out 7.2%
+             * of its samples with it, 4% without). */
             sched_yield();
             uint64_t t0 = now_ns();
             uint64_t calls = token == 'o' ? rewarm_other : rewarm;
