@@ -16,8 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cpulab.model import Analysis
-from cpulab.record import RunRecord
-from cpulab.record import StoredResult, StoredSample, StoredVariant
+from cpulab.record import RunRecord, StoredResult, StoredSample, StoredVariant
 from cpulab.store.rows import RunListing, StoredArtifact, StoredRun, owner, shown_status
 from cpulab.store.schema import MIGRATIONS
 
@@ -278,10 +277,9 @@ class Store:
                      json.dumps(r["conditions"]), json.dumps(r["timing"]), json.dumps(r["argv"]), parent,
                      r["machine"], r["label"], json.dumps(r["origin"]))).lastrowid
                 ids.append((run_id, True))
-                for v in r["variants"]:
-                    definition = {k: x for k, x in v.items() if k != "compiler_version"}
+                for v in map(StoredVariant.from_dict, r["variants"]):
                     c.execute("INSERT INTO variants VALUES (?, ?, ?, ?)",
-                              (run_id, v["name"], json.dumps(definition), v.get("compiler_version")))
+                              (run_id, v.name, json.dumps(v.definition), v.compiler_version))
                 for a in r["artifacts"]:
                     _insert_artifact(c, a)
                 for x in r["results"]:
