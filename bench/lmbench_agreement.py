@@ -11,22 +11,26 @@ small working set are scattered over the largest one's).  Both sides use 4 KiB p
 Each round runs lmbench once at every size, then `cpulab run -w memlat` with one
 process at every size, in alternating order, so a co-tenant's use of a shared cache hits
 both.  Both take the fastest of a few tries in a process (lmbench: the minimum of its
-repetitions; cpulab: the fastest of its first samples).  lmbench's timing parent must
-not share a CPU with its measuring child, so it is not pinned; cpulab pins as usual.
-Both are read in core cycles: the host may move the core clock between the two tools'
-calls (Intel model 207: core/TSC 1.28-1.38 between runs), which a ratio in nanoseconds
-measures as much as either tool.  lmbench's nanoseconds become cycles at the core clock
-measured just before and after its call (the harness's own calibration, --calibrate-only:
-a dependent add chain against the TSC, on the CPU lmbench ran on); cpulab gives cycles
-per load itself.  Prints per size the median over rounds of each, and the median of the
-per-round ratio cpulab / lmbench with its spread; the goal is within 5% at every plateau.
+repetitions; cpulab: the fastest of its first samples), both on the CPU cpulab measures
+on (lmbench's timing parent sleeps in select() while its child measures, so they can
+share it).  Both are read in core cycles, each at the clock its own chase ran at.  That
+clock is not the one a compute loop sees: on an Intel Xeon (family 6 model 167) the core
+ran at 1.57 TSC ticks' worth a tick under an add chain and fell to 1.38 about 10 ms into
+a chase that waits on the L2 or beyond, back again under compute (the host lowers the
+clock of a core that mostly stalls).  So lmbench's nanoseconds become cycles at the core
+clock measured on its CPU right after each size (a chain of dependent adds, as the
+harness measures beside each of its own samples), after a warm-up long enough for the
+clock to settle (--warmup-ms); cpulab gives cycles per load itself.  Prints per size the
+median over rounds of each, and the median of the per-round ratio cpulab / lmbench with
+its spread; the goal is within 5% at every plateau.
 
-    PYTHONPATH=src python bench/lmbench_agreement.py LMBENCH/src [--rounds 5] [--sizes 16K,128K,1M,64M]
+    PYTHONPATH=src python bench/lmbench_agreement.py LMBENCH/src [--rounds 11] [--sizes 16K,128K,1M,4M,64M]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -35,20 +39,24 @@ from pathlib import Path
 
 from cpulab import workloads
 from cpulab.compile import artifacts
+from cpulab.measure.execute import executor
 from cpulab.params import human_bytes, parse_size
 from cpulab.plan import toolchain
 
 DRIVER_C = r"""
 #include "bench.h"
+#include "coreclock.h"
 extern benchmp_f fpInit;
 void loads(size_t len, size_t range, size_t stride, int parallel, int warmup, int repetitions);
-/* argv: repetitions, then working sets in bytes; prints "MB ns" per size on stderr. */
+/* argv: repetitions, warm-up in us, then working sets in bytes.  Prints on stderr per
+ * size lmbench's "MB ns" line, then "ratio R": core cycles per TSC tick right after. */
 int main(int argc, char **argv)
 {
     fpInit = thrash_initialize;
-    for (int i = 2; i < argc; i++) {
+    for (int i = 3; i < argc; i++) {
         size_t size = strtoull(argv[i], 0, 10);
-        loads(size, size, 64, 1, 0, atoi(argv[1]));
+        loads(size, size, 64, 1, atoi(argv[2]), atoi(argv[1]));
+        fprintf(stderr, "ratio %.6f\n", fastest_chain_ratio(200, 5));
     }
     return 0;
 }
@@ -61,7 +69,8 @@ def build_driver(src: Path, work: Path) -> Path:
     missing = [f for f in ("lat_mem_rd.c", "bench.h", *LMBENCH_FILES) if not (src / f).exists()]
     if missing:
         sys.exit(f"{src}: not an lmbench src/ folder (missing {', '.join(missing)})")
-    inc = ["-O2", f"-I{src}", "-I/usr/include/tirpc", "-w"]  # rpc/rpc.h: Debian's libtirpc-dev
+    # coreclock.h: the harness's own clock reading; rpc/rpc.h: Debian's libtirpc-dev
+    inc = ["-O2", f"-I{src}", f"-I{artifacts.NATIVE_DIR}", "-I/usr/include/tirpc", "-w"]
     (work / "driver.c").write_text(DRIVER_C)
     subprocess.run(["gcc", *inc, "-Dmain=lat_mem_rd_main", "-c", str(src / "lat_mem_rd.c"), "-o",
                     str(work / "lat_mem_rd.o")], check=True)
@@ -71,20 +80,21 @@ def build_driver(src: Path, work: Path) -> Path:
     return exe
 
 
-def core_ghz(harness: Path) -> float:
-    """The core clock now, GHz: the harness's TSC rate times its core/TSC ratio."""
+def tsc_ghz(harness: Path) -> float:
+    """The TSC's rate, GHz (the harness measures it against CLOCK_MONOTONIC)."""
     p = subprocess.run([str(harness), "--calibrate-only", "--timer", "tsc"], check=True, capture_output=True, text=True)
-    d = json.loads(p.stdout.splitlines()[-1])
-    return d["tsc_hz"] * d["core_per_tsc"] / 1e9
+    return json.loads(p.stdout.splitlines()[-1])["tsc_hz"] / 1e9
 
 
-def lmbench_cycles(exe: Path, sizes: list[int], reps: int, harness: Path) -> dict[int, float]:
-    """lmbench's ns per load at each size, in core cycles at the clock around its call."""
-    before = core_ghz(harness)
-    p = subprocess.run([str(exe), str(reps), *map(str, sizes)], check=True, capture_output=True, text=True)
-    ghz = (before + core_ghz(harness)) / 2
-    values = [float(line.split()[1]) * ghz for line in p.stderr.splitlines() if len(line.split()) == 2]
-    return dict(zip(sizes, values))
+def lmbench_cycles(exe: Path, sizes: list[int], reps: int, warmup_ms: float, tsc: float) -> dict[int, float]:
+    """lmbench's ns per load at each size, in core cycles at the clock right after it."""
+    with executor.on_cpu(max(os.sched_getaffinity(0))):  # the CPU cpulab measures on
+        p = subprocess.run([str(exe), str(reps), str(int(warmup_ms * 1000)), *map(str, sizes)],
+                           check=True, capture_output=True, text=True)
+    lines = [line.split() for line in p.stderr.splitlines()]
+    ns = [float(w[1]) for w in lines if len(w) == 2 and w[0] != "ratio"]
+    ratio = [float(w[1]) for w in lines if len(w) == 2 and w[0] == "ratio"]
+    return {s: n * tsc * r for s, n, r in zip(sizes, ns, ratio)}
 
 
 def cpulab_cycles(sizes: list[int], db: Path, mode: str) -> dict[int, float]:
@@ -99,19 +109,21 @@ def cpulab_cycles(sizes: list[int], db: Path, mode: str) -> dict[int, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("lmbench_src", type=Path, help="the src/ folder of an lmbench 3 tree")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=11, help="rounds (at 4 MiB on an Intel host 11 were needed for the medians to settle)")
     ap.add_argument("--reps", type=int, default=3, help="lmbench's repetitions per size (it keeps the fastest)")
-    ap.add_argument("--sizes", default="16K,128K,1M,64M", help="working sets: one per plateau")
+    ap.add_argument("--warmup-ms", type=float, default=30, help="lmbench's warm-up per size: the clock settles in it")
+    ap.add_argument("--sizes", default="16K,128K,1M,4M,64M", help="working sets: one per plateau")
     ap.add_argument("--mode", default="random", help="cpulab memlat's order (default: its default)")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     harness = Path(artifacts.build_artifact(workloads.get("memlat"), toolchain.BUILTIN["O2"]).path)
+    tsc = tsc_ghz(harness)
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_driver(args.lmbench_src.resolve(), Path(tmp))
         lm: dict[int, list[float]] = {s: [] for s in sizes}
         cl: dict[int, list[float]] = {s: [] for s in sizes}
         for r in range(args.rounds):
-            tools = [(lambda: lmbench_cycles(exe, sizes, args.reps, harness), lm),
+            tools = [(lambda: lmbench_cycles(exe, sizes, args.reps, args.warmup_ms, tsc), lm),
                      (lambda: cpulab_cycles(sizes, Path(tmp) / "db.sqlite", args.mode), cl)]
             for measure, into in tools if r % 2 == 0 else reversed(tools):
                 for s, v in measure().items():
