@@ -94,6 +94,24 @@ def test_cpuid_tlb_and_cache_at_one_edge_resolved_by_huge_pages():
     assert kept["cause"] == "capacity"
 
 
+def test_a_measured_reach_explains_a_step_that_huge_pages_keep():
+    """Under a hypervisor that maps the guest in 4 KiB pages, huge pages keep a TLB's step
+    (Xeon model 167's guest: 90 pages, 362 KiB, in the line chase with either page size
+    and in the page-stride chase): the measured reach explains it, and the words say why
+    the huge-page curve did not tell."""
+    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 362 * KiB, 430 * KiB, 5),
+            level(430 * KiB, 1200 * KiB, 3 * MiB, 7), level(3 * MiB, 64 * MiB, None, 40, True)]
+    stride = [level(4 * KiB, 362 * KiB, 430 * KiB, 1.5), level(430 * KiB, 64 * MiB, None, 4, True)]
+    got = steps.explain_steps(line, CACHES, [], huge_levels=line, stride_levels=stride)[1]
+    assert got["cause"] == "TLB" and got["huge_pages_keep_it"] is True and "90 pages" in got["matches"][0]
+    assert "do not widen this TLB's reach" in steps.describe_steps([got])
+    # without the page-stride chase the step is unexplained, and the words do not rule a TLB out
+    alone = steps.explain_steps(line, CACHES, [], huge_levels=line)[1]
+    assert alone["cause"] == "unexplained"
+    text = steps.describe_steps([alone])
+    assert "not a TLB's" not in text and "--mode random,pagestride" in text
+
+
 def test_pagestride_cache_step_is_not_a_tlb():
     tlbs, caches = steps.pagestride_reaches([level(4 * KiB, 128 * MiB, 192 * MiB, 3),
                                              level(192 * MiB, 256 * MiB, None, 9, True)], CACHES)

@@ -13,10 +13,15 @@ The last plateau beyond every cache is memory (analysis.cache_levels).
 Evidence, from the curves of one memlat run or several (analysis.memory.memlat_curves):
 * the line chase with 4 KiB pages (mode=random pages=4k): the steps to explain;
 * the same with huge pages (pages=thp or huge): a step that is gone there was the TLB's
-  (a 2 MiB page covers 512 times the address range), one that stays is a cache's;
+  (a 2 MiB page covers 512 times the address range), one that stays is a cache's --
+  where huge pages widen a TLB's reach.  Under a hypervisor that maps the guest's memory
+  in 4 KiB pages they do not: a TLB entry holds the guest-virtual to host-physical
+  translation, so it covers the smaller of the two pages (Xeon model 167's guest: the
+  page-stride chase steps at 90 pages, 362 KiB, with 4 KiB pages and with huge pages);
 * the page-stride chase (mode=pagestride pages=4k): one load per page touches size/4096
   pages but only size/64 bytes of cache, so its steps below 64 x L1 are TLB reaches,
-  measured, and a step at 64 x a cache size is that cache's;
+  measured, and a step at 64 x a cache size is that cache's.  A measured reach explains
+  a step whatever the huge-page curve says;
 * the TLB geometry from CPUID (machine/tlb.py), when the machine reports it.
 A candidate explains a step when it lies within AGREE_FACTOR of the step's edge, or
 inside a gradual step's ramp (from the last size at the lower latency to the first at
@@ -50,7 +55,7 @@ def pagestride_reaches(levels: list[dict], os_caches: list[dict]) -> tuple[list[
     (a cache of C bytes holds the chase's lines up to a span of C x 4096 / 64)."""
     caches = data_caches(os_caches)
     tlbs, cache_steps = [], []
-    for lv in _closed(levels):
+    for lv, after in zip(levels, levels[1:]):  # each closed level and the one it steps to
         footprint = lv["size_bytes"] * LINE / PAGE
         near = [c for c in caches if abs(math.log(footprint / c["size_bytes"])) <= math.log(AGREE_FACTOR)]
         if near:
@@ -59,13 +64,14 @@ def pagestride_reaches(levels: list[dict], os_caches: list[dict]) -> tuple[list[
             pages = lv["size_bytes"] // PAGE
             tlbs.append({"name": f"TLB reach measured by the page-stride chase ({pages} pages = "
                                  f"{human_bytes(lv['size_bytes'])})", "reach_bytes": lv["size_bytes"],
-                         "entries": pages, "page_bytes": PAGE, "measured": True})
+                         "entries": pages, "page_bytes": PAGE, "measured": True,
+                         "rise": _latency(after) - _latency(lv)})
     return tlbs, cache_steps
 
 
 def candidates(os_caches: list[dict], tlbs: list[dict], measured_tlbs: list[dict]) -> list[dict]:
     out = [{"kind": "cache", "name": c["name"], "bytes": c["size_bytes"]} for c in data_caches(os_caches)]
-    out += [{"kind": "TLB", "name": t["name"], "bytes": t["reach_bytes"]}
+    out += [{"kind": "TLB", "name": t["name"], "bytes": t["reach_bytes"], "rise": t.get("rise")}
             for t in tlbs + measured_tlbs if t["page_bytes"] == PAGE]
     return out
 
@@ -119,6 +125,8 @@ def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool 
     """The cause of one step (see the module's docstring) and the candidates that say so."""
     caches = [c for c in matched if c["kind"] == "cache"]
     tlbs = [c for c in matched if c["kind"] == "TLB"]
+    if not caches and (measured := [t for t in tlbs if t["rise"] is not None]):
+        return "TLB", measured  # the page-stride chase ran out of it here: huge pages keeping the step do not undo that
     if tlbs and (keeps is False or not caches):
         if keeps is not True:
             return "TLB", tlbs
@@ -147,7 +155,9 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
     for k, lv in enumerate(closed):
         edge, upper = lv["size_bytes"], lv["next_bytes"]
         after = line_levels[line_levels.index(lv) + 1]
-        matched = [c for c in cands if near_step(edge, upper, c["bytes"])]
+        # a reach the page-stride chase measured explains at most what a miss there cost it
+        matched = [c for c in cands if near_step(edge, upper, c["bytes"])
+                   and (c.get("rise") is None or c["rise"] >= KEEPS * (_latency(after) - _latency(lv)))]
         keeps = _huge_keeps(edge, upper, math.log(_latency(after) / _latency(lv)), huge_levels)
         cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
@@ -170,6 +180,16 @@ CAUSE_WORDS = {
 }
 
 
+# What a step that stays with huge pages says, where that does not rule a TLB out.
+HUGE_KEEPS = {
+    "TLB": " With huge pages the step stays: they do not widen this TLB's reach here (under a hypervisor that "
+           "maps the guest's memory in 4 KiB pages, every TLB entry covers 4 KiB).",
+    "unexplained": " With huge pages the step stays: no TLB's, unless huge pages do not widen the reach here "
+                   "(under a hypervisor that maps the guest's memory in 4 KiB pages they do not); a page-stride "
+                   "chase measures the reach: cpulab memlat --mode random,pagestride.",
+}
+
+
 def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
     """The steps in words, each with its evidence."""
     if not steps:
@@ -186,7 +206,7 @@ def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
         text += CAUSE_WORDS[s["cause"]].format(matches=", ".join(s["matches"]) or "no size candidate",
                                                nearest=", ".join(s["nearest"]), edge=where)
         if s["huge_pages_keep_it"] is True:
-            text += " With huge pages the step stays: not a TLB's."
+            text += HUGE_KEEPS.get(s["cause"], " With huge pages the step stays: not a TLB's.")
         elif s["huge_pages_keep_it"] is False:
             text += " With huge pages it is gone: the TLB's."
         lines.append(text)
