@@ -71,9 +71,13 @@ def test_bisect_finds_the_planted_commit_and_names_the_one_that_did_not_build(cl
 
 
 def test_bisect_of_an_unchanged_history_finds_nothing(cli, tmp_path):
+    """One step, HEAD against good, and no regression; on a loaded machine that step may
+    stay undecided (a fresh clone's test run read -7.4% [-24.4, -0.3] beside the other
+    tests), which is still no regression shown, said with its figures."""
     planted(tmp_path, [2_000_000] * 4)
     p = cli("bisect", "good", "HEAD", "--plan", str(plan_of(tmp_path)), "--threshold", "0.2", timeout=900)
-    assert p.returncode == 0 and "no regression from good to HEAD (1 step)" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "no regression from good to HEAD (1 step" in p.stdout, p.stdout + p.stderr
+    assert "(1 step)" in p.stdout or "undecided)" in p.stdout, p.stdout
 
 
 def plan_of(tmp_path):
