@@ -113,6 +113,11 @@ def _huge_keeps(edge: float, upper: float | None, rise: float, huge_levels: list
     return True if huge_rise >= KEEPS * rise else False if huge_rise <= GONE * rise else None
 
 
+# A reach the page-stride chase measured explains a step of the line chase when a miss
+# there cost the page-stride chase at least this share of the step's rise (Xeon model
+# 167: 7 of 7 cycles at 362 KiB; 48 of 496 at 5.7 MiB, where the L3 runs out too).
+TLB_SHARE = 0.5
+
 GRADUAL = 2.0  # a step whose ramp spans more than this factor of sizes is gradual
 # ... and one that begins at most at this share of the cache it ends at is conflicts, not
 # capacity: an octave below.  (Within AGREE_FACTOR of it, where a gentle ramp's plateau
@@ -155,9 +160,8 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
     for k, lv in enumerate(closed):
         edge, upper = lv["size_bytes"], lv["next_bytes"]
         after = line_levels[line_levels.index(lv) + 1]
-        # a reach the page-stride chase measured explains at most what a miss there cost it
         matched = [c for c in cands if near_step(edge, upper, c["bytes"])
-                   and (c.get("rise") is None or c["rise"] >= KEEPS * (_latency(after) - _latency(lv)))]
+                   and (c.get("rise") is None or c["rise"] >= TLB_SHARE * (_latency(after) - _latency(lv)))]
         keeps = _huge_keeps(edge, upper, math.log(_latency(after) / _latency(lv)), huge_levels)
         cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
