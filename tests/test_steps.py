@@ -113,8 +113,8 @@ def test_a_measured_reach_explains_a_step_that_huge_pages_keep():
 
 
 def test_a_step_across_which_the_clock_moved_says_so():
-    """Cycles over ns is the clock each level ran at; where the two sides differ, the
-    words say to compare cycles, and where they agree they say nothing of it."""
+    """Cycles over ns is the clock each level ran at; where the two sides differ by over
+    10%, the words say to compare cycles, and where they agree they say nothing of it."""
     line = [level(64 * KiB, 362 * KiB, 430 * KiB, 4.5), level(430 * KiB, 1200 * KiB, 3 * MiB, 5.7),
             level(3 * MiB, 64 * MiB, None, 40, True)]
     for lv, cycles in zip(line, (16.0, 23.3, 40 * 23.3 / 5.7)):  # 3.56, 4.09 and 4.09 GHz

@@ -195,8 +195,10 @@ HUGE_KEEPS = {
 
 
 # Core clocks (cycles over ns) on either side of a step that differ by more than this are
-# said: the host moved the clock between the levels, so their ns do not compare.
-CLOCK_MOVED = 1.03
+# said: the host moved the clock between the levels, so their ns do not compare.  A few
+# percent is the clock's spread between processes (the stored Zen 3 and model 207 runs:
+# 3-4%); the fall under a stalling chase on Xeon model 167 is 14%.
+CLOCK_MOVED = 1.10
 
 
 def _clock_moved(step: dict) -> str:
