@@ -12,7 +12,7 @@ compares anything must say how (its method); nothing falls back to a default qui
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
 from cpulab.policy import METHODS, METRICS, PRECISION, DecisionPolicy
 
@@ -185,6 +185,3 @@ class StoredSample:
     def of_row(cls, row) -> "StoredSample":
         d = dict(row)
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
