@@ -43,6 +43,8 @@ from cpulab.measure.execute import executor
 from cpulab.params import human_bytes, parse_size
 from cpulab.plan import toolchain
 
+CPU = max(os.sched_getaffinity(0))  # the CPU cpulab measures on (cpulock.claim_cpu: the last one free)
+
 DRIVER_C = r"""
 #include "bench.h"
 #include "coreclock.h"
@@ -80,15 +82,9 @@ def build_driver(src: Path, work: Path) -> Path:
     return exe
 
 
-def tsc_ghz(harness: Path) -> float:
-    """The TSC's rate, GHz (the harness measures it against CLOCK_MONOTONIC)."""
-    p = subprocess.run([str(harness), "--calibrate-only", "--timer", "tsc"], check=True, capture_output=True, text=True)
-    return json.loads(p.stdout.splitlines()[-1])["tsc_hz"] / 1e9
-
-
 def lmbench_cycles(exe: Path, sizes: list[int], reps: int, warmup_ms: float, tsc: float) -> dict[int, float]:
     """lmbench's ns per load at each size, in core cycles at the clock right after it."""
-    with executor.on_cpu(max(os.sched_getaffinity(0))):  # the CPU cpulab measures on
+    with executor.on_cpu(CPU):
         p = subprocess.run([str(exe), str(reps), str(int(warmup_ms * 1000)), *map(str, sizes)],
                            check=True, capture_output=True, text=True)
     lines = [line.split() for line in p.stderr.splitlines()]
@@ -117,7 +113,8 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     harness = Path(artifacts.build_artifact(workloads.get("memlat"), toolchain.BUILTIN["O2"]).path)
-    tsc = tsc_ghz(harness)
+    # the TSC's rate, as the harness measures it (an executor on CPU claims no CPU, so cpulab's runs take it)
+    tsc = executor.calibrate_timing(str(harness), "tsc", executor.LocalExecutor(CPU))["tsc_hz"] / 1e9
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_driver(args.lmbench_src.resolve(), Path(tmp))
         lm: dict[int, list[float]] = {s: [] for s in sizes}
