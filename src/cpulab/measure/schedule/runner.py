@@ -370,8 +370,12 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
                       plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
                       tsc_hz=None if t.emulator else tsc_hz, reps=t.reps, verified=t.reps is not None,
                       # an io-bound call streams a file through the page cache: the other
-                      # member leaves nothing behind that it would reuse
-                      rewarm_calls=0 if w.io_bound else 1)
+                      # member leaves nothing behind that it would reuse.  Under qemu-user
+                      # the eighth of a sample suffices: without the whole call samples right
+                      # after another member were 1.0% slower than right after their own,
+                      # with it 0.5% (model 167, dot, euclid and fft at 16 Ki elements, two
+                      # runs each), and it took 6 s of 8 s of samples there
+                      rewarm_calls=0 if w.io_bound or t.emulator else 1)
 
 
 def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:
