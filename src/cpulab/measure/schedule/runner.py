@@ -299,7 +299,8 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
         measure_rounds(store, {k: ts for k, ts in points.items() if k[0] in exps}, schedule, run_round, progress,
                        rng, stop)
 
-    sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in points)]
+    sharing = sorted((e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in points)),
+                     key=lambda exp: -_sample_seconds(plan, exp, points))
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
     if spare is not None:
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
@@ -318,6 +319,14 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     with linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
         rounds(alone, site.executor, store, rng, progress)
     return sharing if spare is not None else []
+
+
+def _sample_seconds(plan: Plan, experiment: str, points: dict[tuple, list[Target]]) -> float:
+    """The least time an experiment's first look spends in samples: the lanes take the
+    longest first, so that none ends long after the other (the seeds' per-clock, taken
+    third, ran 16 s of counts and explanations while the other lane stood idle for 6)."""
+    targets = sum(len(ts) for k, ts in points.items() if k[0] == experiment)
+    return targets * plan.processes_of(experiment) * plan.samples_of(experiment) * plan.min_sample_time
 
 
 def turn_order(cycles: list[list[int]], names: list[str]) -> list[list[tuple[int, str]]]:
