@@ -124,3 +124,15 @@ def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, 
 
 def fmt_interval(ci: list[float]) -> str:
     return f"[{(ci[0] - 1) * 100:+.1f}%, {(ci[1] - 1) * 100:+.1f}%]"
+
+
+def turn_order(cycles: list[list[int]], names: list[str]) -> list[list[tuple[int, str]]]:
+    """For each member of a group, each of its samples' (position in its cycle, the name
+    of the member whose sample ran just before it: '' for the very first)."""
+    out: list[list[tuple[int, str]]] = [[] for _ in names]
+    previous = ""
+    for cycle in cycles:
+        for position, m in enumerate(cycle):
+            out[m].append((position, previous))
+            previous = names[m]
+    return out

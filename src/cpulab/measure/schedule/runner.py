@@ -31,7 +31,7 @@ from cpulab.measure.explain.largest import (
 )
 from cpulab.measure.schedule.lanes import LaneProgress, in_lanes
 from cpulab.measure.execute.processes import evict
-from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, measure_rounds
+from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, measure_rounds, turn_order
 from cpulab.measure.schedule.session import Stopped, machine_identity, recorded_run
 from cpulab.measure.schedule.site import Site
 from cpulab.measure.schedule.targets import (
@@ -323,22 +323,9 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
 
 def _sample_seconds(plan: Plan, experiment: str, points: dict[tuple, list[Target]]) -> float:
     """The least time an experiment's first look spends in samples: the lanes take the
-    longest first, so that none ends long after the other (the seeds' per-clock, taken
-    third, ran 16 s of counts and explanations while the other lane stood idle for 6)."""
+    longest first (the seeds' per-clock, taken third, ended 6 s after the other lane)."""
     targets = sum(len(ts) for k, ts in points.items() if k[0] == experiment)
     return targets * plan.processes_of(experiment) * plan.samples_of(experiment) * plan.min_sample_time
-
-
-def turn_order(cycles: list[list[int]], names: list[str]) -> list[list[tuple[int, str]]]:
-    """For each member of a group, each of its samples' (position in its cycle, the name
-    of the member whose sample ran just before it: '' for the very first)."""
-    out: list[list[tuple[int, str]]] = [[] for _ in names]
-    previous = ""
-    for cycle in cycles:
-        for position, m in enumerate(cycle):
-            out[m].append((position, previous))
-            previous = names[m]
-    return out
 
 
 def _points(live: list[Target]) -> dict[tuple, list[Target]]:
@@ -378,12 +365,9 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
     return HarnessJob(exe, prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
                       plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
                       tsc_hz=None if t.emulator else tsc_hz, reps=t.reps, verified=t.reps is not None,
-                      # an io-bound call streams a file through the page cache: the other
-                      # member leaves nothing behind that it would reuse.  Under qemu-user
-                      # the eighth of a sample suffices: without the whole call samples right
-                      # after another member were 1.0% slower than right after their own,
-                      # with it 0.5% (model 167, dot, euclid and fft at 16 Ki elements, two
-                      # runs each), and it took 6 s of 8 s of samples there
+                      # io-bound: the other member leaves nothing it would reuse.  qemu-user:
+                      # carry-over -1.0% without the whole call, -0.5% with it, which took 6 s
+                      # of 8 s of samples (model 167, float-abi-arm at 16 Ki elements)
                       rewarm_calls=0 if w.io_bound or t.emulator else 1)
 
 
