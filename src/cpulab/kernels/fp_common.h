@@ -57,11 +57,14 @@ static inline unsigned fp_log2(size_t n)
 
 /* Deterministic inputs in [-1, 1): a 64-bit LCG, top 24 bits.  Every value is a
  * multiple of 2^-23 below 1 in magnitude, so it is exact in float and double alike:
- * both precisions see the same numbers. */
+ * both precisions see the same numbers.  Centred in integers and scaled by a multiply
+ * (both exact: the same numbers as subtracting and dividing in floating point), as a
+ * division is slow where set-up pays for it per process: x87's fdiv, and armel's
+ * soft-float division under qemu. */
 static inline double fp_lcg(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return ((double)(int64_t)(*s >> 40) - 8388608.0) / 8388608.0;
+    return (double)((int32_t)(*s >> 40) - 8388608) * (1.0 / 8388608.0);
 }
 
 /* Tells the compiler that any memory may have changed (and been read): a loop over
