@@ -151,3 +151,16 @@ def test_the_shell_completes_stored_run_ids(cli, tmp_path):
     assert r.stdout.splitlines() == ["plain,1"], r.stdout
     r = cpulab(env={"_CPULAB_COMPLETE": "zsh_source"})
     assert "compdef" in r.stdout and "_CPULAB_COMPLETE" in r.stdout
+
+
+def test_a_cluster_without_dask_is_one_line():
+    """`run --cluster` with dask missing says what to install, as `cpulab scheduler` does."""
+    import subprocess
+    import sys
+    for args in (["run", "-w", "sha256", "-v", "O2", "--cluster", "tcp://127.0.0.1:1"], ["scheduler"]):
+        code = ("import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
+                f"sys.argv = ['cpulab', *{args!r}]; from cpulab.cli.main import main; main()")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        assert p.stderr.strip().splitlines() == ["cpulab: error: clusters need dask.distributed: "
+                                                 "pip install 'cpulab[distributed]'"]

@@ -1,6 +1,7 @@
 """A plan across a cluster: a scheduler and two workers (alpha, beta) on 127.0.0.1,
 started here as `cpulab scheduler` / `cpulab worker` processes and always torn down;
-a worker killed in the middle of a job; the scheduler gone; export and import."""
+a worker killed in the middle of a job; the scheduler gone; a run exported and imported
+(tests/test_exchange.py: hand-made and hostile run files)."""
 from __future__ import annotations
 
 import json
@@ -245,68 +246,6 @@ def test_export_import_round_trip(cluster_run, tmp_path):
     assert all(a["commands"] for r in exported["runs"] for a in r["artifacts"])
 
 
-def _valid_file(tmp_path: Path) -> dict:
-    sample = {"invocation": 0, "idx": 0, "ns": 1e6, "cycles": 2e6, "instructions": None, "work": 4096.0, "reps": 1,
-              "user_s": 0.001, "sys_s": 0.0, "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.0, "layout_pad": 0}
-    result = {"experiment": "e", "workload": "sha256", "variant": "O2", "params": {"size": "4096"}, "unit": "bytes",
-              "status": "ok", "error": "", "artifact_hash": None, "same_as": "", "notes": {}, "samples": [sample]}
-    run = {"parent": None, "machine": "", "machine_id": "ab12", "fingerprint": {}, "started": 1.0e9,
-           "finished": None, "status": "done", "plan": {"experiments": []}, "conditions": {}, "timing": {},
-           "argv": [], "variants": [{"name": "O2"}], "artifacts": [], "results": [result], "analyses": []}
-    return {"format": "cpulab-run", "version": 1, "exported": 1.0e9, "runs": [run]}
-
-
-HOSTILE = {
-    "not json": lambda d: "{not json",
-    "nan sample": lambda d: json.dumps(d).replace('"ns": 1000000.0', '"ns": NaN'),
-    "negative time": lambda d: json.dumps(d).replace('"ns": 1000000.0', '"ns": -1'),
-    "string for number": lambda d: json.dumps(d).replace('"ns": 1000000.0', '"ns": "1e6"'),
-    "unknown status": lambda d: json.dumps(d).replace('"status": "ok"', '"status": "fast"'),
-    "unknown variant": lambda d: json.dumps(d).replace('"variant": "O2"', '"variant": "O9"'),
-    "extra field": lambda d: json.dumps({**d, "runs": [{**d["runs"][0], "evil": 1}]}),
-    "forward parent": lambda d: json.dumps({**d, "runs": [{**d["runs"][0], "parent": 0}]}),
-    "machine id injection": lambda d: json.dumps(d).replace('"ab12"', '"x\'); DROP TABLE runs; --"'),
-    "duplicate sample": lambda d: json.dumps(d).replace('"samples": [', '"samples": [' + json.dumps(
-        d["runs"][0]["results"][0]["samples"][0]) + ", "),
-    "deep nesting": lambda d: "[" * 100_000 + "]" * 100_000,
-    "not utf-8": lambda d: "\udcff",
-}
-
-
-@pytest.mark.parametrize("version", [1, 2])
-def test_valid_handmade_file_imports(tmp_path, version):
-    """The file as this cpulab writes it, and as version 1 did (a sample's process was
-    its `invocation`)."""
-    doc = _valid_file(tmp_path)
-    if version == 2:
-        smp = doc["runs"][0]["results"][0]["samples"][0]
-        smp["process"] = smp.pop("invocation")
-        doc["version"] = 2
-    f = tmp_path / "ok.json"
-    f.write_text(json.dumps(doc))
-    store = Store(tmp_path / "s.sqlite")
-    assert exchange.import_document(store, exchange.read_document(f)) == [(1, True)]
-    assert store.results(1)[0].params == {"size": "4096"} and len(store.samples(store.results(1)[0].id)) == 1
-
-
-@pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_hostile_import_file_is_refused(tmp_path, case):
-    f = tmp_path / "bad.json"
-    f.write_bytes(HOSTILE[case](_valid_file(tmp_path)).encode("utf-8", "surrogateescape"))
-    with pytest.raises(exchange.RunFileError) as e:
-        exchange.read_document(f)
-    assert "\n" not in str(e.value) and str(f) in str(e.value)
-
-
-def test_hostile_import_exits_2_and_writes_nothing(tmp_path):
-    f = tmp_path / "bad.json"
-    f.write_text(HOSTILE["unknown variant"](_valid_file(tmp_path)))
-    db = tmp_path / "s.sqlite"
-    p = cpulab("import", str(f), db=db)
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "results.0" in p.stderr
-    assert not db.exists() or not Store(db).runs()
-
-
 def test_scheduler_gone_stops_the_run_interrupted(cluster, tmp_path):
     """Last in the file: it ends the module's cluster."""
     db = tmp_path / "s.sqlite"
@@ -344,19 +283,6 @@ def _samples_stored(db: Path) -> bool:
             return con.execute("SELECT count(*) FROM samples").fetchone()[0] > 0
     except sqlite3.OperationalError:  # the tables are not there yet
         return False
-
-
-def test_a_cluster_without_dask_is_one_line():
-    """`run --cluster` with dask missing says what to install, as `cpulab scheduler` does."""
-    import subprocess
-    import sys
-    for args in (["run", "-w", "sha256", "-v", "O2", "--cluster", "tcp://127.0.0.1:1"], ["scheduler"]):
-        code = ("import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
-                f"sys.argv = ['cpulab', *{args!r}]; from cpulab.cli.main import main; main()")
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-        assert p.returncode == 2 and "Traceback" not in p.stderr
-        assert p.stderr.strip().splitlines() == ["cpulab: error: clusters need dask.distributed: "
-                                                 "pip install 'cpulab[distributed]'"]
 
 
 ECHO_C = r"""
