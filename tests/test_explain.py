@@ -24,6 +24,21 @@ def test_kernel_functions_are_the_kernels_only():
     assert all(f.instructions for f in funcs.values())
 
 
+def test_kernel_functions_read_from_their_span_are_the_whole_listings():
+    """Disassembled over the kernel's span only (a static build's libc is left out), each
+    kernel function reads as in the executable's whole listing, padding included."""
+    for name in ("O2", "static"):
+        exe = Path(artifact(name))
+        stems = {n.split(".")[0] for n in code.kernel_symbols(exe.parent / "kernel.o")}
+        whole = {n: f for n, f in code.disassemble(exe).items() if n.split(".")[0] in stems and f.instructions}
+        funcs = code.kernel_functions(str(exe))
+        assert funcs.keys() == whole.keys() and "k_run" in funcs
+        for n, f in funcs.items():
+            assert [(i.address, i.text) for i in f.instructions] == [(i.address, i.text) for i in whole[n].instructions]
+            assert f.size_bytes == whole[n].size_bytes
+    assert len(code.disassemble(exe)) > 10 * len(funcs)  # the static build's span leaves most of it out
+
+
 def test_hot_loop_is_in_the_timed_code():
     funcs = code.kernel_functions(artifact("O0"))
     name, loop = code.hot_loop(funcs)
