@@ -135,7 +135,9 @@ def disassemble(executable: Path, span: tuple[int, int | None] | None = None) ->
     tool = (shutil.which("objdump") if x86 else None) or shutil.which("llvm-objdump")
     if tool is None:
         raise RuntimeError("no objdump: install binutils (or llvm for another machine's code)")
-    within = [f"--start-address={span[0]:#x}"] + ([f"--stop-address={span[1]:#x}"] if span[1] else []) if span else []
+    within = []
+    if span:
+        within = [f"--start-address={span[0]:#x}"] + ([f"--stop-address={span[1]:#x}"] if span[1] else [])
     p = subprocess.run([tool, "-d", "--no-show-raw-insn", *(["-M", "intel"] if x86 else []), *within,
                         str(executable)], capture_output=True, text=True, timeout=120)
     if p.returncode != 0:
@@ -163,7 +165,8 @@ def kernel_functions(artifact_path: str) -> dict[str, Function]:
     exe = Path(artifact_path)
     names = kernel_symbols(exe.parent / "kernel.o")
     stems = {n.split(".")[0] for n in names}
-    return {n: f for n, f in disassemble(exe, _span(exe, stems)).items() if n.split(".")[0] in stems and f.instructions}
+    listed = disassemble(exe, _span(exe, stems))
+    return {n: f for n, f in listed.items() if n.split(".")[0] in stems and f.instructions}
 
 
 def _span(executable: Path, stems: set[str]) -> tuple[int, int | None] | None:
