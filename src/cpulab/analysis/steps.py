@@ -160,9 +160,10 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
     for k, lv in enumerate(closed):
         edge, upper = lv["size_bytes"], lv["next_bytes"]
         after = line_levels[line_levels.index(lv) + 1]
+        below, above = _latency(lv), _latency(after)
         matched = [c for c in cands if near_step(edge, upper, c["bytes"])
-                   and (c.get("rise") is None or c["rise"] >= TLB_SHARE * (_latency(after) - _latency(lv)))]
-        keeps = _huge_keeps(edge, upper, math.log(_latency(after) / _latency(lv)), huge_levels)
+                   and (c.get("rise") is None or c["rise"] >= TLB_SHARE * (above - below))]
+        keeps = _huge_keeps(edge, upper, math.log(above / below), huge_levels)
         cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
