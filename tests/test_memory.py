@@ -4,6 +4,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -354,14 +357,18 @@ def test_memlat_colour_balanced_verifies_or_skips_without_root(memlat, mode, siz
 
 
 @pytest.mark.parametrize("mode, size", [("random", 3 * MiB), ("pagestride", 2 * MiB), ("sequential", 400_000)])
-def test_memlat_colour_balanced_pages_are_found_once_per_run(memlat, mode, size, tmp_path):
+def test_memlat_colour_balanced_pages_are_found_once_per_run(memlat, mode, size, request):
     """Under a run's shared directory the first process keeps its balanced pages and
     chain, and a later one maps them: the same chain and walks (its known-answer test
     passes), as balanced; another point, and a chain broken on purpose, are not shared."""
     if not _frames_visible():
         pytest.skip("no physical frames in /proc/self/pagemap (not root)")
-    pool = tmp_path / "pages"
-    pool.mkdir()
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm: a run keeps no pages to share")
+    # On tmpfs, as in a run: a page cache's large folio, split by giving pages back, can
+    # drop its picked pages too (ext4), which come back from disk on other frames.
+    pool = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    request.addfinalizer(lambda: shutil.rmtree(pool, ignore_errors=True))
     kept = ArgvJob([str(memlat), *params(size=size, mode=mode, colour="balanced", **FEW_COLOURS), *QUICK], 120,
                    env={executor.SHARED: str(pool)})
     first = default_executor().execute(kept).data
