@@ -851,13 +851,10 @@ int main(int argc, char **argv)
     uint64_t t_ready = now_ns();
     double around_ns = 0; /* time in the sample loop outside the timed regions */
     if (turns) {
-        /* Before each sample a thirty-second of one (one call at least, from 8
-         * repetitions up), untimed, refills what the time since the last one took
-         * (caches, TLB, predictors): the cpulab process handing the token over, and
-         * another member's sample when the token says one ran since ours ('o'; 's': none
-         * did).  An eighth took 3.4 s more of the seeds' run between samples and moved no
-         * carry-over (float-abi 0.993 with either, per-clock 1.000 and 0.999; Xeon guest,
-         * model 167): data beyond the L2 are for the whole calls below to refill.  After another member at least --rewarm-calls whole
+        /* Before each sample an eighth of one, untimed, refills what the time since the
+         * last one took (caches, TLB, predictors): the cpulab process handing the token
+         * over, and another member's sample when the token says one ran since ours
+         * ('o'; 's': none did).  After another member at least --rewarm-calls whole
          * calls (default 1: a 2^20-point FFT of one call per sample ran 10-12% slower
          * right after another build without it), unless the kernel notes a working set
          * of at most SMALL_WORKING_SET: another member's sample leaves it in L2, whence
@@ -865,7 +862,7 @@ int main(int argc, char **argv)
          * sample, re-warmed a whole call before each).  After itself, under 8
          * repetitions, none (a whole call would cost up to 100% more, to refill what it
          * left). */
-        const uint64_t rewarm = reps < 8 ? 0 : (reps + 31) / 32;
+        const uint64_t rewarm = reps / 8;
         const uint64_t rewarm_least = small_working_set() ? 0 : (uint64_t)rewarm_calls;
         const uint64_t rewarm_other = rewarm > rewarm_least ? rewarm : rewarm_least;
         int taken = 0;
