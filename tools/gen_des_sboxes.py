@@ -198,14 +198,32 @@ def binary_options(f: int, order, cost):
 
 
 def one_gate(c: Circuit, f: int) -> tuple[str, int, int] | None:
-    """(kind, a, b): f is one binary operation on two values already built, or None."""
-    built = np.array(list(c.name), dtype=np.uint64)
-    a, b = built[:, None], built[None, :]
-    for kind, fn in BINOPS.items():
-        hit = (fn(a, b) == np.uint64(f)).ravel()
-        first = int(hit.argmax())  # the first pair in row-major order, as np.argwhere's first row
-        if hit[first]:
-            return kind, int(built[first // len(built)]), int(built[first % len(built)])
+    """(kind, a, b): f is one binary operation on two values already built, or None; of
+    each kind the first pair in build order (a first, then b).  Only values that can take
+    part are paired: a & b = f needs both to cover f, a | b = f both inside it, a & ~b = f
+    an a that covers f and a b outside it, and a ^ b = f the one b = a ^ f (a few of ~100
+    values: the search makes 460k calls)."""
+    covers, inside, outside, xor = [], [], [], None
+    for v in c.name:
+        if v & f == f:
+            covers.append(v)
+        if v | f == f:
+            inside.append(v)
+        if v & f == 0:
+            outside.append(v)
+        if xor is None and v ^ f in c.name:
+            xor = v
+    pairs = {"AND": (covers, covers), "OR": (inside, inside), "ANDN": (covers, outside)}
+    for kind, fn in BINOPS.items():  # in this order: another would change the circuits
+        if kind == "XOR":
+            if xor is not None:
+                return kind, xor, xor ^ f
+            continue
+        rows, cols = pairs[kind]
+        for a in rows:
+            for b in cols:
+                if fn(a, b) == f:
+                    return kind, a, b
     return None
 
 
