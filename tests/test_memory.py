@@ -365,8 +365,8 @@ def test_memlat_colour_balanced_pages_are_found_once_per_run(memlat, mode, size,
         pytest.skip("no physical frames in /proc/self/pagemap (not root)")
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm: a run keeps no pages to share")
-    # On tmpfs, as in a run: a page cache's large folio, split by giving pages back, can
-    # drop its picked pages too (ext4), which come back from disk on other frames.
+    # On tmpfs, as in a run: only there are the pages not picked given back (memlat.c,
+    # pool_on_tmpfs), which this test checks.
     pool = Path(tempfile.mkdtemp(dir="/dev/shm"))
     request.addfinalizer(lambda: shutil.rmtree(pool, ignore_errors=True))
     kept = ArgvJob([str(memlat), *params(size=size, mode=mode, colour="balanced", **FEW_COLOURS), *QUICK], 120,
