@@ -401,16 +401,13 @@ static int pick_balanced(struct ctx *c, const uint64_t *pfn, size_t need, uint32
  * not (picked 0), by slot_of: one call per stretch (2-14k of them at page-colour's L3 points). */
 static void advise_stretches(const struct ctx *c, int picked, int advice)
 {
-    size_t m = 0;
-    while (m < c->mapped_pages) {
-        size_t end = m;
-        while (end < c->mapped_pages && (c->slot_of[end] >= 0) == picked)
-            end++;
-        if (end > m)
-            madvise(c->base + m * PAGE_STRIDE, (end - m) * PAGE_STRIDE, advice);
-        for (m = end; m < c->mapped_pages && (c->slot_of[m] >= 0) != picked;)
-            m++;
-    }
+    size_t start = 0; /* of the current stretch */
+    for (size_t m = 0; m <= c->mapped_pages; m++)
+        if (m == c->mapped_pages || (c->slot_of[m] >= 0) != picked) {
+            if (m > start)
+                madvise(c->base + start * PAGE_STRIDE, (m - start) * PAGE_STRIDE, advice);
+            start = m + 1;
+        }
 }
 
 static long hugetlb_reserved(void)
