@@ -10,7 +10,7 @@
  * vectorise (or not: that is what the variants compare).
  *
  * Verified before timing (fp_fft_body.h): against a direct long-double DFT at sizes
- * 2..256 and at n (every bin up to 1024, 16 bins beyond), a pure tone, Parseval's
+ * 2..256 and at n (every bin up to 256, 16 bins beyond), a pure tone, Parseval's
  * identity and the inverse transform, all within Higham's bound for the radix-2 FFT
  * (8 u log2 n relative 2-norm error).
  */
