@@ -25,6 +25,12 @@ def test_median_ci_ranks_are_order_statistics():
     assert stats.median_ci([5.0]) == (5.0, 5.0)
 
 
+@pytest.mark.parametrize("width", [1, 2, 3, 10, 11])
+def test_row_medians_are_numpys(width):
+    x = np.random.default_rng(width).lognormal(0, 1, (300, width))
+    assert np.array_equal(stats.row_medians(x), np.median(x, axis=1))
+
+
 def test_holm_matches_hand_computation():
     # sorted p: 0.01*4, 0.03*3, 0.04*2 (monotone max), 0.2*1
     assert stats.holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])

