@@ -203,27 +203,51 @@ static void keep_whole(const char *name, const void *a, size_t a_bytes, const vo
         unlink(tmp);
 }
 
-/* page_cycle's order, made once per run: every process of a point chases the same order
- * (on pages of its own), so in the run's shared directory the first keeps it and the
- * others read it (0.13-0.3 s of a 600 MiB chase's set-up, against ~10 ms to read its
- * 39 MB). */
-static int kept_page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t seed, uint32_t *start, uint32_t walks)
+/* A fingerprint of the chain next[] (52 bits, exact in the JSON double): equal in every
+ * variant for the same size, line, mode and seed. */
+static uint64_t chain_id(const uint32_t *next, uint32_t n)
+{
+    uint64_t id = 0;
+    for (uint32_t i = 0; i < n; i++)
+        id = k_mix(id, next[i]);
+    return id;
+}
+
+/* page_cycle's order and its chain_id, made once per run: every process of a point chases
+ * the same order (on pages of its own), so in the run's shared directory the first keeps
+ * it and the others read it (0.13-0.3 s of a 600 MiB chase's set-up, against ~10 ms to
+ * read its 39 MB; the id, kept too, took 23 ms more). */
+static int kept_page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t seed, uint32_t *start, uint32_t walks,
+                           uint64_t *id)
 {
     const char *dir = shared_dir();
     char name[4096];
-    if (!dir)
-        return page_cycle(next, n, lpp, &seed, start, walks);
+    struct {
+        uint64_t id;
+        uint32_t start[WALKS];
+    } head = {0, {0}};
+    if (!dir) {
+        if (!page_cycle(next, n, lpp, &seed, start, walks))
+            return 0;
+        *id = chain_id(next, n);
+        return 1;
+    }
     snprintf(name, sizeof name, "%s/order-%u-%u-%llu-%u", dir, n, lpp, (unsigned long long)seed, walks);
     FILE *f = fopen(name, "rb");
     if (f) {
-        int whole = fread(start, sizeof *start, walks, f) == walks && fread(next, sizeof *next, n, f) == n;
+        int whole = fread(&head, sizeof head, 1, f) == 1 && fread(next, sizeof *next, n, f) == n;
         fclose(f);
-        if (whole)
+        if (whole) {
+            memcpy(start, head.start, walks * sizeof *start);
+            *id = head.id;
             return 1;
+        }
     }
-    if (!page_cycle(next, n, lpp, &seed, start, walks))
+    if (!page_cycle(next, n, lpp, &seed, head.start, walks))
         return 0;
-    keep_whole(name, start, walks * sizeof *start, next, n * sizeof *next);
+    memcpy(start, head.start, walks * sizeof *start);
+    *id = head.id = chain_id(next, n);
+    keep_whole(name, &head, sizeof head, next, n * sizeof *next);
     return 1;
 }
 
@@ -802,22 +826,20 @@ void *k_setup(void)
     int paged = !c->sequential && !c->pagestride && c->lines >= 4;
     c->walks = paged && c->lines >= 64 * WALKS ? WALKS : 1;
     c->start[0] = 0;
-    if (c->sequential)
-        for (uint32_t i = 0; i < c->lines; i++)
-            next[i] = (i + 1) % c->lines;
-    else if (c->pagestride || c->lines < 4)
-        random_cycle(next, c->lines, &seed);
-    else if (!kept_page_cycle(next, c->lines, PAGE_STRIDE % c->line ? 1 : PAGE_STRIDE / c->line, seed, c->start,
-                              c->walks)) {
+    if (c->sequential || c->pagestride || c->lines < 4) {
+        if (c->sequential)
+            for (uint32_t i = 0; i < c->lines; i++)
+                next[i] = (i + 1) % c->lines;
+        else
+            random_cycle(next, c->lines, &seed);
+        id = chain_id(next, c->lines);
+    } else if (!kept_page_cycle(next, c->lines, PAGE_STRIDE % c->line ? 1 : PAGE_STRIDE / c->line, seed, c->start,
+                                c->walks, &id)) {
         free(next);
         k_fail("cannot allocate the page order (%u lines)", c->lines);
         return NULL;
     } else /* a partial page or odd lines shift some buddies' laps: checked on whole pages of pairs */
         c->buddies = c->line * 2 <= PAGE_STRIDE && c->lines % (PAGE_STRIDE / c->line) == 0;
-    /* A fingerprint of the chain (52 bits, exact in the JSON double): equal in every
-     * variant for the same size, line, mode and seed. */
-    for (uint32_t i = 0; i < c->lines; i++)
-        id = k_mix(id, next[i]);
     k_note("chain_id", (double)(id >> 12));
     /* Write the pointers in address order (fast: sequential stores, page faults in order). */
     for (uint32_t i = 0; i < c->lines; i++)
