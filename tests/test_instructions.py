@@ -34,12 +34,13 @@ def three_per_unit():
 def test_the_count_is_the_timed_work_alone(three_per_unit):
     """A loop of exactly three instructions per unit: the count is 3 per unit plus the
     C loop's few per 4096-trip rep, whatever the 100,000-step set-up and the harness
-    execute around it; and it repeats to 0.01%."""
+    execute around it; and it repeats to 0.05% (two counts once differed by 0.014%: each
+    is the difference of two whole processes, which wobble by a few dozen instructions)."""
     exe = three_per_unit
     c = instructions.count(exe, {}, {"lanes": 1}, tsc_hz=2e9)
     first, functions = c.per_unit, c.functions
     assert 3.0 <= first <= 3.0 + 20 / 4096
-    assert instructions.count(exe, {}, tsc_hz=2e9).per_unit == pytest.approx(first, rel=1e-4)
+    assert instructions.count(exe, {}, tsc_hz=2e9).per_unit == pytest.approx(first, rel=5e-4)
     # per function: the loop's function holds the work; the harness's do not appear
     assert functions[0][1] >= 3.0 and sum(n for _, n in functions) == pytest.approx(first, rel=1e-3)
     assert not {"main", "add_chain", "k_setup"} & {fn for fn, _ in functions}
