@@ -169,7 +169,8 @@ def ratio_ci(base, var, n_boot: int = 2000, confidence: float = 0.95, seed: int 
     """Percentile-bootstrap CI of median(var) / median(base), resampling each side."""
     base, var = np.asarray(base, float), np.asarray(var, float)
     rng = np.random.default_rng(seed)
-    r = row_medians(rng.choice(var, size=(n_boot, len(var)))) / row_medians(rng.choice(base, size=(n_boot, len(base))))
+    mb = row_medians(rng.choice(base, size=(n_boot, len(base))))  # base first: the same draws as ever
+    r = row_medians(rng.choice(var, size=(n_boot, len(var)))) / mb
     lo, hi = np.quantile(r, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     return (float(lo), float(hi))
 
