@@ -226,28 +226,23 @@ static int kept_page_cycle(uint32_t *next, uint32_t n, uint32_t lpp, uint64_t se
         uint64_t id;
         uint32_t start[WALKS];
     } head = {0, {0}};
-    if (!dir) {
-        if (!page_cycle(next, n, lpp, &seed, start, walks))
-            return 0;
-        *id = chain_id(next, n);
-        return 1;
+    FILE *f = NULL;
+    if (dir) {
+        snprintf(name, sizeof name, "%s/order-%u-%u-%llu-%u", dir, n, lpp, (unsigned long long)seed, walks);
+        f = fopen(name, "rb");
     }
-    snprintf(name, sizeof name, "%s/order-%u-%u-%llu-%u", dir, n, lpp, (unsigned long long)seed, walks);
-    FILE *f = fopen(name, "rb");
-    if (f) {
-        int whole = fread(&head, sizeof head, 1, f) == 1 && fread(next, sizeof *next, n, f) == n;
+    int whole = f && fread(&head, sizeof head, 1, f) == 1 && fread(next, sizeof *next, n, f) == n;
+    if (f)
         fclose(f);
-        if (whole) {
-            memcpy(start, head.start, walks * sizeof *start);
-            *id = head.id;
-            return 1;
-        }
+    if (!whole) { /* made here: kept for the run's later processes where there is a directory */
+        if (!page_cycle(next, n, lpp, &seed, head.start, walks))
+            return 0;
+        head.id = chain_id(next, n);
+        if (dir)
+            keep_whole(name, &head, sizeof head, next, n * sizeof *next);
     }
-    if (!page_cycle(next, n, lpp, &seed, head.start, walks))
-        return 0;
     memcpy(start, head.start, walks * sizeof *start);
-    *id = head.id = chain_id(next, n);
-    keep_whole(name, &head, sizeof head, next, n * sizeof *next);
+    *id = head.id;
     return 1;
 }
 
