@@ -106,11 +106,13 @@ def test_a_call_of_too_many_stops_is_refused_saying_why(three_per_unit, monkeypa
 # Every kind of control the map reads, and code outside it: each of the 16 conditions taken
 # and not (cmp of a against b, both ways), a jump table, a call through a pointer, a REP
 # string instruction (a step an iteration), a libc call (qsort, stepped whole) calling back
-# into the map, and returns.
+# into the map, a system call, and returns; as a kernel, whose harness counts its k_run.
 BRANCHY = r"""
-#include <stdio.h>
+#include "cpulab.h"
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+const char k_unit[] = "rounds";
 static int by_value(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 __attribute__((noinline)) static long twice(long x) { return 2 * x; }
 __attribute__((noinline)) long conditions(long a, long b)
@@ -128,7 +130,7 @@ __attribute__((noinline)) long work(int rounds)
     long (*volatile via)(long) = twice;
     char from[64] = "stepped", to[64];
     int v[40];
-    long s = 0;
+    long s = getpid() > 0;
     for (int r = 0; r < rounds; r++) {
         s += conditions(r - 3, r % 5) + conditions(-r, r) + conditions(0x7fffffffffffffffL - r, -1);
         switch ((r * 7) % 6) {
@@ -147,7 +149,10 @@ __attribute__((noinline)) long work(int rounds)
     }
     return s;
 }
-int main(void) { printf("%ld\n", work(30)); return 0; }
+void *k_setup(void) { static int x; return &x; }
+int k_verify(void *ctx) { (void)ctx; return 0; }
+uint64_t k_run(void *ctx, uint64_t reps) { (void)ctx; return (uint64_t)work(30 * (int)reps); }
+double k_work(const void *ctx, uint64_t reps) { (void)ctx; return 30.0 * (double)reps; }
 """
 
 
@@ -155,25 +160,30 @@ int main(void) { printf("%ld\n", work(30)); return 0; }
 @pytest.mark.parametrize("link", ["-no-pie", "-pie", "-static"])
 def test_a_stop_at_each_branch_counts_what_a_stop_at_each_instruction_counts(tmp_path, link):
     """The map's straight runs and decided branches give every instruction's count
-    exactly as single-stepping every instruction does (a map of none), in fewer stops,
-    and the process prints and ends as it would have."""
-    (tmp_path / "b.c").write_text(BRANCHY)
-    exe = tmp_path / "b"
-    subprocess.run(["gcc", "-O2", link, "-o", str(exe), str(tmp_path / "b.c")], check=True)
-    entry, pie, _ = instructions._symbols(str(exe))
-    stepper = str(artifacts.build_tool(artifacts.NATIVE_DIR / "stepcount.c"))
+    exactly as stepping every instruction does (an empty map), in fewer stops, and the
+    process computes, prints and ends as it would have."""
+    (tmp_path / "branchy.c").write_text(BRANCHY)
+    exe = artifacts.build_executable(tmp_path / "branchy.c", Variant("t", ldflags=(link,)),
+                                     cache_dir=tmp_path / "cache").path
+    entry, _, functions = instructions._symbols(exe)
 
-    def count(map_file: str) -> dict:
-        p = subprocess.run([stepper, f"{entry['work']:x}", str(int(pie)), "10000000", map_file, "--", str(exe)],
-                           capture_output=True, text=True, timeout=300)
-        assert p.stdout.splitlines()[0] == subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip()
-        return json.loads(p.stdout.splitlines()[-1][len(instructions.STEP_MARK):])
-    every = count("-")
-    by_branch = count(str(stepmap.write(exe, tmp_path / "b.map")))
+    def run(map_file: str | None) -> tuple[dict, dict]:
+        argv = instructions.step_argv(exe, {}, 1, 2e9, entry["k_run"], map_file, 10_000_000) if map_file \
+            else instructions.harness_argv(exe, {}, 1, 2e9)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        lines = p.stdout.splitlines()
+        assert p.returncode == 0, p.stdout + p.stderr
+        return json.loads(lines[0]), json.loads(lines[-1][len(instructions.STEP_MARK):]) if map_file else {}
+    plain, _ = run(None)
+    every_data, every = run("/dev/null")
+    by_branch_data, by_branch = run(str(stepmap.write(exe, tmp_path / "b.map")))
     assert "error" not in every and "error" not in by_branch, (every, by_branch)
+    assert every_data["checksum"] == by_branch_data["checksum"] == plain["checksum"]
     assert by_branch["instructions"] == every["instructions"] == every["stops"]
-    assert by_branch["pcs"] == every["pcs"] and by_branch["exit"] == every["exit"] == 0
+    assert by_branch["pcs"] == every["pcs"]
     assert by_branch["stops"] < every["stops"]  # (this code branches every third instruction)
+    assert by_branch["pcs"].keys() == every["pcs"].keys()  # (not one of the counter's own instructions)
+    assert not any(instructions._function_of(int(pc, 16), functions).startswith(stepmap.COUNTER) for pc in every["pcs"])
 
 
 @pytest.mark.parametrize("text, kind", [

@@ -26,12 +26,13 @@ Valgrind 3.19 cannot execute AVX-512 and hides it from CPUID, so a build that us
 stops on an unhandled instruction, and a kernel that picks its path at run time takes
 another one under valgrind: the notes by which a kernel says which path it took
 (PATH_NOTES) must equal the timed run's.  Such a build is counted on the core itself
-instead (`instructions_source` "branch-step"): native/stepcount.c runs the first k_run
-call under ptrace with a stop at each branch (measure/stepmap.py maps the instructions
-between two branches, which run freely), exact and without the loader's or the set-up's
-instructions, so the difference of calls of 1 and 2 repetitions is one repetition's work
-to the instruction (one call alone would add the call's own set-up: 1.8% of RC5's SIMD
-repetition).  A stop costs ~14 us under KVM, so a call is bounded by STEP_LIMIT stops;
+instead (`instructions_source` "branch-step"): the build's own harness counts its first
+k_run call with a stop (a trap it handles itself, native/stepcount.h) at each branch
+(measure/stepmap.py maps the instructions between two branches, which run freely), exact
+and without the loader's or the set-up's instructions, so the difference of calls of 1
+and 2 repetitions is one repetition's work to the instruction (one call alone would add
+the call's own set-up: 1.8% of RC5's SIMD repetition).  A stop costs ~3.3 us under KVM
+(12.4 us as a ptrace stop, its first form), so a call is bounded by STEP_LIMIT stops;
 valgrind stays first where it runs the timed path, being faster on branchy code (a stop
 every 4-5 instructions) and holding the cache model.
 """
@@ -66,7 +67,7 @@ EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 
 # The notes by which a kernel reports the code path it chose at run time (rc5-72, DES).
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
 TIMEOUT_S = 600.0
-STEP_LIMIT = 1_000_000  # stops (branches) one stepped call may take (about 14 s under KVM)
+STEP_LIMIT = 1_000_000  # stops (branches) one stepped call may take (about 3.5 s under KVM)
 REPEATABLE = 0.001  # two counts of one whole process further apart than this: not deterministic
 FUNCTIONS = 8  # a count names its functions executing the most instructions
 # ... of at least this share of the timed work: below it, a kernel's extra repetitions
@@ -83,7 +84,7 @@ class Count:
     d1_misses: float | None = None
     ll_misses: float | None = None
 
-    source: str = "valgrind"  # or "branch-step": counted on the core itself (stepcount.c)
+    source: str = "valgrind"  # or "branch-step": counted on the core itself (stepcount.h)
 
     def notes(self) -> dict:
         return {"instructions_per_unit": self.per_unit, "instructions_source": self.source,
@@ -327,35 +328,43 @@ STEP_MARK = "stepcount "
 
 
 def step_unavailable_reason() -> str | None:
-    return None if platform.machine() == "x86_64" and shutil.which("gcc") else \
-        "stepping counts x86-64 only, built with gcc"
+    return None if platform.machine() == "x86_64" and platform.system() == "Linux" else "stepping counts x86-64 Linux only"
+
+
+def step_argv(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None, entry: int,
+              map_file: str, limit: int | None = None) -> list[str]:
+    """A kernel's command for counting (harness_argv) with its k_run call (at `entry` in
+    the symbol table) stepped by the map in `map_file`, at most `limit` stops
+    (STEP_LIMIT); address randomisation off, so that a call whose path depends on where
+    its data lies (libc's copies) takes the same one every time."""
+    return ["setarch", platform.machine(), "-R", *harness_argv(executable, params, reps, tsc_hz),
+            "--step-count", f"{entry:x}:{limit or STEP_LIMIT}:{map_file}"]
 
 
 def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None,
               caches: bool = False) -> _Profile:
     """One run of a kernel with its first k_run call (the sample's `reps` repetitions)
-    stepped on the core (stepcount.c, a stop at each branch): exact, the call alone."""
-    entry, pie, functions = _symbols(executable)
+    stepped on the core by its own harness (native/stepcount.h, a stop at each branch):
+    exact, the call alone."""
+    entry, _, functions = _symbols(executable)
     if "k_run" not in entry:
         raise CountError("no k_run symbol to count from (a stripped build?)")
-    stepper = build_tool(NATIVE_DIR / "stepcount.c")
     with tempfile.NamedTemporaryFile("w", prefix="cpulab-", suffix=".map") as code:
         stepmap.write(executable, Path(code.name))
         try:
-            p = subprocess.run([str(stepper), f"{entry['k_run']:x}", str(int(pie)), str(STEP_LIMIT), code.name,
-                                "--", *harness_argv(executable, params, reps, tsc_hz)],
+            p = subprocess.run(step_argv(executable, params, reps, tsc_hz, entry["k_run"], code.name),
                                capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise CountError(f"stepping took over {TIMEOUT_S:.0f} s") from None
     marked = [json.loads(ln[len(STEP_MARK):]) for ln in p.stdout.splitlines() if ln.startswith(STEP_MARK)]
-    steps = marked[-1] if marked else {"error": _last_line(p.stderr)}
+    steps = marked[-1] if marked else {"error": _last_line(p.stderr) or "the harness cannot step (an older build?)"}
     if "error" in steps:
         raise CountError(f"stepping: {steps['error']}")
     per_function = Counter()
     for pc, n in steps["pcs"].items():
         per_function[_function_of(int(pc, 16), functions)] += n
     profile = _Profile({"Ir": steps["instructions"]}, per_function, source="branch-step", call_alone=True)
-    return _harness_data(p, profile, steps.get("exit") == 0)
+    return _harness_data(p, profile, True)
 
 
 def _symbols(executable: str) -> tuple[dict[str, int], bool, list[tuple[int, int, str]]]:

@@ -3,7 +3,11 @@
  * Usage: artifact [--param key=value]... [--samples N] [--warmup SEC]
  *                 [--min-sample-time SEC] [--timer auto|perf|tsc|clock]
  *                 [--calibrate-only] [--profile-code SEC] [--turns] [--tsc-hz HZ]
- *                 [--reps N] [--verified] [--rewarm-calls N]
+ *                 [--reps N] [--verified] [--rewarm-calls N] [--step-count ADDRESS:LIMIT:MAP]
+ *
+ * --step-count: the first k_run call's instructions counted on the core (stepcount.h;
+ * ADDRESS is k_run's in the symbol table, LIMIT the most stops, MAP the instructions' map),
+ * printed after the JSON object.
  *
  * --turns: the samples are taken in turns with other processes on the same CPU (a
  * group, execute.py).  Once set up, warmed up and calibrated it writes one byte to fd 4
@@ -25,6 +29,7 @@
 #define _GNU_SOURCE
 #include "cpulab.h"
 #include "profile.h"
+#include "stepcount.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -621,7 +626,7 @@ static int usage(const char *why)
     fprintf(stderr, "usage: artifact [--param k=v]... [--samples N] [--warmup SEC] "
                     "[--min-sample-time SEC] [--timer auto|perf|tsc|clock] [--calibrate-only] "
                     "[--profile-code SEC] [--turns] [--tsc-hz HZ] [--reps N] [--verified] "
-                    "[--rewarm-calls N]\n");
+                    "[--rewarm-calls N] [--step-count ADDRESS:LIMIT:MAP]\n");
     return report_status("usage", why, 2);
 }
 
@@ -673,7 +678,8 @@ struct options {
     int samples, calibrate_only, turns, verified, rewarm_calls;
     uint64_t given_reps;
     double warmup_s, min_sample_s, profile_s, given_tsc_hz;
-    const char *timer_arg;
+    const char *timer_arg, *step_map;
+    unsigned long long step_at, step_limit;
 };
 
 /* The command line into *o: 0, or usage()'s exit status. */
@@ -732,6 +738,11 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (parse_int(v, &n) != 0 || n < 0 || n > 1000)
                 return usage("--rewarm-calls wants a whole number 0..1000");
             o->rewarm_calls = (int)n;
+        } else if (strcmp(a, "--step-count") == 0) {
+            int at = 0;
+            if (sscanf(v, "%llx:%llu:%n", &o->step_at, &o->step_limit, &at) != 2 || !at || !v[at])
+                return usage("--step-count wants ADDRESS:LIMIT:MAP");
+            o->step_map = v + at;
         } else if (strcmp(a, "--tsc-hz") == 0) {
             if (parse_num(v, &o->given_tsc_hz) != 0 || !(o->given_tsc_hz >= 1e6 && o->given_tsc_hz <= 1e11))
                 return usage("--tsc-hz wants the TSC rate in Hz");
@@ -813,6 +824,10 @@ int main(int argc, char **argv)
 
     const char *heap_seed = getenv("CPULAB_HEAP_SEED");
     heap_draws = heap_seed ? strtoull(heap_seed, NULL, 10) : now_ns();
+    if (o.step_map && step_arm(o.step_map, (uintptr_t)&k_run, o.step_at, o.step_limit) != 0) {
+        step_report();
+        return report_status("error", "cannot count by stepping", 2);
+    }
     void *ctx = k_setup();
     if (param_error[0])
         return report_status("setup-failed", param_error, 3);
@@ -922,5 +937,7 @@ int main(int argc, char **argv)
     if (profile_s > 0)
         profile_code(ctx, reps, profile_s);
     printf("}\n");
+    if (o.step_map)
+        step_report();
     return 0;
 }

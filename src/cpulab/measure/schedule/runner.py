@@ -35,7 +35,7 @@ from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, me
 from cpulab.measure.schedule.session import Stopped, machine_identity, recorded_run
 from cpulab.measure.schedule.site import Site
 from cpulab.measure.schedule.targets import (
-    Target, build_targets, build_variant, first_look, link_placement, linking_ahead, resumed_targets
+    AHEAD, Target, build_targets, build_variant, first_look, link_placement, linking_ahead, resumed_targets
 )
 from cpulab.time_split import TimeSplit
 from cpulab.model import Status, params_key
@@ -125,7 +125,10 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
 
-    links = first_look(plan, targets, shared=False)  # linked in a lane beside the shared experiments
+    # The alone experiments' first AHEAD rounds' placements, linked in a lane beside the
+    # shared experiments; the later ones by linking_ahead on the CPU that the alone rounds
+    # leave idle (all of their first look took 7 s at the end of the seeds' longest lane)
+    links = first_look(plan, targets, shared=False, rounds=AHEAD)
 
     def links_in_lane(executor: Executor, lane_store: Store, stop: threading.Event) -> None:
         with on_cpu(executor.cpu), split.timing(time_split.RUN, "build"):

@@ -135,12 +135,14 @@ def link_placement(site: Site, art: artifacts.Artifact, i: int) -> None:
         pass
 
 
-def first_look(plan: Plan, targets: list[Target], shared: bool) -> list[tuple[artifacts.Artifact, int]]:
+def first_look(plan: Plan, targets: list[Target], shared: bool,
+               rounds: int | None = None) -> list[tuple[artifacts.Artifact, int]]:
     """(artifact, i) of every placement the first look of the live targets of experiments
-    that share the machine (or, `shared` False, that run alone) will run."""
+    that share the machine (or, `shared` False, that run alone) will run; `rounds`: of
+    its first rounds only."""
     exps = {e.name for e in plan.experiments if e.share_machine == shared}
-    links = {(t.artifact.hash, i): (t.artifact, i) for t in targets if t.live and t.placed
-             and t.experiment in exps for i in range(plan.processes_of(t.experiment))}
+    links = {(t.artifact.hash, i): (t.artifact, i) for t in targets if t.live and t.placed and t.experiment in exps
+             for i in range(min(plan.processes_of(t.experiment), rounds or plan.processes_of(t.experiment)))}
     return sorted(links.values(), key=lambda link: link[1])
 
 
