@@ -57,7 +57,6 @@ from typing import Callable
 
 from elftools.elf.elffile import ELFFile
 
-from cpulab.compile.artifacts import NATIVE_DIR, build_tool
 from cpulab.machine import cpuinfo, os_cache_sizes
 from cpulab.measure import stepmap
 from cpulab.params import data_caches
