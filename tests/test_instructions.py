@@ -165,7 +165,7 @@ def test_a_stop_at_each_branch_counts_what_a_stop_at_each_instruction_counts(tmp
     (tmp_path / "branchy.c").write_text(BRANCHY)
     exe = artifacts.build_executable(tmp_path / "branchy.c", Variant("t", ldflags=(link,)),
                                      cache_dir=tmp_path / "cache").path
-    entry, _, functions = instructions._symbols(exe)
+    entry, functions = instructions._symbols(exe)
 
     def run(map_file: str | None) -> tuple[dict, dict]:
         argv = instructions.step_argv(exe, {}, 1, 2e9, entry["k_run"], map_file, 10_000_000) if map_file \

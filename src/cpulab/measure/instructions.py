@@ -327,7 +327,8 @@ STEP_MARK = "stepcount "
 
 
 def step_unavailable_reason() -> str | None:
-    return None if platform.machine() == "x86_64" and platform.system() == "Linux" else "stepping counts x86-64 Linux only"
+    return None if platform.machine() == "x86_64" and platform.system() == "Linux" else \
+        "stepping counts x86-64 Linux only"
 
 
 def step_argv(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None, entry: int,
@@ -345,7 +346,7 @@ def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float |
     """One run of a kernel with its first k_run call (the sample's `reps` repetitions)
     stepped on the core by its own harness (native/stepcount.h, a stop at each branch):
     exact, the call alone."""
-    entry, _, functions = _symbols(executable)
+    entry, functions = _symbols(executable)
     if "k_run" not in entry:
         raise CountError("no k_run symbol to count from (a stripped build?)")
     with tempfile.NamedTemporaryFile("w", prefix="cpulab-", suffix=".map") as code:
@@ -366,16 +367,16 @@ def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float |
     return _harness_data(p, profile, True)
 
 
-def _symbols(executable: str) -> tuple[dict[str, int], bool, list[tuple[int, int, str]]]:
-    """An executable's function symbols: name -> address, whether it is position-
-    independent, and (start, end, name) sorted by start."""
+def _symbols(executable: str) -> tuple[dict[str, int], list[tuple[int, int, str]]]:
+    """An executable's function symbols: name -> address, and (start, end, name) sorted
+    by start."""
     with open(executable, "rb") as f:
         elf = ELFFile(f)
         symtab = elf.get_section_by_name(".symtab")
         funcs = sorted((s["st_value"], s["st_value"] + s["st_size"], s.name)
                        for s in (symtab.iter_symbols() if symtab else ())
                        if s["st_info"]["type"] == "STT_FUNC" and s["st_value"])
-        return {name: start for start, _, name in funcs}, elf["e_type"] == "ET_DYN", funcs
+        return {name: start for start, _, name in funcs}, funcs
 
 
 def _function_of(pc: int, functions: list[tuple[int, int, str]]) -> str:

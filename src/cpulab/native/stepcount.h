@@ -75,6 +75,7 @@ struct step_state {
 };
 
 static struct step_state *step_st;
+static const char *step_unarmed; /* why step_arm failed before the state was mapped */
 
 static inline __attribute__((always_inline)) int step_is_stop(const struct step_insn *i) { return i->kind == 'b' || i->kind == 'r' || i->kind == 's'; }
 
@@ -280,12 +281,10 @@ static void step_on_trap(int sig, siginfo_t *info, void *context)
  * terms) from the map at `path`, at most `limit` stops: 0, or -1 with step_st->error. */
 static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t limit)
 {
-    static struct step_state failed;
     void *mem = mmap(NULL, sizeof *step_st, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    step_st = mem == MAP_FAILED ? &failed : mem;
     if (mem == MAP_FAILED)
-        return step_st->error = "cannot map the count's tables", -1;
-    struct step_state *st = step_st;
+        return step_unarmed = "cannot map the count's tables", -1;
+    struct step_state *st = step_st = mem;
     st->base = entry - symbol, st->entry = entry, st->limit = limit;
     FILE *f = fopen(path, "r");
     if (!f)
@@ -336,8 +335,10 @@ static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t
 static void step_report(void)
 {
     struct step_state *st = step_st;
-    if (!st)
+    if (!st) {
+        printf("stepcount {\"error\": \"%s\"}\n", step_unarmed ? step_unarmed : "not armed");
         return;
+    }
     if (!st->error && st->phase != 2)
         st->error = "the function was not called";
     fflush(stdout);

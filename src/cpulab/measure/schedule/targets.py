@@ -141,8 +141,12 @@ def first_look(plan: Plan, targets: list[Target], shared: bool,
     that share the machine (or, `shared` False, that run alone) will run; `rounds`: of
     its first rounds only."""
     exps = {e.name for e in plan.experiments if e.share_machine == shared}
-    links = {(t.artifact.hash, i): (t.artifact, i) for t in targets if t.live and t.placed and t.experiment in exps
-             for i in range(min(plan.processes_of(t.experiment), rounds or plan.processes_of(t.experiment)))}
+    links = {}
+    for t in targets:
+        if t.live and t.placed and t.experiment in exps:
+            look = plan.processes_of(t.experiment)
+            for i in range(min(look, rounds) if rounds else look):
+                links[(t.artifact.hash, i)] = (t.artifact, i)
     return sorted(links.values(), key=lambda link: link[1])
 
 
