@@ -357,7 +357,10 @@ def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float |
         except subprocess.TimeoutExpired:
             raise CountError(f"stepping took over {TIMEOUT_S:.0f} s") from None
     marked = [json.loads(ln[len(STEP_MARK):]) for ln in p.stdout.splitlines() if ln.startswith(STEP_MARK)]
-    steps = marked[-1] if marked else {"error": _last_line(p.stderr) or "the harness cannot step (an older build?)"}
+    if not marked:  # the harness failed, saying why, or cannot step (a build older than the counter)
+        _harness_data(p, _Profile({}, Counter(), source="branch-step"), True)
+        raise CountError("stepping: the build's harness printed no count")
+    steps = marked[-1]
     if "error" in steps:
         raise CountError(f"stepping: {steps['error']}")
     per_function = Counter()
