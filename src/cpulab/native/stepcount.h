@@ -77,7 +77,10 @@ struct step_state {
 static struct step_state *step_st;
 static const char *step_unarmed; /* why step_arm failed before the state was mapped */
 
-static inline __attribute__((always_inline)) int step_is_stop(const struct step_insn *i) { return i->kind == 'b' || i->kind == 'r' || i->kind == 's'; }
+static inline __attribute__((always_inline)) int step_is_stop(const struct step_insn *i)
+{
+    return i->kind == 'b' || i->kind == 'r' || i->kind == 's';
+}
 
 static inline __attribute__((always_inline)) const struct step_insn *step_find(uint64_t addr)
 {
@@ -311,7 +314,8 @@ static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t last = 0;
     for (size_t k = 0; k <= st->n; k++) {
-        const uint64_t first = k < st->n ? st->map[k].addr : entry, end = k < st->n ? first + st->map[k].len : first + 1;
+        const uint64_t first = k < st->n ? st->map[k].addr : entry;
+        const uint64_t end = first + (k < st->n ? st->map[k].len : 1);
         for (uint64_t a = first & ~(page - 1); a < end; a += page) {
             if (a != last && mprotect((void *)a, page, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
                 return st->error = "cannot make the code writable", -1;
