@@ -288,17 +288,22 @@ def measured_children(parent: int) -> list[int]:
     for d in os.listdir("/proc"):
         try:
             if (d.isdigit() and open(f"/proc/{d}/cmdline", "rb").read().startswith(cache.encode())
-                    and int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == parent):
+                    and int(proc_stat(int(d))[1]) == parent):
                 pids.append(int(d))
         except (OSError, ValueError, IndexError):
             pass
     return pids
 
 
+def proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command's name: state, parent, ..."""
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+
+
 def process_state(pid: int) -> str:
     """A process's state letter (R, S, Z ...), or "" once it is gone."""
     try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        return proc_stat(pid)[0]
     except (OSError, IndexError):
         return ""
 

@@ -68,14 +68,14 @@ struct step_state {
     uint64_t stepping;               /* the address executed alone under the trap flag, or 0 */
     const struct step_insn *lifted;  /* its map entry, whose int3 goes back after it */
     int phase;                       /* 0 armed at the entry, 1 counting, 2 done */
-    const char *error;
     struct step_tally pcs, runs;
     /* Each straight run's length and stop, found by its first walk (runs' slot k's). */
     struct { uint64_t n; const struct step_insn *to; } run_of[STEP_SLOTS];
 };
 
 static struct step_state *step_st;
-static const char *step_unarmed; /* why step_arm failed before the state was mapped */
+static const char *step_error; /* why there is no count: arming failed, or the count ended early */
+#define STEP_FULL "the call executes more distinct instructions than the table holds"
 
 static inline __attribute__((always_inline)) int step_is_stop(const struct step_insn *i)
 {
@@ -155,7 +155,7 @@ static inline __attribute__((always_inline)) void step_end(const char *why)
 {
     step_mark(0);
     step_st->phase = 2;
-    step_st->error = why;
+    step_error = why;
 }
 
 static inline __attribute__((always_inline)) long step_syscall(long nr, long a, long b, long c, long d, long e,
@@ -190,7 +190,7 @@ static void step_on_trap(int sig, siginfo_t *info, void *context)
         uint64_t *seen = step_slot(&st->pcs, st->stepping);
         if (!seen) {
             g[REG_EFL] &= ~STEP_TF;
-            step_end("the call executes more distinct instructions than the table holds");
+            step_end(STEP_FULL);
             return;
         }
         ++*seen, ++st->steps;
@@ -231,7 +231,7 @@ static void step_on_trap(int sig, siginfo_t *info, void *context)
         if (i && !step_is_stop(i)) { /* a straight run: free to its stop */
             uint64_t *ran = step_slot(&st->runs, at);
             if (!ran) {
-                step_end("the call executes more distinct instructions than the table holds");
+                step_end(STEP_FULL);
                 break;
             }
             const size_t k = (size_t)(ran - st->runs.count);
@@ -246,7 +246,7 @@ static void step_on_trap(int sig, siginfo_t *info, void *context)
         }
         uint64_t *seen = step_slot(&st->pcs, at);
         if (!seen) {
-            step_end("the call executes more distinct instructions than the table holds");
+            step_end(STEP_FULL);
             break;
         }
         if (i && i->kind == 'b') { /* decided from the flags, not executed */
@@ -281,17 +281,17 @@ static void step_on_trap(int sig, siginfo_t *info, void *context)
 }
 
 /* Arms the count of the first call of the function at `entry` (`symbol` in the map's
- * terms) from the map at `path`, at most `limit` stops: 0, or -1 with step_st->error. */
+ * terms) from the map at `path`, at most `limit` stops: 0, or -1 with step_error. */
 static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t limit)
 {
     void *mem = mmap(NULL, sizeof *step_st, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
-        return step_unarmed = "cannot map the count's tables", -1;
+        return step_error = "cannot map the count's tables", -1;
     struct step_state *st = step_st = mem;
     st->base = entry - symbol, st->entry = entry, st->limit = limit;
     FILE *f = fopen(path, "r");
     if (!f)
-        return st->error = "cannot read the map of the executable's instructions", -1;
+        return step_error = "cannot read the map of the executable's instructions", -1;
     size_t cap = 0;
     uint64_t addr, target;
     unsigned len, cond;
@@ -301,7 +301,7 @@ static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t
             size_t bytes = (cap = cap ? 2 * cap : 4096) * sizeof *st->map;
             void *grown = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (grown == MAP_FAILED)
-                return fclose(f), st->error = "cannot map the count's tables", -1;
+                return fclose(f), step_error = "cannot map the count's tables", -1;
             if (st->n)
                 memcpy(grown, st->map, st->n * sizeof *st->map), munmap(st->map, st->n * sizeof *st->map);
             st->map = grown;
@@ -318,7 +318,7 @@ static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t
         const uint64_t end = first + (k < st->n ? st->map[k].len : 1);
         for (uint64_t a = first & ~(page - 1); a < end; a += page) {
             if (a != last && mprotect((void *)a, page, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
-                return st->error = "cannot make the code writable", -1;
+                return step_error = "cannot make the code writable", -1;
             last = a;
         }
         if (k < st->n)
@@ -330,7 +330,7 @@ static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t
     struct { void (*handler)(int, siginfo_t *, void *); unsigned long flags; void (*restorer)(void); uint64_t mask; }
         sa = {step_on_trap, SA_SIGINFO | 0x04000000 /* SA_RESTORER */, step_restore, 0};
     if (step_syscall(13 /* rt_sigaction */, SIGTRAP, (long)&sa, 0, 8, 0, 0) != 0)
-        return st->error = "cannot take SIGTRAP", -1;
+        return step_error = "cannot take SIGTRAP", -1;
     *(volatile uint8_t *)entry = 0xcc;
     return 0;
 }
@@ -338,24 +338,17 @@ static int step_arm(const char *path, uintptr_t entry, uint64_t symbol, uint64_t
 /* The count's line (module comment), once the process has made the call or not. */
 static void step_report(void)
 {
-    struct step_state *st = step_st;
-    if (!st) {
-        printf("stepcount {\"error\": \"%s\"}\n", step_unarmed ? step_unarmed : "not armed");
-        return;
-    }
-    if (!st->error && st->phase != 2)
-        st->error = "the function was not called";
-    fflush(stdout);
-    if (st->error) {
-        printf("stepcount {\"error\": \"%s\"}\n", st->error);
-        return;
-    }
+    struct step_state *st = step_st; /* mapped unless step_error says why not */
+    if (!step_error && st->phase != 2)
+        step_error = "the function was not called";
     uint64_t n;
-    for (uint32_t k = 0; k < STEP_SLOTS; k++) { /* each run's instructions, as often as it ran */
-        if (st->runs.count[k] && !step_walk(step_find(st->runs.key[k]), &n, st->runs.count[k])) {
-            printf("stepcount {\"error\": \"the call executes more distinct instructions than the table holds\"}\n");
-            return;
-        }
+    for (uint32_t k = 0; k < STEP_SLOTS && !step_error; k++) /* each run's instructions, as often as it ran */
+        if (st->runs.count[k] && !step_walk(step_find(st->runs.key[k]), &n, st->runs.count[k]))
+            step_error = STEP_FULL;
+    fflush(stdout);
+    if (step_error) {
+        printf("stepcount {\"error\": \"%s\"}\n", step_error);
+        return;
     }
     printf("stepcount {\"instructions\": %" PRIu64 ", \"stops\": %" PRIu64 ", \"pcs\": {", st->steps, st->stops);
     const char *sep = "";
