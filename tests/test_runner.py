@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -481,6 +482,39 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     after = [cpus for at, cpus in counted if at > span["alone"][1]]
     assert len(in_lanes) == 4 and all(len(cpus) == 1 for cpus in in_lanes)  # a's and b's
     assert len(after) == 2 and all(cpus == os.sched_getaffinity(0) for cpus in after)
+
+
+class _Lane:
+    """An executor stand-in for in_lanes: a name, nothing to kill."""
+    def __init__(self, name):
+        self.name = name
+
+    def kill_all(self):
+        pass
+
+
+def test_lanes_take_the_longest_first_and_what_an_item_adds():
+    """The queue gives the item of the most seconds (inf before any estimate; of equal
+    ones, the first queued); work an item returns joins it, and a lane with nothing to
+    take waits for it while another lane's item runs."""
+    from cpulab.measure.schedule.lanes import in_lanes
+    done = []
+
+    def item(name, more=(), pause=0.0):
+        def run(executor, store, rng, stop):
+            time.sleep(pause)
+            done.append((name, executor.name))
+            return list(more)
+        return run
+    in_lanes([(math.inf, item("a", [(5.0, item("a-rest"))])), (math.inf, item("b", [(10.0, item("b-rest"))])),
+              (0.0, item("table"))], [_Lane("one")], ":memory:", random.Random(1))
+    assert [name for name, _ in done] == ["a", "b", "b-rest", "a-rest", "table"]
+    done.clear()
+    # two lanes, one item that adds two when it ends: the idle lane waits, then takes one
+    in_lanes([(math.inf, item("first", [(2.0, item("x", pause=0.3)), (1.0, item("y", pause=0.3))], pause=0.2))],
+             [_Lane("one"), _Lane("two")], ":memory:", random.Random(1))
+    assert sorted(name for name, _ in done) == ["first", "x", "y"]
+    assert {lane for name, lane in done if name in "xy"} == {"one", "two"}
 
 
 def test_share_machine_must_be_true_or_false(tmp_path):

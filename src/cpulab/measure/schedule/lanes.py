@@ -2,6 +2,7 @@
 (plan: share_machine) and the probe tables beside them (runner._measure)."""
 from __future__ import annotations
 
+import heapq
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -33,27 +34,53 @@ class LaneProgress:
         self.progress.note(text)
 
 
-def in_lanes(work: list[Callable], executors: list[Executor], store_path, rng: random.Random) -> None:
-    """Do the work (each item called with an executor, a store, an rng and the stop
-    event) in lanes, one lane per executor (each on its own CPU, with a store connection
-    of its own: sqlite's are per thread), each lane taking the next item in order when
-    it comes free.  Ctrl-C (or SIGTERM) in the main thread stops every lane: the
-    processes measuring are killed and their round is not recorded; what was recorded
-    stays."""
-    queue, lock, stop = list(work), threading.Lock(), threading.Event()
+# A lane's work: its estimated seconds (the lanes take the longest first; inf: before any
+# estimate) and the item, called with an executor, a store, an rng and the stop event; it
+# may return more such work, which joins the queue.
+Work = tuple[float, Callable]
+
+
+def in_lanes(work: list[Work], executors: list[Executor], store_path, rng: random.Random) -> None:
+    """Do the work in lanes, one lane per executor (each on its own CPU, with a store
+    connection of its own: sqlite's are per thread), each lane taking the queued item of
+    the most seconds (of equal ones the first queued) when it comes free, and waiting
+    while the other lanes' items may still add some.  Ctrl-C (or SIGTERM) in the main
+    thread stops every lane: the processes measuring are killed and their round is not
+    recorded; what was recorded stays."""
+    queue: list[tuple[float, int, Callable]] = []  # a heap of (-seconds, when queued, item)
+    queued, busy = 0, 0
+    ready, stop = threading.Condition(), threading.Event()
+
+    def add(more: list[Work]) -> None:
+        nonlocal queued
+        for seconds, item in more:
+            heapq.heappush(queue, (-seconds, queued, item))
+            queued += 1
 
     def lane(executor: Executor, lane_rng: random.Random) -> None:
+        nonlocal busy
         store = Store(store_path)
         try:
             while not stop.is_set():
-                with lock:
-                    if not queue:
+                with ready:
+                    while not queue and busy and not stop.is_set():
+                        ready.wait()  # another lane's item may add work
+                    if not queue or stop.is_set():
                         return
-                    item = queue.pop(0)
-                item(executor, store, lane_rng, stop)
+                    item = heapq.heappop(queue)[2]
+                    busy += 1
+                more = []
+                try:
+                    more = item(executor, store, lane_rng, stop) or []
+                finally:
+                    with ready:
+                        busy -= 1
+                        add(more)
+                        ready.notify_all()
         finally:
             store.close()
 
+    add(work)
     with ThreadPoolExecutor(len(executors)) as pool:
         futures = [pool.submit(lane, ex, random.Random(rng.random())) for ex in executors]
         try:

@@ -10,7 +10,9 @@ machine (LocalSite) or a dask worker (cluster.MachineSite).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import math
 import random
 import threading
 import time
@@ -204,7 +206,7 @@ def _explain(store: Store, run_id: int, schedule: Schedule, executors: list[Exec
                 lane_store.add_analysis(run_id, kind, doc, key=key)
             progress.advance(f"explain  {key}")
         return run
-    in_lanes([item(*t) for t in todo], executors, store.path, rng)
+    in_lanes([(0.0, item(*t)) for t in todo], executors, store.path, rng)
 
 
 def _count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[programs.ProcessTarget],
@@ -265,16 +267,17 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     to back in the round's random order.
 
     Experiments that share the machine (plan: share_machine) run first, two at a time,
-    one per CPU when the site has a spare one (in_lanes), each followed in its lane by
-    `after` (called with its name and the lane's executor, store, rng and stop event),
-    with the work in `beside` (called with the lane's executor, store and stop event)
-    after them; the others then run alone.  Returns the experiments that ran in lanes
+    one per CPU when the site has a spare one (in_lanes): each one's first round, then the
+    rest of them longest first (by that round), each followed in its lane by `after`
+    (called with its name and the lane's executor, store, rng and stop event), with the
+    work in `beside` (called with the lane's executor, store and stop event) after them;
+    the others then run alone.  Returns the experiments that ran in lanes
     (none: nothing did, `beside` neither)."""
     prepared: dict[int, dict[str, str]] = {}
     points = _points([t for t in targets if t.live])
 
     def rounds(exps: set[str], executor: Executor, store: Store, rng: random.Random, progress: Progress,
-               stop: threading.Event | None = None) -> None:
+               stop: threading.Event | None = None, looks: Schedule = schedule) -> None:
         def run_round(k: tuple, order: list[Target]) -> float:
             t0, waited0 = time.perf_counter(), getattr(executor, "waited_s", 0.0)
             # A placement not linked yet is linked on this lane's CPU, which is idle until
@@ -299,22 +302,31 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
                 _record(store, t, out, progress, turns)
             return seconds
 
-        measure_rounds(store, {k: ts for k, ts in points.items() if k[0] in exps}, schedule, run_round, progress,
+        measure_rounds(store, {k: ts for k, ts in points.items() if k[0] in exps}, looks, run_round, progress,
                        rng, stop)
 
-    sharing = sorted((e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in points)),
-                     key=lambda exp: -_sample_seconds(plan, exp, points))
+    sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
     if spare is not None:
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
+        one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
+
         def shared_experiment(exp: str):
-            def item(executor, lane_store, lane_rng, stop):
+            # Its first round before the rest: what a round of it costs, so that the lanes take
+            # the longest rest first (a sample of a 100 MB file's hash is a pass, 0.3 s, not
+            # min_sample_time: file-hash, taken last, kept one lane busy 27 s after the other).
+            def first(executor, lane_store, lane_rng, stop):
+                t0 = time.perf_counter()
+                rounds({exp}, executor, lane_store, lane_rng, LaneProgress(progress), stop, one_round)
+                return [((time.perf_counter() - t0) * (schedule.first[exp] - 1), rest)]
+
+            def rest(executor, lane_store, lane_rng, stop):
                 rounds({exp}, executor, lane_store, lane_rng, LaneProgress(progress), stop)
                 if after is not None and not stop.is_set():
                     after(exp, executor, lane_store, lane_rng, stop)
-            return item
-        work = [shared_experiment(exp) for exp in sharing]
-        work += [lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop) for w in beside]
+            return first
+        work = [(math.inf, shared_experiment(exp)) for exp in sharing]
+        work += [(0.0, lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop)) for w in beside]
         in_lanes(work, [site.executor, spare], store.path, rng)
     alone = {k[0] for k in points} - (set(sharing) if spare else set())
     # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
@@ -322,13 +334,6 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
     with linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
         rounds(alone, site.executor, store, rng, progress)
     return sharing if spare is not None else []
-
-
-def _sample_seconds(plan: Plan, experiment: str, points: dict[tuple, list[Target]]) -> float:
-    """The least time an experiment's first look spends in samples: the lanes take the
-    longest first (the seeds' per-clock, taken third, ended 6 s after the other lane)."""
-    targets = sum(len(ts) for k, ts in points.items() if k[0] == experiment)
-    return targets * plan.processes_of(experiment) * plan.samples_of(experiment) * plan.min_sample_time
 
 
 def _points(live: list[Target]) -> dict[tuple, list[Target]]:
