@@ -485,9 +485,9 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
 
 
 class _Lane:
-    """An executor stand-in for in_lanes: a name, nothing to kill."""
+    """An executor stand-in for in_lanes: a name, a CPU this test may use, nothing to kill."""
     def __init__(self, name):
-        self.name = name
+        self.name, self.cpu = name, min(os.sched_getaffinity(0))
 
     def kill_all(self):
         pass
