@@ -21,7 +21,7 @@ from cpulab.model import Machines, RunPair, Verdict
 from cpulab.report import exports, html, machine_views
 from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_machines, print_summary
-from cpulab.store import exchange, foreign, harnesses
+from cpulab.store import formats
 from cpulab.store.db import StoreError
 from cpulab.cli.kinds import VIEWS
 
@@ -143,6 +143,7 @@ def export(run_id, fmt, output, db):
     """Export a run's results and comparisons (JSON, CSV, Markdown, a dashboard's format), or the run itself."""
     store = open_store(db)
     if fmt == "cpulab":
+        from cpulab.store import exchange  # its pydantic models: only import and export load them
         text = json.dumps(exchange.export_run(store, run_id_or_latest(store, run_id)))
     else:
         summary = analysis.summarise(store, run_id_or_latest(store, run_id))
@@ -158,7 +159,7 @@ def export(run_id, fmt, output, db):
 
 @click.command("import")
 @click.argument("file", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["auto", "cpulab", *harnesses.TOOLS]), default="auto",
+@click.option("--format", "fmt", type=click.Choice(["auto", "cpulab", *formats.TOOLS]), default="auto",
               show_default=True, help="What wrote the file: cpulab export, hyperfine --export-json, Google "
                                       "Benchmark's JSON (gbench), pyperf, criterion.rs (its target/criterion "
                                       "folder or a sample.json), go test -bench text (gotest), JMH -rf json "
@@ -170,11 +171,12 @@ def export(run_id, fmt, output, db):
 @json_option
 def import_(file, fmt, variant, db, as_json):
     """Add a run to the store: one exported by cpulab (once), or another tool's results."""
+    from cpulab.store import exchange, foreign, harnesses  # the parsers (formats.py)
     path = Path(file)
     try:
         tool = fmt if fmt != "auto" else harnesses.detect(path)
         if tool is None:
-            fail(f"{path}: not a result file of cpulab, {', '.join(harnesses.TOOLS)} (give --format)")
+            fail(f"{path}: not a result file of cpulab, {', '.join(formats.TOOLS)} (give --format)")
         if tool == "cpulab":
             ids = exchange.import_document(open_store(db), exchange.read_document(path))
         else:

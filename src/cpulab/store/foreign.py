@@ -32,10 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cpulab.model import Status
 from cpulab.record import RunRecord
+from cpulab.store import formats
 from cpulab.store.db import Store
 from cpulab.store.exchange import RunFileError, validated
 
-TOOLS = ("hyperfine", "gbench", "pyperf")
+TOOLS = formats.JSON_TOOLS
 UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]

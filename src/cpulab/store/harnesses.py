@@ -28,11 +28,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from cpulab.store import foreign
+from cpulab.store import foreign, formats
 from cpulab.store.exchange import read_json, validated
 from cpulab.store.foreign import ForeignFileError, Parsed, Positive, Loose
 
-TOOLS = (*foreign.TOOLS, "criterion", "gotest", "jmh", "bdn")
+TOOLS = formats.TOOLS
 # JMH's time units (its TimeUnit names as scoreUnit spells them) in nanoseconds
 JMH_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9}
 
