@@ -15,9 +15,12 @@ LAYERS = ["shared", "store", "plan", "compile", "measure", "analysis", "report",
 SHARED_FOLDERS = {"workloads", "machine"}  # catalogues of what can be measured, and this machine
 MAX_FLAT = 9
 MAX_LINES = 400
-# Imports allowed inside a function, with why: an optional dependency is imported only when used.
+# Imports allowed inside a function, with why: an optional dependency is imported only when
+# used; the result files' parsers (pydantic models) only by `cpulab import` and `export`
+# (loaded by every command, they took 0.17 s of its start).
 LAZY = {("cpulab.cli.common", "cpulab.measure.cluster"), ("cpulab.cli.run", "cpulab.measure.cluster"),
-        ("cpulab.cli.cluster", "cpulab.measure.cluster")}
+        ("cpulab.cli.cluster", "cpulab.measure.cluster"),
+        *(("cpulab.cli.results", f"cpulab.store.{m}") for m in ("exchange", "foreign", "harnesses"))}
 
 
 def module_name(path: Path) -> str:
