@@ -171,7 +171,7 @@ def export(run_id, fmt, output, db):
 @json_option
 def import_(file, fmt, variant, db, as_json):
     """Add a run to the store: one exported by cpulab (once), or another tool's results."""
-    from cpulab.store import exchange, foreign, harnesses  # the parsers (formats.py)
+    from cpulab.store import exchange, foreign, harnesses  # the parsers and their pydantic models (formats.py)
     path = Path(file)
     try:
         tool = fmt if fmt != "auto" else harnesses.detect(path)
