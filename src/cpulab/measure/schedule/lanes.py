@@ -61,9 +61,8 @@ def in_lanes(work: list[Work], executors: list[Executor], store_path, rng: rando
     def lane(executor: Executor, lane_rng: random.Random) -> None:
         nonlocal busy
         # The lane's thread stays on its CPU: woken on the other one (to hand a group's
-        # token over, hundreds of times a second), it would take that CPU from the other
-        # lane's sample (file-hash's 0.3 s passes beside per-clock: 15-24% left out
-        # off-CPU in three runs, 12% with the threads pinned).
+        # token over, hundreds of times a second), it could only take that CPU from the
+        # other lane's sample.
         with on_cpu(executor.cpu), contextlib.closing(Store(store_path)) as store:
             while not stop.is_set():
                 with ready:
