@@ -133,7 +133,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     links = first_look(plan, targets, shared=False, rounds=AHEAD)
 
     def links_in_lane(executor: Executor, lane_store: Store, stop: threading.Event) -> None:
-        with on_cpu(executor.cpu), split.timing(time_split.RUN, "build"):
+        with split.timing(time_split.RUN, "build"):  # on the lane's CPU, as all of a lane's work
             for art, i in links:
                 if stop.is_set():
                     return
@@ -162,8 +162,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                         stop: threading.Event) -> None:
         # As soon as the experiment is measured, on its lane's CPU (with what it starts),
         # while the other lane measures: counts and profiles depend on nothing beside them.
-        with on_cpu(executor.cpu):
-            analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
+        analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
 
     shared = _measure(plan, schedule, store, targets, site, progress, rng, split, tsc_hz,
                       [table_in_lane(name) for name in tables if not probes.get(name).alone]
