@@ -26,7 +26,7 @@ def load(name: str) -> dict:
 
 def imported(store, name: str, doc: dict | None = None, variant: str | None = None):
     doc = doc or load(name)
-    run_id = foreign.import_parsed(store, foreign.parse(doc, foreign.detect(doc), Path(name), variant), [])
+    run_id, _ = foreign.import_parsed(store, foreign.parse(doc, foreign.detect(doc), Path(name), variant), [])
     return analysis.summarise(store, run_id)
 
 
@@ -150,7 +150,7 @@ def test_hyperfine_format_needs_whole_commands(cli):
 
 
 def imported_path(store, path: Path, variant: str | None = None):
-    run_id = foreign.import_parsed(store, harnesses.parse(path, harnesses.detect(path), variant), [])
+    run_id, _ = foreign.import_parsed(store, harnesses.parse(path, harnesses.detect(path), variant), [])
     return analysis.summarise(store, run_id)
 
 

@@ -175,8 +175,8 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
             row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE,
                              alpha=policy.look_alpha, confidence=policy.confidence)
             measured = _measured_as(r, variants)
-            if base is None or not base.status.measured:
-                pass
+            if base is None or not base.status.measured or not (base_measured and base_measured.observations):
+                pass  # nothing of the baseline to compare with (every sample of it left out, say)
             elif measured is not None and measured is base_measured:  # the same code as the baseline
                 row.ratio, row.ci, row.p, row.p_raw, row.verdict = 1.0, [1.0, 1.0], 1.0, 1.0, Verdict.IDENTICAL_CODE
             elif measured is None or not measured.observations:

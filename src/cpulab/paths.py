@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
@@ -31,3 +32,20 @@ def input_dir() -> Path:
 
 def random_file_path(size: int) -> Path:
     return input_dir() / f"random-{size}.bin"
+
+
+class TooLarge(OSError):
+    """A file to read whole is over its limit, or is no regular file (a device, a pipe:
+    its size is not known before reading)."""
+
+
+def read_limited(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most `limit` of them: a plan or an imported file is read
+    whole, so /dev/zero or a huge file must be refused, not read into memory."""
+    with open(path, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise TooLarge(f"{path}: not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"{path}: larger than {limit >> 20} MB")
+    return data

@@ -40,6 +40,11 @@ DEFAULT_METHOD = "turns"
 # faster/slower).  Counts are a proxy for time, for runners too noisy to time on; the
 # time is measured and shown beside them either way (estimates.count_verdicts).
 METRICS = ("time", "instructions", "memory")
+# The settings a policy is made of, as plans and stored records may give them.
+LIMITS = {
+    "budget": (0.0, 86400.0),   # seconds per experiment for rounds on undecided comparisons (0: a fixed count)
+    "precision": (1e-06, 0.5),  # a comparison is decided when its interval is within +-this
+}
 
 
 @dataclass(frozen=True)

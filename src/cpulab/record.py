@@ -15,7 +15,7 @@ import functools
 import json
 from dataclasses import dataclass, field, fields
 
-from cpulab.policy import METHODS, METRICS, PRECISION, DecisionPolicy
+from cpulab.policy import LIMITS, METHODS, METRICS, PRECISION, DecisionPolicy
 
 # plan: `cpulab run` (and ci, bisect, memlat, bandwidth: plans they make); time: `cpulab
 # time`; probe and align: the probe commands; cluster: a cluster run's parent (its
@@ -50,18 +50,19 @@ class RunRecord:
     @classmethod
     def make(cls, kind: str, spec: dict) -> "RunRecord":
         """The record of a run of this kind asked `spec`; raises RecordError naming what
-        is missing or wrong."""
+        is missing or wrong (a stored spec may come from an imported file: every part a
+        reader takes is checked for its type here)."""
         if kind not in KINDS:
             raise RecordError(f"run record: kind {kind!r} is not one of {', '.join(KINDS)}")
+        if not isinstance(spec, dict):
+            raise RecordError("run record: not a table of settings")
         stored = {**spec, "kind": kind}
-        try:
-            experiments = [RecordedExperiment(e["name"], list(e.get("workloads", [])), e["baseline"],
-                                              e.get("title", ""), e.get("tag", ""), e.get("intro", ""))
-                           for e in stored.get("experiments", [])]
-        except KeyError as e:
-            raise RecordError(f"run record: an experiment has no {e.args[0]}") from None
-        return cls(kind, experiments, _policy(stored) if experiments else DecisionPolicy(), stored.get("against"),
-                   dict(stored.get("commands", {})), stored)
+        experiments = [_experiment(e) for e in _typed(stored, "experiments", list, [])]
+        commands = _typed(stored, "commands", dict, {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in commands.items()):
+            raise RecordError("run record: commands: each label's command is a string")
+        return cls(kind, experiments, _policy(stored) if experiments else DecisionPolicy(),
+                   _typed(stored, "against", str, None), dict(commands), stored)
 
     @classmethod
     def of_stored(cls, d: dict) -> "RunRecord":
@@ -75,12 +76,42 @@ class RunRecord:
         return self.policy if method is None else _policy({**self.stored, "method": method})
 
 
+def _typed(d: dict, key: str, kind: type, default):
+    """d[key] if it is of `kind` (absent or None: the default), else RecordError."""
+    v = d.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, kind) or isinstance(v, bool) and kind is not bool:
+        raise RecordError(f"run record: {key}: expected {getattr(kind, '__name__', 'a number')}, "
+                          f"got {type(v).__name__}")
+    return v
+
+
+def _experiment(e) -> RecordedExperiment:
+    if not isinstance(e, dict):
+        raise RecordError("run record: an experiment is not a table")
+    for key in ("name", "baseline"):
+        if not isinstance(e.get(key), str):
+            raise RecordError(f"run record: an experiment has no {key}")
+    workloads = _typed(e, "workloads", list, [])
+    if not all(isinstance(w, str) for w in workloads):
+        raise RecordError(f"run record: experiment {e['name']}: workloads are names")
+    return RecordedExperiment(e["name"], list(workloads), e["baseline"], _typed(e, "title", str, ""),
+                              _typed(e, "tag", str, ""), _typed(e, "intro", str, ""))
+
+
 def _policy(d: dict) -> DecisionPolicy:
     if d.get("method") not in METHODS:
         raise RecordError(f"run record: method {d.get('method')!r} is not one of {', '.join(METHODS)}")
     if d.get("metric", "time") not in METRICS:
         raise RecordError(f"run record: metric {d.get('metric')!r} is not one of {', '.join(METRICS)}")
-    return DecisionPolicy.of_settings(float(d.get("budget") or 0.0), float(d.get("precision") or PRECISION),
+    settings = {}
+    for key, (lo, hi) in LIMITS.items():
+        v = _typed(d, key, (int, float), None)
+        if v is not None and not lo <= v <= hi:  # NaN fails too
+            raise RecordError(f"run record: {key} must be {lo:g}..{hi:g}, got {v!r}")
+        settings[key] = v
+    return DecisionPolicy.of_settings(float(settings["budget"] or 0.0), float(settings["precision"] or PRECISION),
                                       d["method"], d.get("metric", "time"))
 
 

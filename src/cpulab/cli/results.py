@@ -178,12 +178,13 @@ def import_(file, fmt, variant, db, as_json):
         if tool is None:
             fail(f"{path}: not a result file of cpulab, {', '.join(formats.TOOLS)} (give --format)")
         if tool == "cpulab":
-            ids = exchange.import_document(open_store(db), exchange.read_document(path))
+            doc = exchange.read_document(path)  # whole and checked before the store is opened
+            ids = exchange.import_document(open_store(db), doc)
         else:
             parsed, store = harnesses.parse(path, tool, variant), open_store(db)
-            # another tool's results become a run like any other: analysed, with a report
-            summary, _ = pipeline.carry(store, lambda: foreign.import_parsed(store, parsed, sys.argv))
-            ids = [(summary.run_id, True)]
+            ids = [foreign.import_parsed(store, parsed, sys.argv, path)]
+            if ids[0][1]:  # another tool's results become a run like any other: analysed, with a report
+                pipeline.carry(store, lambda: ids[0][0])
     except exchange.RunFileError as e:  # foreign's errors are RunFileErrors too
         fail(str(e))
     if as_json:

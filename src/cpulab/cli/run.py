@@ -21,6 +21,7 @@ from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides
 from cpulab.report.terminal import print_machines, print_summary
 from cpulab.store.db import Store, StoreError
+from cpulab.store.rows import StoredRun
 from cpulab.cli.kinds import VIEWS
 
 
@@ -108,11 +109,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
     if machines and not cluster:
         fail("--machines needs --cluster")
     if against is not None:
-        store = open_store(db)
-        try:
-            store.run(against)
-        except StoreError as e:
-            fail(f"--against {against}: {e}")
+        measured_here(open_store(db), against, "--against")
     if cluster:
         run_on_cluster(p, open_store(db), cluster, machines, cluster_security(tls_ca, tls_cert, tls_key),
                        random_seed, as_json, label, origin)
@@ -157,18 +154,29 @@ def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names:
             client.close(timeout=5)
 
 
-def resumable_plan(store: Store, run_id: int) -> plans.Plan:
-    """The stored plan of a run that can be resumed here, or a one-line refusal."""
+def measured_here(store: Store, run_id: int, option: str) -> StoredRun:
+    """A run this cpulab measured on this machine, or a one-line refusal: an imported run
+    (whatever machine it names) or another machine's is data, and nothing it stores (a
+    variant's flags, an executable's path) is ever built or run."""
     try:
         r = store.run(run_id)
     except StoreError as e:
-        fail(str(e))
+        fail(f"{option} {run_id}: {e}")
+    if r.imported:
+        fail(f"{option} {run_id}: the run was imported ({r.imported.partition(':')[0]} file): an imported run is "
+             "data, nothing of it is built or run here; run its plan again")
+    if r.machine_id != machine.fingerprint_id(machine.fingerprint()):
+        fail(f"{option} {run_id}: the run was measured on machine {r.machine_id}, not this one")
+    return r
+
+
+def resumable_plan(store: Store, run_id: int) -> plans.Plan:
+    """The stored plan of a run that can be resumed here, or a one-line refusal."""
+    r = measured_here(store, run_id, "--resume")
     if r.status in ("running", "done"):
         fail(f"--resume {run_id}: the run is {r.status}; only a stopped run (interrupted or failed) is resumed")
     if r.record.kind != "plan":
         fail(f"--resume {run_id}: a {r.record.kind} run has no plan to resume")
-    if r.machine_id != machine.fingerprint_id(machine.fingerprint()):
-        fail(f"--resume {run_id}: the run was measured on machine {r.machine_id}; resume it there")
     try:
         return plans.from_stored(r.record, f"run {run_id}")
     except plans.PlanError as e:

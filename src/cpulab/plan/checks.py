@@ -22,8 +22,7 @@ LIMITS = {
     "min_sample_time": (0.0001, 60.0),  # seconds one sample lasts at least
     "warmup": (0.0, 60.0),             # seconds of untimed repetitions per process
     "timeout": (0.1, 86400.0),         # seconds one process may take
-    "budget": (0.0, 86400.0),          # seconds per experiment for rounds on undecided comparisons (0: a fixed count)
-    "precision": (1e-06, 0.5),         # a comparison is decided when its interval is within +-this
+    **policy.LIMITS,                   # budget, precision: a stored run's record is held to them too
 }
 
 

@@ -28,12 +28,15 @@ SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_tic
 PLACED = ("placement", "code_offset", "start_ns", "turn", "follows")
 
 
-def _insert_artifact(c: sqlite3.Connection, art: dict) -> None:
-    c.execute("INSERT OR IGNORE INTO artifacts (hash, code_hash, path, size_bytes, compiler_version, commands,"
-              " placements, placeable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-              (art["hash"], art["code_hash"], art["path"], art["size_bytes"], art["compiler_version"],
-               json.dumps(art["commands"]), json.dumps(list(art.get("placements") or ())),
-               int(bool(art.get("placeable") or art.get("placements")))))
+def _insert_artifact(c: sqlite3.Connection, art: dict, imported: bool = False) -> None:
+    """A build's row.  A build made here is the authority on its hash: it replaces a row an
+    import left.  An imported one never names an executable (its path is kept empty: a file
+    from elsewhere must not point cpulab at anything to run) and never replaces a row."""
+    row = (art["hash"], art["code_hash"], "" if imported else art["path"], art["size_bytes"], art["compiler_version"],
+           json.dumps(art["commands"]), json.dumps(list(art.get("placements") or ())),
+           int(bool(art.get("placeable") or art.get("placements"))))
+    c.execute(f"INSERT OR {'IGNORE' if imported else 'REPLACE'} INTO artifacts (hash, code_hash, path, size_bytes,"
+              " compiler_version, commands, placements, placeable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
 
 
 class StoreError(Exception):
@@ -255,16 +258,20 @@ class Store:
         with self.tx() as c:
             c.execute("INSERT OR REPLACE INTO analyses VALUES (?, ?, ?, ?)", (run_id, kind, key, json.dumps(data)))
 
-    def import_runs(self, runs: list[dict]) -> list[tuple[int, bool]]:
+    def import_runs(self, runs: list[dict], source: str) -> list[tuple[int, bool]]:
         """Copy checked runs (exchange.RunRecord documents, parents before children) in one
-        transaction: all or nothing.  A run already here (same machine id, start time
-        and worker name) is kept as it is; returns (run id, newly added) per run."""
+        transaction: all or nothing.  source: what they came from ("cpulab", or another
+        tool's name and its file's digest), kept with each run.  A run already here (a
+        cpulab run: the same machine id, start time and worker name; another tool's: the
+        same source) is kept as it is; returns (run id, newly added) per run."""
         ids: list[tuple[int, bool]] = []
         with self.tx() as c:
             for r in runs:
                 parent = ids[r["parent"]][0] if r["parent"] is not None else None
-                row = c.execute("SELECT id FROM runs WHERE machine_id = ? AND started = ? AND machine = ?",
-                                (r["machine_id"], r["started"], r["machine"])).fetchone()
+                row = c.execute("SELECT id FROM runs WHERE imported = ?", (source,)).fetchone() \
+                    if source != "cpulab" else \
+                    c.execute("SELECT id FROM runs WHERE machine_id = ? AND started = ? AND machine = ?",
+                              (r["machine_id"], r["started"], r["machine"])).fetchone()
                 if row:
                     ids.append((row[0], False))
                     continue
@@ -272,16 +279,16 @@ class Store:
                           (r["machine_id"], json.dumps(r["fingerprint"]), r["started"]))
                 run_id = c.execute(
                     "INSERT INTO runs (machine_id, started, finished, status, plan, conditions, timing, argv,"
-                    " parent, machine, label, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " parent, machine, label, origin, imported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (r["machine_id"], r["started"], r["finished"], r["status"], json.dumps(r["plan"]),
                      json.dumps(r["conditions"]), json.dumps(r["timing"]), json.dumps(r["argv"]), parent,
-                     r["machine"], r["label"], json.dumps(r["origin"]))).lastrowid
+                     r["machine"], r["label"], json.dumps(r["origin"]), source)).lastrowid
                 ids.append((run_id, True))
                 for v in map(StoredVariant.from_dict, r["variants"]):
                     c.execute("INSERT INTO variants VALUES (?, ?, ?, ?)",
                               (run_id, v.name, json.dumps(v.definition), v.compiler_version))
                 for a in r["artifacts"]:
-                    _insert_artifact(c, a)
+                    _insert_artifact(c, a, imported=True)
                 for x in r["results"]:
                     rid = c.execute(
                         "INSERT INTO results (run_id, experiment, workload, variant, params, unit, status, error,"
@@ -332,7 +339,7 @@ class Store:
             args += [machine, machine, machine]
         return [RunListing.of_row(r) for r in self.con.execute(
             "SELECT r.id, r.started, r.finished, r.status, r.machine_id, r.parent, r.machine, r.label, r.origin,"
-            " count(x.id) AS results, r.owner_pid, r.owner_started, r.owner_boot_id, r.owner_host"
+            " count(x.id) AS results, r.imported, r.owner_pid, r.owner_started, r.owner_boot_id, r.owner_host"
             " FROM runs r JOIN machines m ON m.id = r.machine_id LEFT JOIN results x ON x.run_id = r.id"
             + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY r.id ORDER BY r.id", args)]
 

@@ -11,12 +11,14 @@ known by its machine id, start time and worker name: importing it twice adds it 
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cpulab import paths, record
 from cpulab.model import Status
 from cpulab.store.db import Store
 
@@ -25,11 +27,19 @@ VERSION = 2  # 2: a sample's process is `process` (version 1 called it `invocati
 READS = (1, 2)
 MAX_FILE_BYTES = 1 << 30  # a full seeds run is a few MB; more than this is not a run
 RUN_STATUSES = ("running", "done", "interrupted", "failed")
+MAX_INT = 2**63 - 1  # SQLite's INTEGER
+LAST_TIME = 253402300799.0  # 9999-12-31 23:59:59 UTC: the last second the time functions show
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=100_000)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Timestamp = Annotated[float, Field(gt=0, le=LAST_TIME, allow_inf_nan=False)]
+# A sample's time: from a picosecond to a year.  Outside that it is no measurement, and its
+# rate (work / time) or inverse is no finite number.
+SampleNs = Annotated[float, Field(ge=1e-3, le=3.2e16, allow_inf_nan=False)]
+Work = Annotated[float, Field(gt=0, le=float(MAX_INT), allow_inf_nan=False)]
 
 
 class RunFileError(Exception):
@@ -40,20 +50,81 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+class _Typed(BaseModel):
+    """A part of a run that later versions may add keys to: what this cpulab reads of it,
+    typed, with a default for what older files lack; other keys are dropped."""
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class CacheRecord(_Typed):  # machine.caches(): one cache of CPU 0
+    level: Annotated[int, Field(ge=0, le=9)]
+    type: Name
+    size_bytes: Annotated[int, Field(gt=0, le=MAX_INT)]
+    ways: Count | None = None
+    line_bytes: Count | None = None
+    shared_cpus: Text | None = None
+    name: Text = ""
+
+
+class TlbRecord(_Typed):  # machine/tlb.py tlb()
+    level: Annotated[int, Field(ge=0, le=9)]
+    type: Name
+    page_bytes: Annotated[int, Field(gt=0, le=MAX_INT)]
+    entries: Annotated[int, Field(gt=0, le=MAX_INT)]
+    ways: Count | None = None
+    reach_bytes: Annotated[int, Field(gt=0, le=MAX_INT)]
+    name: Text = ""
+    source: Text = ""
+
+
+class TlbsRecord(_Typed):
+    tlbs: list[TlbRecord] = []
+    source: Text = ""
+
+
+class FingerprintRecord(_Typed):  # machine.fingerprint(), and foreign.fingerprint_of
+    hostname: Text = ""
+    arch: Text = ""
+    cpu_model: Text = "unknown"
+    cpu_family: Text = ""
+    cpu_model_id: Text = ""
+    cpus: Annotated[int, Field(ge=0, le=1 << 20)] | None = None
+    flags_hash: Text = ""
+    caches: list[CacheRecord] = []
+    tlbs: TlbsRecord = TlbsRecord()
+    kernel: Text = ""
+    os: Text = ""
+    memory_bytes: Count | None = None
+    hypervisor: bool | None = None
+    tsc_hz: Positive | None = None
+    core_per_tsc: Positive | None = None
+    timer: Text | None = None
+    perf_error: Text = ""
+    mhz: Positive | None = None
+    imported_from: Text | None = None
+
+
+class TimingRecord(_Typed):  # a harness --calibrate-only result: the run's timer
+    timer: Text | None = None
+    tsc_hz: Positive | None = None
+    core_per_tsc: Positive | None = None
+    perf_error: Text = ""
+
+
 class SampleRecord(_Strict):
-    process: Annotated[int, Field(ge=0)]
-    idx: Annotated[int, Field(ge=0)]
-    ns: Positive
+    process: Count
+    idx: Count
+    ns: SampleNs
     cycles: Finite | None
     instructions: Finite | None
-    work: Positive
-    reps: Annotated[int, Field(ge=1)]
+    work: Work
+    reps: Annotated[int, Field(ge=1, le=MAX_INT)]
     user_s: Finite | None
     sys_s: Finite | None
     timer: Name
     tsc_hz: Finite | None
     core_per_tsc: Finite | None
-    layout_pad: Annotated[int, Field(ge=0)]
+    layout_pad: Count
     # What the harness saw around the sample (store.SIGNALS; absent in older runs), and
     # why the sample is left out of estimates ('' = used).
     invol_switches: Finite | None = None
@@ -69,10 +140,10 @@ class SampleRecord(_Strict):
     page_faults: Finite | None = None
     excluded: Annotated[str, Field(max_length=500)] = ""
     # Where and when it ran (store.PLACED; absent in older runs).
-    placement: Annotated[int, Field(ge=0)] | None = None
+    placement: Count | None = None
     code_offset: Annotated[int, Field(ge=0, lt=4096)] | None = None
     start_ns: Finite | None = None
-    turn: Annotated[int, Field(ge=0)] | None = None
+    turn: Count | None = None
     follows: Annotated[str, Field(max_length=200)] | None = None
 
 
@@ -101,10 +172,10 @@ class ArtifactRecord(_Strict):
     hash: Name
     code_hash: Name
     path: Text
-    size_bytes: Annotated[int, Field(ge=0)]
+    size_bytes: Count
     compiler_version: Text | None
     commands: list[list[Text]]
-    placements: list[Annotated[int, Field(ge=0)]] = []  # pads of the 16 placements of older versions
+    placements: list[Count] = []  # pads of the 16 placements of older versions
     placeable: bool = False
 
 
@@ -118,13 +189,13 @@ class RunRecord(_Strict):
     parent: int | None  # index of the cluster run in this file's runs
     machine: Annotated[str, Field(max_length=200)]
     machine_id: Annotated[str, Field(pattern=r"^[0-9a-f]{1,64}$")]
-    fingerprint: dict[str, Any]
-    started: Positive
-    finished: Positive | None
+    fingerprint: FingerprintRecord
+    started: Timestamp
+    finished: Timestamp | None
     status: Name
     plan: dict[str, Any]
     conditions: dict[str, Any]
-    timing: dict[str, Any]
+    timing: TimingRecord
     argv: list[Text]
     variants: list[dict[str, Any]]
     artifacts: list[ArtifactRecord]
@@ -135,13 +206,30 @@ class RunRecord(_Strict):
 
     @model_validator(mode="after")
     def consistent(self):
+        try:  # the plan as every reader reads it: a record of a known kind, its policy sound
+            record.RunRecord.of_stored(self.plan)
+        except record.RecordError as e:
+            raise ValueError(f"plan: {e}") from None
+        try:  # what a file parsed from JSON cannot hold but a parser's Python can (go's NaN B/op)
+            json.dumps([self.plan, self.conditions, [r.notes for r in self.results],
+                        [a.data for a in self.analyses]], allow_nan=False)
+        except ValueError:
+            raise ValueError("a value is not a finite number") from None
         if self.status not in RUN_STATUSES:
             raise ValueError(f"status: unknown run status {self.status!r}")
         names = [v.get("name") for v in self.variants]
         if not all(isinstance(n, str) and n for n in names):
             raise ValueError("variants: every variant needs a name")
-        hashes = {a.hash for a in self.artifacts}
+        if len(set(names)) != len(names):
+            raise ValueError("variants: a name appears twice")
+        if len({(a.kind, a.key) for a in self.analyses}) != len(self.analyses):
+            raise ValueError("analyses: a kind and key appear twice")
+        hashes, points = {a.hash for a in self.artifacts}, set()
         for i, r in enumerate(self.results):
+            point = (r.experiment, r.workload, r.variant, json.dumps(r.params, sort_keys=True))
+            if point in points:
+                raise ValueError(f"results.{i}: {r.workload} under {r.variant} at these parameters appears twice")
+            points.add(point)
             if r.variant not in names:
                 raise ValueError(f"results.{i}.variant: {r.variant!r} is not among the run's variants")
             if r.artifact_hash is not None and r.artifact_hash not in hashes:
@@ -154,7 +242,7 @@ class RunRecord(_Strict):
 class DocumentRecord(_Strict):
     format: str
     version: int
-    exported: Finite
+    exported: Timestamp
     runs: Annotated[list[RunRecord], Field(min_length=1)]
 
     @model_validator(mode="before")
@@ -215,9 +303,10 @@ def read_document(path: Path) -> DocumentRecord:
 def read_json(path: Path):
     """A JSON document of at most MAX_FILE_BYTES (no NaN or infinities), or RunFileError."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise RunFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MB")
-        raw = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_reject_constant)
+        raw = json.loads(paths.read_limited(path, MAX_FILE_BYTES).decode("utf-8"), parse_constant=_reject_constant,
+                         parse_float=_finite)
+    except paths.TooLarge as e:
+        raise RunFileError(str(e)) from None
     except OSError as e:
         raise RunFileError(f"{path}: {e.strerror or e}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -232,7 +321,7 @@ def validated(model: type[BaseModel], raw, path: Path):
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"]) or "document"
-        raise RunFileError(f"{path}: {where}: {err['msg'][:200]}") from None
+        raise RunFileError(f"{path}: {where}: {err['msg'].removeprefix('Value error, ')[:200]}") from None
     except RecursionError:
         raise RunFileError(f"{path}: nested too deeply") from None
 
@@ -241,6 +330,14 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a number cpulab stores")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; 1e400 would be infinity."""
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"{text[:40]} is out of a float's range")
+    return v
+
+
 def import_document(store: Store, doc: DocumentRecord) -> list[tuple[int, bool]]:
     """Write the runs in one transaction; (run id, True if new) for each, in file order."""
-    return store.import_runs([r.model_dump() for r in doc.runs])
+    return store.import_runs([r.model_dump() for r in doc.runs], "cpulab")

@@ -25,16 +25,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cpulab.model import Status
-from cpulab.record import RunRecord
 from cpulab.store import formats
 from cpulab.store.db import Store
-from cpulab.store.exchange import RunFileError, validated
+from cpulab.store.exchange import RunFileError, RunRecord, validated
 
 TOOLS = formats.JSON_TOOLS
 UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -157,12 +157,16 @@ def process_of(seconds: list[float], work: float, tool: str, excluded: str = "")
 
 
 def _hyperfine(f: HyperfineFile) -> Parsed:
-    results = []
+    results, named = [], {}
     for r in f.results:
+        # one command given twice (an A/A run) is two variants: the second is 'CMD #2'
+        key = (r.command, tuple(sorted((r.parameters or {}).items())))
+        named[key] = named.get(key, 0) + 1
+        name = r.command if named[key] == 1 else f"{r.command} #{named[key]}"
         codes = r.exit_codes or [0] * len(r.times)
         procs = [process_of([t], 1, "hyperfine", "" if code in (0, None) else f"exit status {code}")
                  for t, code in zip(r.times, codes + [0] * (len(r.times) - len(codes)))]
-        results.append({"workload": "time", "variant": r.command, "params": dict(r.parameters or {}), "unit": "runs",
+        results.append({"workload": "time", "variant": name, "params": dict(r.parameters or {}), "unit": "runs",
                         "processes": procs, "notes": {"tool": "hyperfine", "estimator": "mean", "tool_mean_s": r.mean}})
     return plan_of("hyperfine", "", "mean", results), fingerprint_of("hyperfine"), results
 
@@ -215,17 +219,57 @@ def _pyperf(f: PyperfFile, variant: str, path: Path) -> Parsed:
     return plan_of("pyperf", str(f.version), "mean", results), fingerprint_of("pyperf"), results
 
 
-def import_parsed(store: Store, parsed: Parsed, argv: list[str]) -> int:
-    """Write one parsed file as one run; returns its id."""
+def run_document(parsed: Parsed, argv: list[str]) -> dict:
+    """A parsed file as one run of cpulab's own run file (exchange.RunRecord): every import
+    is checked by the one schema and written by the one all-or-nothing write."""
     plan, fp, results = parsed
-    machine_id = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
-    run_id = store.start_run(fp, machine_id, RunRecord.make("imported", plan), {}, {"timer": plan["tool"]}, argv)
-    for r in results:
-        exp = r["workload"]
-        rid = store.add_result(run_id, r["workload"], r["variant"], r["params"], r["unit"], Status.PENDING,
-                               experiment=exp)
-        for i, p in enumerate(r["processes"]):
-            store.add_process(rid, i, p["out"], 0, p["excluded"])
-        store.set_notes(rid, r["notes"])
-    store.finish_run(run_id, "done")
-    return run_id
+    now = time.time()
+    variants = list(dict.fromkeys(r["variant"] for r in results))
+    return {"parent": None, "machine": "", "machine_id": hashlib.sha256(json.dumps(fp, sort_keys=True).encode())
+            .hexdigest()[:16], "fingerprint": fp, "started": now, "finished": now, "status": "done",
+            "plan": {**plan, "kind": "imported"}, "conditions": {}, "timing": {"timer": plan["tool"]}, "argv": argv,
+            "variants": [{"name": v} for v in variants], "artifacts": [], "analyses": [],
+            "results": [{"experiment": r["workload"], "workload": r["workload"], "variant": r["variant"],
+                         "params": r["params"], "unit": r["unit"], "status": Status.OK, "error": "",
+                         "artifact_hash": None, "same_as": "", "notes": r["notes"],
+                         "samples": [_sample(i, j, p, ns) for i, p in enumerate(r["processes"])
+                                     for j, ns in enumerate(p["out"]["ns"])]} for r in results]}
+
+
+def _sample(process: int, idx: int, p: dict, ns: float) -> dict:
+    out = p["out"]
+    return {"process": process, "idx": idx, "ns": ns, "cycles": None, "instructions": None, "work": out["work"],
+            "reps": out["reps"], "user_s": None, "sys_s": None, "timer": out["timer"], "tsc_hz": None,
+            "core_per_tsc": None, "layout_pad": 0, "excluded": p["excluded"][idx] if p["excluded"] else ""}
+
+
+def source_of(tool: str, parsed: Parsed) -> str:
+    """What an imported file is known by: the tool and a digest of what was read from it (its
+    variant's name included), so that the same file imported twice is one run."""
+    plan, _, results = parsed
+    return f"{tool}:" + hashlib.sha256(json.dumps([plan, results], sort_keys=True).encode()).hexdigest()
+
+
+def checked(parsed: Parsed, argv: list[str], path: Path) -> dict:
+    """The run document of a parsed file, checked as a cpulab run file is (finite, in range,
+    consistent); ForeignFileError naming the benchmark and field at fault."""
+    doc = run_document(parsed, argv)
+    try:
+        return RunRecord.model_validate(doc).model_dump()
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(x) for x in err["loc"]]
+        if loc[:1] == ["results"] and len(loc) > 1:  # named as the file names it: its benchmark
+            r, loc = doc["results"][int(loc[1])], loc[2:]
+            where = f"{r['workload']} ({r['variant']})"
+            if loc[:1] == ["samples"] and len(loc) > 1:
+                where, loc = f"{where}, process {r['samples'][int(loc[1])]['process']}", loc[2:]
+            loc = [where, *loc]
+        raise ForeignFileError(f"{path}: {': '.join(loc) or 'document'}: "
+                               f"{err['msg'].removeprefix('Value error, ')[:200]}") from None
+
+
+def import_parsed(store: Store, parsed: Parsed, argv: list[str], path: Path = Path("-")) -> tuple[int, bool]:
+    """Write one parsed file as one run, all or nothing, once: (its id, True if new; False:
+    the same file was imported before, and that run is its id)."""
+    return store.import_runs([checked(parsed, argv, path)], source_of(parsed[0]["tool"], parsed))[0]

@@ -125,7 +125,7 @@ def _criterion(path: Path, variant: str) -> Parsed:
         if len(s.iters) != len(s.times):
             raise ForeignFileError(f"{f}: iters and times differ in length ({len(s.iters)}, {len(s.times)})")
         meta = f.parent / "benchmark.json"
-        name = str(f.parent.parent.relative_to(path)) if path.is_dir() else f.parent.parent.name
+        name = (str(f.parent.parent.relative_to(path)) if path.is_dir() else f.parent.parent.name) or f.stem
         if meta.is_file() and isinstance(full := read_json(meta).get("full_id"), str) and full:
             name = full
         procs = [foreign.process_of([t * 1e-9], n, "criterion") for n, t in zip(s.iters, s.times)]
@@ -182,8 +182,8 @@ def _jmh_ns_per_op(mode: str, unit: str, score: float, where: str) -> float:
     """Nanoseconds per operation of one JMH score: thrpt is ops per time unit, avgt and
     ss are time units per op."""
     per = unit.split("/")
-    base = per[1] if mode == "thrpt" else per[0]
-    if len(per) != 2 or (per[0] != "ops" if mode == "thrpt" else per[1] != "op") or base not in JMH_UNIT_NS:
+    base = (per[1] if mode == "thrpt" else per[0]) if len(per) == 2 else ""
+    if (per[0] != "ops" if mode == "thrpt" else per[-1] != "op") or base not in JMH_UNIT_NS:
         raise ForeignFileError(f"{where}: scoreUnit {unit!r} is not one JMH writes in mode {mode}")
     return JMH_UNIT_NS[base] / score if mode == "thrpt" else score * JMH_UNIT_NS[base]
 

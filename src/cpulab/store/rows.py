@@ -26,12 +26,13 @@ class RunListing:
     label: str
     origin: dict  # the source's commit, dirty, commit time (plan/origin.py)
     results: int
+    imported: str  # what it was imported from ('' measured by this cpulab)
 
     @classmethod
     def of_row(cls, row) -> "RunListing":
         d = dict(row)
         return cls(d["id"], d["started"], d["finished"], shown_status(d), d["machine_id"], d["parent"], d["machine"],
-                   d["label"], json.loads(d["origin"]), d["results"])
+                   d["label"], json.loads(d["origin"]), d["results"], d["imported"])
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,6 +78,7 @@ class StoredRun:
     conditions: dict  # governor, load, ... and the time split (time_split.py)
     timing: dict  # timer, tsc_hz, core_per_tsc at the start
     argv: list[str]
+    imported: str  # what it was imported from: "cpulab" (a run file), "TOOL:DIGEST"; '' measured by this cpulab
 
     @classmethod
     def of_row(cls, row) -> "StoredRun":
@@ -84,7 +86,7 @@ class StoredRun:
         j = {k: json.loads(d[k]) for k in ("plan", "conditions", "timing", "argv", "fingerprint", "origin")}
         return cls(d["id"], d["started"], d["finished"], shown_status(d), d["machine_id"], d["parent"], d["machine"],
                    d["label"], j["origin"], RunRecord.of_stored(j["plan"]), j["fingerprint"],
-                   j["conditions"], j["timing"], j["argv"])
+                   j["conditions"], j["timing"], j["argv"], d["imported"])
 
 
 def _boot_id() -> str:

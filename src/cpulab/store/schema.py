@@ -151,4 +151,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE samples ADD COLUMN max_rss_kb REAL;
     ALTER TABLE samples ADD COLUMN page_faults REAL;
     """,
+    # 11: where an imported run came from ('' for a run measured by this cpulab): such a run
+    # is data, never resumed or measured against; another tool's file is known by its digest,
+    # so that importing it twice adds it once
+    """
+    ALTER TABLE runs ADD COLUMN imported TEXT NOT NULL DEFAULT '';
+    """,
 ]
