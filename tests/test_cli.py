@@ -61,7 +61,7 @@ def test_list_and_doctor_json():
     (["run", "-v", "O2", "-v", "O2"], "'O2' is listed twice"),
     (["run", "-w", "sha256", "-w", "sha256"], "'sha256' is listed twice"),
     (["run", "--runs", "1000000000"], "--runs"),
-    (["run", "--min-sample-time", "nan"], "min_sample_time"),
+    (["run", "--min-sample-time", "nan"], "--min-sample-time"),
     (["memlat", "--max-size", "1.5G"], "--max-size: '1.5G'"),
     (["run", "/no/such/plan.toml"], "/no/such/plan.toml"),
     (["compare", "99"], "no run 99"),

@@ -9,7 +9,7 @@ import click
 
 from cpulab.analysis.gate import REGRESSION, gate
 from cpulab.cli import complete
-from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
+from cpulab.cli.common import FiniteRange, db_option, emit_json, fail, json_option, open_store, out
 from cpulab.cli.pipeline import carry_plan
 from cpulab.model import Status, Verdict
 from cpulab.plan import plan as plans
@@ -26,10 +26,10 @@ from cpulab.report.tables import fmt_delta
 @click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables are built at each commit.")
 @click.option("--variant", default=None, shell_complete=complete.variant_names,
               help="Build every commit with this variant (default: each experiment's baseline).")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None,
+@click.option("--threshold", type=FiniteRange(0.0, 1.0), default=None,
               help="A regression is a significant slowdown of at least this much (default: the plan's precision).")
-@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
-              help="Seconds per step for rounds beyond the first look (default: the plan's).")
+@click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
+              help="FiniteRange per step for rounds beyond the first look (default: the plan's).")
 @click.option("--processes", type=click.IntRange(*plans.LIMITS["processes"]), default=None,
               help="Rounds at each step's first look (default: the plan's).")
 @click.option("--random-seed", type=int, default=None)

@@ -10,7 +10,7 @@ import click
 
 from cpulab.analysis.gate import INSTRUCTION_THRESHOLD, UNDECIDED, gate
 from cpulab.cli import complete
-from cpulab.cli.common import db_option, fail, open_store
+from cpulab.cli.common import FiniteRange, db_option, fail, open_store
 from cpulab.cli.pipeline import carry_plan
 from cpulab.plan import plan as plans
 from cpulab.policy import METRICS
@@ -29,12 +29,12 @@ from cpulab.report.views import gate_table
               help="What decides: the time (a significant slowdown), the instructions per unit counted "
                    "under valgrind (exact, for noisy runners; a proxy for time, both are shown), or each run's "
                    "peak memory (a significantly larger peak RSS).")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None,
+@click.option("--threshold", type=FiniteRange(0.0, 1.0), default=None,
               help="A regression is a significant slowdown of at least this much (default: the plan's precision), "
                    f"or with --metric instructions this much more instructions (default {INSTRUCTION_THRESHOLD:.1%}).")
 @click.option("--fail-on-unclear", is_flag=True, help="Exit 3 when a comparison is still undecided within the budget.")
-@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
-              help="Seconds per experiment for rounds beyond the first look (default: the plan's).")
+@click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
+              help="FiniteRange per experiment for rounds beyond the first look (default: the plan's).")
 @click.option("--processes", type=click.IntRange(*plans.LIMITS["processes"]), default=None,
               help="Rounds at the first look (default: the plan's).")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), default=None,

@@ -4,6 +4,7 @@ progress bar, and the options several commands take.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 from contextlib import contextmanager
@@ -29,11 +30,21 @@ def fail(msg: str) -> None:
     sys.exit(2)
 
 
-def open_store(db: str | None) -> Store:
+def open_store(db: str | None, create: bool = True) -> Store:
+    """The store (default: paths.default_db); create=False for commands that only read:
+    they make no store, and no directory, where there is none."""
     try:
-        return Store(db or paths.default_db())
+        return Store(db or paths.default_db(), create=create)
     except StoreError as e:
         fail(str(e))
+
+
+def write_output(path: str, text: str) -> None:
+    """Write a file the user named (-o, --export-json), or one line naming it and why not."""
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        fail(f"{path}: cannot write: {e.strerror or e}")
 
 
 def emit_json(doc) -> None:
@@ -73,6 +84,18 @@ class RichProgress:
 
     def note(self, text):
         self.p.console.print(text)
+
+
+class FiniteRange(click.FloatRange):
+    """A number within a range; NaN, which compares false with
+    every bound and so passes click's FloatRange, is refused too."""
+    name = "number"
+
+    def convert(self, value, param, ctx):
+        v = super().convert(value, param, ctx)
+        if math.isnan(v):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return v
 
 
 db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,

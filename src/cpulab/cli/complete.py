@@ -36,7 +36,7 @@ def plan_names(ctx, param, incomplete: str) -> list[CompletionItem]:
 def run_ids(ctx, param, incomplete: str) -> list[CompletionItem]:
     db = Path(ctx.params.get("db") or paths.default_db())
     try:
-        runs = {str(r.id): r for r in Store(db).runs()} if db.exists() else {}
+        runs = {str(r.id): r for r in Store(db, create=False).runs()}
     except StoreError:
         return []
     return _matching(runs, incomplete, lambda i: f"{runs[i].status}, {runs[i].results} results"

@@ -35,7 +35,7 @@ def history(workload, variant, param_flags, experiment, machine, label, plot, db
         params = canonical(workload, plans.parse_param_flags(list(param_flags)))
     except (plans.PlanError, ParamError) as e:
         fail(str(e))
-    found = [histories.with_changes(s) for s in histories.series(open_store(db), workload, variant, params,
+    found = [histories.with_changes(s) for s in histories.series(open_store(db, create=False), workload, variant, params,
                                                                   machine, label, experiment=experiment)]
     if not found:
         fail(f"no history of {workload}: fewer than {histories.MIN_RUNS} stored runs measured it"

@@ -41,3 +41,12 @@ def main() -> None:
         fail(e.format_message())
     except StoreError as e:
         fail(str(e))
+    # What the operating system refused (a file that cannot be written, a full disk) is the
+    # user's to fix, not cpulab's bug: one line naming the file and the cause.  A run stopped
+    # by one keeps what it measured: every sample is written as it is taken.
+    except OSError as e:
+        fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e) or type(e).__name__)
+    except RecursionError:
+        fail("an input is nested too deeply to read")
+    except MemoryError:
+        fail("out of memory")

@@ -15,7 +15,7 @@ from cpulab import analysis, policy
 from cpulab.analysis import between_runs
 from cpulab.cli import complete, pipeline
 from cpulab.cli.common import (
-    db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest
+    db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest, write_output
 )
 from cpulab.model import Machines, RunPair, Verdict
 from cpulab.report import exports, html, machine_views
@@ -44,7 +44,7 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
     """Compare a run's variants against a baseline (default: the latest run), the same
     workloads in two runs (RUN_A RUN_B), or machines ranked (--by machine: a cluster run's,
     or any number of runs, imported ones too)."""
-    store = open_store(db)
+    store = open_store(db, create=False)
     if len(run_ids) > 2 and by != "machine":
         fail("more than two runs: give --by machine to rank their machines")
     if by == "machine":
@@ -119,7 +119,7 @@ def print_run_comparison(doc: RunPair) -> None:
 def report(run_ids, output, db):
     """Write a self-contained HTML report of a run (default: the latest); of a cluster run or
     of several runs, their machines side by side, ranked."""
-    store = open_store(db)
+    store = open_store(db, create=False)
     ids = [run_id_or_latest(store, r) for r in run_ids] or [run_id_or_latest(store, None)]
     several = len(ids) > 1 or store.machine_runs(ids[0])
     path = Path(output) if output else default_report_path(store, ids[0]) if len(ids) == 1 else \
@@ -141,7 +141,7 @@ def report(run_ids, output, db):
 @db_option
 def export(run_id, fmt, output, db):
     """Export a run's results and comparisons (JSON, CSV, Markdown, a dashboard's format), or the run itself."""
-    store = open_store(db)
+    store = open_store(db, create=False)
     if fmt == "cpulab":
         from cpulab.store import exchange  # its pydantic models: only import and export load them
         text = json.dumps(exchange.export_run(store, run_id_or_latest(store, run_id)))
@@ -152,7 +152,7 @@ def export(run_id, fmt, output, db):
         except exports.ExportError as e:
             fail(str(e))
     if output:
-        Path(output).write_text(text)
+        write_output(output, text)
     else:
         click.echo(text, nl=False)
 
@@ -203,7 +203,7 @@ def import_(file, fmt, variant, db, as_json):
 @json_option
 def runs_(label, commit, machine, db, as_json):
     """The runs in the store, with where their code came from."""
-    store = open_store(db)
+    store = open_store(db, create=False)
     rows = store.runs(label=label, commit=commit, machine=machine)
     if as_json:
         emit_json([r.to_dict() for r in rows])

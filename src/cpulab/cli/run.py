@@ -7,11 +7,11 @@ import sys
 
 import click
 
-from cpulab import machine, policy, workloads
+from cpulab import machine, policy
 from cpulab.analysis import between_runs
 from cpulab.cli import complete, pipeline
 from cpulab.cli.common import (
-    RichProgress, cluster_security, console, db_option, emit_json, fail, json_option, open_store,
+    RichProgress, FiniteRange, cluster_security, console, db_option, emit_json, fail, json_option, open_store,
     out, processes_option, progress_bar, require_dask, tls_options
 )
 from cpulab.measure import probes
@@ -32,13 +32,13 @@ from cpulab.cli.kinds import VIEWS
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
 @processes_option(default=None)
-@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
-              help="Seconds per experiment to spend adding rounds to undecided comparisons (0: a fixed count).")
-@click.option("--precision", type=click.FloatRange(*plans.LIMITS["precision"]), default=None,
+@click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
+              help="FiniteRange per experiment to spend adding rounds to undecided comparisons (0: a fixed count).")
+@click.option("--precision", type=FiniteRange(*plans.LIMITS["precision"]), default=None,
               help="A comparison is decided when significant or its interval is within +-this (default 0.01).")
 @click.option("--samples", type=click.IntRange(*plans.LIMITS["samples"]), default=None, help="Samples per process.")
-@click.option("--min-sample-time", type=click.FloatRange(*plans.LIMITS["min_sample_time"]), default=None,
-              help="Seconds one sample lasts at least.")
+@click.option("--min-sample-time", type=FiniteRange(*plans.LIMITS["min_sample_time"]), default=None,
+              help="FiniteRange one sample lasts at least.")
 @click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default=None,
               help="Parameter grids: quick or full (--profile: its old name).")
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
@@ -84,7 +84,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
                                           ("--timer", timer), ("--metric", metric), ("--label", label)) if value]
         if given:
             fail(f"--resume {resume} measures the plan the run stored; drop {', '.join(given)}")
-        store = open_store(db)
+        store = open_store(db, create=False)
         finish(resumable_plan(store, resume), store, random_seed, as_json, resume)
         return
     try:
@@ -109,7 +109,7 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
     if machines and not cluster:
         fail("--machines needs --cluster")
     if against is not None:
-        measured_here(open_store(db), against, "--against")
+        measured_here(open_store(db, create=False), against, "--against")
     if cluster:
         run_on_cluster(p, open_store(db), cluster, machines, cluster_security(tls_ca, tls_cert, tls_key),
                        random_seed, as_json, label, origin)
@@ -199,7 +199,7 @@ def print_plan(p: plans.Plan, as_json: bool) -> None:
         return
     out.print(f"plan {p.name}: samples {p.samples}, min_sample_time {p.min_sample_time:g} s, grid {p.grid}")
     for e in p.experiments:
-        n = len(e.variants) * sum(len(workloads.get(w).grid(p.grid, e.params.get(w))) for w in e.workloads)
+        n = len(e.variants) * p.points_of(e)
         out.print(f"  {e.name}: {', '.join(e.workloads)} x {', '.join(e.variants)} (baseline {e.baseline}): "
                   f"{n} result{'s' if n != 1 else ''}, {p.processes_of(e.name)} rounds"
                   f"{' at the first look' if p.budget else ''}")

@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from cpulab.cli.common import (
-    RichProgress, console, db_option, fail, json_option, open_store, out, progress_bar
+    RichProgress, FiniteRange, console, db_option, fail, json_option, open_store, out, progress_bar
 )
 from cpulab.cli.pipeline import carry, print_run
 from cpulab.measure.execute.processes import Rounds
+from cpulab.measure.schedule.session import Interrupted
 from cpulab.measure.schedule.timed_commands import list_values, scan_values, time_commands
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of
@@ -30,8 +31,8 @@ from cpulab.cli.kinds import VIEWS
                    "undecided comparisons at the looks while --budget lasts.")
 @click.option("-w", "--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
               help="Untimed runs of each command first.")
-@click.option("--budget", type=click.FloatRange(*plans.LIMITS["budget"]), default=None,
-              help=f"Seconds to spend adding rounds to undecided comparisons at the looks (0: a fixed count). "
+@click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
+              help=f"FiniteRange to spend adding rounds to undecided comparisons at the looks (0: a fixed count). "
                    f"Default: {plans.Plan.budget:g}, or 0 with --runs.")
 @click.option("--metric", type=click.Choice(["time", "memory"]), default="time", show_default=True,
               help="What decides: the time, or each run's peak memory (wait4's peak RSS: smaller/larger).")
@@ -46,8 +47,8 @@ from cpulab.cli.kinds import VIEWS
 @click.option("-S", "--shell", is_flag=True, help="Run commands through /bin/sh -c (default: split, no shell).")
 @click.option("-i", "--ignore-failure", is_flag=True, help="Time commands whatever their exit status.")
 @click.option("--cpu", type=int, default=None, help="CPU to pin to (default: the last one).")
-@click.option("--timeout", type=click.FloatRange(min=0.001), default=300.0, show_default=True,
-              help="Seconds one run may take.")
+@click.option("--timeout", type=FiniteRange(min=0.001), default=300.0, show_default=True,
+              help="FiniteRange one run may take.")
 @click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
               help="Random seed for the round order and layout padding (--seed: deprecated alias).")
 @click.option("--label", default="", help="A name for this run (e.g. a version), kept with it: 'cpulab runs --label', "
@@ -82,9 +83,10 @@ def time_(commands, processes, warmup, budget, metric, prepare, setup, cleanup, 
                     progress=RichProgress(bar), metric=metric, argv=sys.argv, label=label, origin=origin_of([Path.cwd()]))
             except CommandError as e:
                 fail(str(e))
-            except KeyboardInterrupt:
-                console.print(f"[yellow]interrupted: run {store.latest_run()} keeps what was measured[/]")
-                sys.exit(130)
+            except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP as session.Interrupted
+                stopped = e if isinstance(e, Interrupted) else Interrupted()
+                console.print(f"[yellow]interrupted ({stopped}): run {store.latest_run()} keeps what was measured[/]")
+                sys.exit(stopped.exit_status)
 
     summary, report_error = carry(store, measure)
     for fmt, path in (("json", export_json), ("csv", export_csv), ("markdown", export_markdown)):

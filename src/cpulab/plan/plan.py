@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cpulab import policy, workloads
+from cpulab import paths, policy, workloads
 from cpulab.record import RunRecord
 from cpulab.plan import toolchain
 from cpulab.plan.checks import LIMITS, PlanError, canonical_params, check, check_keys, str_list, validate  # noqa: F401 (plans.LIMITS, plans.validate)
@@ -20,6 +20,7 @@ from cpulab.machine import toolchains
 
 PLAN_DIR = Path(__file__).resolve().parents[1] / "plans"
 DEFAULT_PLAN = "seeds"
+MAX_PLAN_BYTES = 64 << 20  # a plan is a page of TOML; a larger file (or /dev/zero) is not read whole
 
 
 @dataclass
@@ -90,12 +91,15 @@ class Plan:
         e = next(e for e in self.experiments if e.name == experiment)
         return e.processes or self.processes or self.decision_policy().first_look(self.comparisons_of(e))
 
+    def points_of(self, e: Experiment) -> int:
+        """The parameter points of an experiment's workloads and programs."""
+        return sum(len(self.programs[w].grid(e.params.get(w)) if w in self.programs
+                       else workloads.get(w).grid(self.grid, e.params.get(w))) for w in e.workloads)
+
     def comparisons_of(self, e: Experiment) -> int:
         """How many comparisons the experiment's one Holm family holds: every variant but
         the baseline at every point of every workload."""
-        points = sum(len(self.programs[w].grid(e.params.get(w)) if w in self.programs
-                         else workloads.get(w).grid(self.grid, e.params.get(w))) for w in e.workloads)
-        return (len(e.variants) - 1) * points
+        return (len(e.variants) - 1) * self.points_of(e)
 
     def decision_policy(self) -> policy.DecisionPolicy:
         """The policy of these settings, as the run's record will hold it."""
@@ -244,11 +248,15 @@ def load(path_or_name: str) -> Plan:
         builtin = ", ".join(sorted(f.stem for f in PLAN_DIR.glob("*.toml")))
         raise PlanError(f"{path_or_name}: no such plan file or built-in plan (built-in: {builtin})")
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(paths.read_limited(p, MAX_PLAN_BYTES).decode("utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise PlanError(f"{p}: malformed TOML: {e}") from None
+    except RecursionError:
+        raise PlanError(f"{p}: nested too deeply") from None
+    except paths.TooLarge as e:
+        raise PlanError(str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise PlanError(f"{p}: cannot read: {e}") from None
+        raise PlanError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     return from_dict(data, str(p))
 
 

@@ -10,6 +10,7 @@ A run row names its owner (pid, process start time, boot id, host): a run left
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_tic
            "canary_before", "canary_after", "max_rss_kb", "page_faults")
 # Where and when each sample ran (migration 6; NULL in older runs).
 PLACED = ("placement", "code_offset", "start_ns", "turn", "follows")
+MAX_ID = 2**63 - 1  # SQLite's largest row id
 
 
 def _insert_artifact(c: sqlite3.Connection, art: dict, imported: bool = False) -> None:
@@ -57,16 +59,22 @@ def _store_error(path: Path, e: sqlite3.Error, timeout: float) -> StoreError:
     """One line saying what is wrong with the store on opening: locked, unopenable, not SQLite."""
     if _is_locked(e):
         return _locked(path, timeout)
+    if getattr(e, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY or not os.access(path.parent, os.W_OK) \
+            or path.exists() and not os.access(path, os.W_OK):
+        return StoreError(f"store {path} cannot be written (its file or its directory is read-only)")
     if getattr(e, "sqlite_errorcode", 0) == sqlite3.SQLITE_CANTOPEN:
         return StoreError(f"store {path} cannot be opened ({e})")
     return StoreError(f"store {path} is not a cpulab database ({e})")
 
 
 class Store:
-    def __init__(self, path: Path | str, timeout: float = 60.0):
-        """Open (creating if new) a cpulab store; timeout: seconds to wait for another
-        writer's lock before saying the store is locked."""
+    def __init__(self, path: Path | str, timeout: float = 60.0, create: bool = True):
+        """Open a cpulab store, creating it if new (create=False: a store that is not there is
+        a StoreError, and nothing is made: commands that only read); timeout: seconds to
+        wait for another writer's lock before saying the store is locked."""
         self.path, self.timeout = Path(path), timeout
+        if not create and not self.path.is_file():
+            raise StoreError(f"no store at {self.path} (cpulab run or cpulab import makes one)")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -96,6 +104,8 @@ class Store:
                 self.con.execute("ROLLBACK")
             if isinstance(e, sqlite3.Error) and _is_locked(e):
                 raise _locked(self.path, self.timeout) from None
+            if isinstance(e, sqlite3.OperationalError):  # full, read-only, gone: the store's, said as such
+                raise StoreError(f"store {self.path}: {e}") from None
             raise
 
     def _stored_version(self) -> int:
@@ -317,6 +327,8 @@ class Store:
         return [r[0] for r in self.con.execute("SELECT id FROM runs WHERE parent = ? ORDER BY id", (run_id,))]
 
     def run(self, run_id: int) -> StoredRun:
+        if not 0 < run_id <= MAX_ID:
+            raise StoreError(f"no run {run_id} in {self.path}")
         row = self.con.execute("SELECT r.*, m.fingerprint FROM runs r JOIN machines m ON m.id = r.machine_id"
                                " WHERE r.id = ?", (run_id,)).fetchone()
         if row is None:

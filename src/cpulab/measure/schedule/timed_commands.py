@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shlex
+import shutil
 
 from cpulab.measure.execute.executor import Executor, LocalExecutor
 from cpulab.measure.execute.processes import UNIT, ProcessJob, ProcessTarget, Rounds, launcher, measure
@@ -133,7 +134,9 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
         budget = 0.0 if processes else plans.Plan.budget
     for text in [*commands, *(t for t in (prepare, setup, cleanup) if t)]:
         for point in scan_points(scans):
-            command_argv(fill_scan(text, point), shell)
+            program = command_argv(fill_scan(text, point), shell)[0]
+            if not shell and not shutil.which(program):
+                raise CommandError(f"{program}: no such command (not in PATH, or not executable)")
     executor = LocalExecutor(cpu=cpu, seed=seed)
     record = time_record(list(commands), labels, scans, how, shell, executor.cpu, processes, budget, metric)
     with recorded_run(store, record, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
