@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from cpulab.report.tables import to_rich
 from cpulab.report.terminal import print_machines, print_summary
 from cpulab.store import formats
 from cpulab.store.db import StoreError
+from cpulab.store.rows import RunListing
 from cpulab.cli.kinds import VIEWS
 
 
@@ -171,22 +173,19 @@ def export(run_id, fmt, output, db):
 @json_option
 def import_(file, fmt, variant, db, as_json):
     """Add a run to the store: one exported by cpulab (once), or another tool's results."""
-    from cpulab.store import exchange, foreign, harnesses  # the parsers and their pydantic models (formats.py)
+    from cpulab.store import exchange, harnesses  # the parsers and their pydantic models (formats.py)
     path = Path(file)
     try:
-        tool = fmt if fmt != "auto" else harnesses.detect(path)
-        if tool is None:
-            fail(f"{path}: not a result file of cpulab, {', '.join(formats.TOOLS)} (give --format)")
-        if tool == "cpulab":
-            doc = exchange.read_document(path)  # whole and checked before the store is opened
-            ids = exchange.import_document(open_store(db), doc)
-        else:
-            parsed, store = harnesses.parse(path, tool, variant), open_store(db)
-            ids = [foreign.import_parsed(store, parsed, sys.argv, path)]
-            if ids[0][1]:  # another tool's results become a run like any other: analysed, with a report
-                pipeline.carry(store, lambda: ids[0][0])
+        runs, source = harnesses.read_runs(path, fmt, variant, sys.argv)  # whole and checked before the store opens
     except exchange.RunFileError as e:  # foreign's errors are RunFileErrors too
         fail(str(e))
+    store = open_store(db)
+    try:
+        ids = store.import_runs(runs, source)
+    except sqlite3.IntegrityError as e:  # the schema's checks should have refused it; nothing was written
+        fail(f"{path}: inconsistent with itself ({e})")
+    if source != "cpulab" and ids[0][1]:  # another tool's results become a run like any other: analysed, reported
+        pipeline.carry(store, lambda: ids[0][0])
     if as_json:
         emit_json([{"run_id": rid, "added": added} for rid, added in ids])
         return
@@ -208,16 +207,22 @@ def runs_(label, commit, machine, db, as_json):
     if as_json:
         emit_json([r.to_dict() for r in rows])
         return
-    t = Table(title=str(store.path), title_justify="left")
+    out.print(runs_table(str(store.path), rows))
+
+
+def runs_table(title: str, rows: list[RunListing]) -> Table:
+    """`cpulab runs`: a line per run, with where its code came from."""
+    t = Table(title=title, title_justify="left")
     for c in ("run", "started", "status", "results", "label", "commit", "machine"):
         t.add_column(c)
     for r in rows:
         o = r.origin
         code = (o["commit"][:10] + ("+dirty" if o.get("dirty") else "")) if o.get("commit") else ""
-        t.add_row(str(r.id), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)), r.status,
+        t.add_row(str(r.id), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)),
+                  r.status + (" (imported)" if r.imported else ""),
                   str(r.results), escape(r.label), code,
                   r.machine_id + (f" ({r.machine}, of run {r.parent})" if r.parent else ""))
-    out.print(t)
+    return t
 
 
 COMMANDS = [compare, report, export, import_, runs_]

@@ -104,6 +104,17 @@ class FingerprintRecord(_Typed):  # machine.fingerprint(), and foreign.fingerpri
     imported_from: Text | None = None
 
 
+class VariantRecord(BaseModel):  # plan.toolchain.Variant.as_dict and the compiler that built it
+    model_config = ConfigDict(extra="allow", strict=True)  # an imported tool's variant may say more
+    name: Name
+    compiler_version: Text | None = None
+    compiler: Text = ""
+    cflags: list[Text] = []
+    ldflags: list[Text] = []
+    abi_flags: list[Text] = []
+    env: dict[Text, Text] = {}
+
+
 class TimingRecord(_Typed):  # a harness --calibrate-only result: the run's timer
     timer: Text | None = None
     tsc_hz: Positive | None = None
@@ -197,7 +208,7 @@ class RunRecord(_Strict):
     conditions: dict[str, Any]
     timing: TimingRecord
     argv: list[Text]
-    variants: list[dict[str, Any]]
+    variants: list[VariantRecord]
     artifacts: list[ArtifactRecord]
     results: list[ResultRecord]
     analyses: list[AnalysisRecord]
@@ -217,9 +228,7 @@ class RunRecord(_Strict):
             raise ValueError("a value is not a finite number") from None
         if self.status not in RUN_STATUSES:
             raise ValueError(f"status: unknown run status {self.status!r}")
-        names = [v.get("name") for v in self.variants]
-        if not all(isinstance(n, str) and n for n in names):
-            raise ValueError("variants: every variant needs a name")
+        names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             raise ValueError("variants: a name appears twice")
         if len({(a.kind, a.key) for a in self.analyses}) != len(self.analyses):

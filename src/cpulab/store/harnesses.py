@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from cpulab.store import foreign, formats
+from cpulab.store import exchange, foreign, formats
 from cpulab.store.exchange import read_json, validated
 from cpulab.store.foreign import ForeignFileError, Parsed, Positive, Loose
 
@@ -108,6 +108,20 @@ def parse(path: Path, tool: str, variant: str | None = None) -> Parsed:
     if tool == "bdn":
         return _bdn(validated(BdnFile, read_json(path), path), path, variant or "bdn")
     return foreign.parse(read_json(path), tool, path, variant)
+
+
+def read_runs(path: Path, fmt: str = "auto", variant: str | None = None,
+              argv: list[str] = ()) -> tuple[list[dict], str]:
+    """A file to import, read whole and checked, nothing written: (its runs as
+    exchange.RunRecord documents, parents first; what they came from, for
+    Store.import_runs).  ForeignFileError (a RunFileError) names the file and the field."""
+    tool = fmt if fmt != "auto" else detect(path)
+    if tool is None:
+        raise ForeignFileError(f"{path}: not a result file of cpulab, {', '.join(TOOLS)} (give --format)")
+    if tool == "cpulab":
+        return [r.model_dump() for r in exchange.read_document(path).runs], "cpulab"
+    parsed = parse(path, tool, variant)
+    return [foreign.checked(parsed, list(argv), path)], foreign.source_of(tool, parsed)
 
 
 def _result(workload: str, variant: str, params: dict, unit: str, procs: list[dict], notes: dict) -> dict:
