@@ -98,7 +98,9 @@ class FiniteRange(click.FloatRange):
         return v
 
 
-db_option = click.option("--db", type=click.Path(dir_okay=False), default=None,
+# Any path is taken here and judged by Store (a directory is one line, exit 2), so that completion
+# sees the --db given, not the default store's runs (a value click refused reads as none given).
+db_option = click.option("--db", type=click.Path(), default=None,
                          help="SQLite store (default: $XDG_DATA_HOME/cpulab/cpulab.sqlite, or $CPULAB_DB).")
 
 

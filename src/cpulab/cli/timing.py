@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from cpulab.cli.common import (
-    RichProgress, FiniteRange, console, db_option, fail, json_option, open_store, out, progress_bar
+    RichProgress, FiniteRange, console, db_option, fail, json_option, open_store, out, progress_bar, write_output
 )
 from cpulab.cli.pipeline import carry, print_run
 from cpulab.measure.execute.processes import Rounds
@@ -70,6 +70,9 @@ def time_(commands, processes, warmup, budget, metric, prepare, setup, cleanup, 
         scans.update({name: list_values(values, name) for name, values in list_scans})
     except CommandError as e:
         fail(str(e))
+    for path in (export_json, export_csv, export_markdown):  # said now, not after the run
+        if path and not (Path(path).parent.is_dir() and os.access(Path(path).parent, os.W_OK)):
+            fail(f"{path}: cannot write: its directory is not a writable directory")
     store = open_store(db)
     how = Rounds(warmup=warmup, timeout=timeout)
 
@@ -91,7 +94,7 @@ def time_(commands, processes, warmup, budget, metric, prepare, setup, cleanup, 
     summary, report_error = carry(store, measure)
     for fmt, path in (("json", export_json), ("csv", export_csv), ("markdown", export_markdown)):
         if path:
-            Path(path).write_text(exports.render(summary, fmt))
+            write_output(path, exports.render(summary, fmt))
     print_run(store, summary, as_json, lambda: print_summary(summary, out, VIEWS), report_error)
 
 

@@ -73,6 +73,8 @@ class Store:
         a StoreError, and nothing is made: commands that only read); timeout: seconds to
         wait for another writer's lock before saying the store is locked."""
         self.path, self.timeout = Path(path), timeout
+        if self.path.is_dir():
+            raise StoreError(f"store {self.path} is a directory: give a file")
         if not create and not self.path.is_file():
             raise StoreError(f"no store at {self.path} (cpulab run or cpulab import makes one)")
         try:
