@@ -88,8 +88,8 @@ def _mutated_json(doc, rnd: random.Random):
             del parent[key]
         elif action < 0.8 and isinstance(parent, list):
             parent.insert(rnd.randint(0, len(parent)), json.loads(json.dumps(value)))
-        elif isinstance(parent, dict):  # a key some reader looks for, of the wrong kind
-            parent[rnd.choice(KEYS)] = rnd.choice(HOSTILE)
+        elif isinstance(value, dict) or isinstance(parent, dict):  # a key some reader looks for, of the wrong kind
+            (value if isinstance(value, dict) else parent)[rnd.choice(KEYS)] = rnd.choice(HOSTILE)
         else:
             parent[key] = rnd.choice(HOSTILE)
     return doc
@@ -150,7 +150,7 @@ def _read_back(store: Store, run_id: int, report: Path | None) -> None:
     """Every reader of a stored run: the list, the summary with its tables and exports, the
     run file again and (given a path) the HTML report."""
     console = Console(file=io.StringIO(), width=140)
-    console.print(runs_table("runs", store.runs()))
+    console.print(runs_table("runs", [r for r in store.runs() if r.id == run_id]))
     summary = analysis.summarise(store, run_id)
     print_summary(summary, console, VIEWS)
     for fmt in ("json", "csv", "markdown"):

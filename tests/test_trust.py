@@ -4,6 +4,7 @@ operating system refuses is one line, exit 2.  Each case here is one that once g
 through: a traceback, a partial write, or a command that ran what a file named."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,8 +26,8 @@ TABLES = ("runs", "results", "samples", "artifacts", "variants", "analyses")
 def _rows(db: Path) -> dict[str, int]:
     if not db.exists():
         return {}
-    con = sqlite3.connect(db)
-    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
 def _one_line_exit_2(p: subprocess.CompletedProcess, *words: str) -> None:
@@ -139,6 +140,8 @@ REFUSED = {
     "tsc_hz a word": ("c.json", _run_file(Path("."), timing={"tsc_hz": "fast"})),
     "compiler version a list": ("c.json", _run_file(Path("."), variants=[{"name": "O2", "compiler_version": [1]}])),
     "a variant twice": ("c.json", _run_file(Path("."), variants=[{"name": "O2"}, {"name": "O2"}])),
+    "commit a number": ("c.json", _run_file(Path("."), origin={"commit": 5})),
+    "time split a word": ("c.json", _run_file(Path("."), conditions={"time_split": "x"})),
     "not a regular file": ("/dev/zero", None),
 }
 IMPORTED = {
@@ -231,4 +234,4 @@ def test_a_full_disk_is_one_line_naming_the_store(tmp_path, cli):
         _one_line_exit_2(p, str(full / "s.sqlite"), "full")
         assert _rows(full / "s.sqlite").get("runs", 0) == 0
     finally:
-        subprocess.run(["umount", str(full)])
+        subprocess.run(["umount", "--lazy", str(full)])

@@ -288,13 +288,27 @@ def analysis_tables(kind: str, data: Any, views: Views) -> list[Table]:
         return [Table(kind, f"{kind}: stored, but this version of cpulab has no view of it", columns("analysis"))]
     if _lost(data):
         return [Table(kind, f"{kind}: {data['status']}: {data['error']}", columns("analysis"))]
-    return view.tables(data) if view.tables else []
+    try:
+        return view.tables(data) if view.tables else []
+    except UNREADABLE as e:
+        return [Table(kind, f"{kind}: stored in a shape this version cannot read ({type(e).__name__}: {e})",
+                      columns("analysis"))]
+
+
+# A stored analysis may come from an imported file (store/exchange.py checks its kind and key,
+# not the shape of its data): one that a view cannot read is said in its place, and the rest
+# of the report draws.
+UNREADABLE = (TypeError, KeyError, ValueError, IndexError, AttributeError, ZeroDivisionError)
 
 
 def analysis_plots(kind: str, data: Any, caches: list[dict], views: Views) -> list[str]:
-    """The HTML report's plots of a stored analysis (none for a kind without any)."""
+    """The HTML report's plots of a stored analysis (none for a kind without any, or whose
+    data cannot be read: its tables say so)."""
     view = views.get(kind)
-    return view.plots(data, caches) if view and view.plots and not _lost(data) else []
+    try:
+        return view.plots(data, caches) if view and view.plots and not _lost(data) else []
+    except UNREADABLE:
+        return []
 
 
 def _lost(data: Any) -> bool:

@@ -115,6 +115,19 @@ class VariantRecord(BaseModel):  # plan.toolchain.Variant.as_dict and the compil
     env: dict[Text, Text] = {}
 
 
+class OriginRecord(_Typed):  # plan/origin.py: the git commit of the code a run measured
+    dir: Text = ""
+    commit: Text = ""
+    dirty: bool = False
+    commit_time: Count | None = None
+
+
+class ConditionsRecord(BaseModel):  # machine.conditions(), and what a run adds to them as it goes
+    model_config = ConfigDict(extra="allow", strict=True)  # shown as they are: governor, load, THP, ...
+    time_split: dict[Text, dict[Text, Annotated[float, Field(ge=0, allow_inf_nan=False)]]] = {}
+    shared_machine: list[Text] = []
+
+
 class TimingRecord(_Typed):  # a harness --calibrate-only result: the run's timer
     timer: Text | None = None
     tsc_hz: Positive | None = None
@@ -205,7 +218,7 @@ class RunRecord(_Strict):
     finished: Timestamp | None
     status: Name
     plan: dict[str, Any]
-    conditions: dict[str, Any]
+    conditions: ConditionsRecord
     timing: TimingRecord
     argv: list[Text]
     variants: list[VariantRecord]
@@ -213,7 +226,7 @@ class RunRecord(_Strict):
     results: list[ResultRecord]
     analyses: list[AnalysisRecord]
     label: Annotated[str, Field(max_length=1000)] = ""  # absent in files of schema 4 and before
-    origin: dict[str, Any] = {}
+    origin: OriginRecord = OriginRecord()
 
     @model_validator(mode="after")
     def consistent(self):
@@ -222,7 +235,7 @@ class RunRecord(_Strict):
         except record.RecordError as e:
             raise ValueError(f"plan: {e}") from None
         try:  # what a file parsed from JSON cannot hold but a parser's Python can (go's NaN B/op)
-            json.dumps([self.plan, self.conditions, [r.notes for r in self.results],
+            json.dumps([self.plan, self.conditions.model_dump(), [r.notes for r in self.results],
                         [a.data for a in self.analyses]], allow_nan=False)
         except ValueError:
             raise ValueError("a value is not a finite number") from None
