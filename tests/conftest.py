@@ -264,3 +264,26 @@ class FakeSite:
 
     def spare_executor(self):
         return None
+
+
+def read_back(store: Store, run_id: int, report: Path | None = None) -> None:
+    """Every reader of a stored run, in this process: its line in `cpulab runs`, the summary
+    with its tables and exports, the run file again and (given a path) the HTML report."""
+    import io
+    from rich.console import Console
+    from cpulab import analysis
+    from cpulab.cli.kinds import VIEWS
+    from cpulab.cli.results import runs_table
+    from cpulab.report import exports, html
+    from cpulab.report.terminal import print_summary
+    from cpulab.store import exchange
+    console = Console(file=io.StringIO(), width=140)
+    console.print(runs_table("runs", [r for r in store.runs() if r.id == run_id]))
+    summary = analysis.summarise(store, run_id)
+    print_summary(summary, console, VIEWS)
+    for fmt in ("json", "csv", "markdown"):
+        exports.render(summary, fmt)
+    json.dumps(summary.to_dict(), allow_nan=False)
+    exchange.DocumentRecord.model_validate(json.loads(json.dumps(exchange.export_run(store, run_id))))
+    if report:
+        html.write(summary, report, VIEWS)

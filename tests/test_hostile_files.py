@@ -7,7 +7,6 @@ with the store's row counts unchanged.  A mutated plan must load or be a PlanErr
 Nothing here measures; the stores live in memory-backed files where there are any."""
 from __future__ import annotations
 
-import io
 import json
 import random
 import re
@@ -17,14 +16,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from rich.console import Console
 
-from cpulab import analysis
-from cpulab.cli.kinds import VIEWS
-from cpulab.cli.results import runs_table
+from conftest import read_back
+
 from cpulab.plan import plan as plans
-from cpulab.report import exports, html
-from cpulab.report.terminal import print_summary
 from cpulab.store import exchange, harnesses
 from cpulab.store.db import Store
 
@@ -146,21 +141,6 @@ def _write_mutant(fmt: str, rnd: random.Random, where: Path) -> Path:
     return dest
 
 
-def _read_back(store: Store, run_id: int, report: Path | None) -> None:
-    """Every reader of a stored run: the list, the summary with its tables and exports, the
-    run file again and (given a path) the HTML report."""
-    console = Console(file=io.StringIO(), width=140)
-    console.print(runs_table("runs", [r for r in store.runs() if r.id == run_id]))
-    summary = analysis.summarise(store, run_id)
-    print_summary(summary, console, VIEWS)
-    for fmt in ("json", "csv", "markdown"):
-        exports.render(summary, fmt)
-    json.dumps(summary.to_dict(), allow_nan=False)
-    exchange.DocumentRecord.model_validate(json.loads(json.dumps(exchange.export_run(store, run_id))))
-    if report:
-        html.write(summary, report, VIEWS)
-
-
 @pytest.mark.parametrize("fmt", sorted(FILES))
 def test_mutated_files_import_whole_or_not_at_all(fmt):
     where = _workdir()
@@ -188,7 +168,7 @@ def test_mutated_files_import_whole_or_not_at_all(fmt):
         seen["imported"] += 1
         for run_id, added in ids:
             if added:  # the HTML report of every tenth (80 ms each)
-                _read_back(store, run_id, where / "r.html" if seen["imported"] % 10 == 1 else None)
+                read_back(store, run_id, where / "r.html" if seen["imported"] % 10 == 1 else None)
 
     try:
         one()
