@@ -287,3 +287,16 @@ def read_back(store: Store, run_id: int, report: Path | None = None) -> None:
     exchange.DocumentRecord.model_validate(json.loads(json.dumps(exchange.export_run(store, run_id))))
     if report:
         html.write(summary, report, VIEWS)
+
+
+def run_file(**run) -> dict:
+    """A cpulab run file (version 2) of one result with one sample, with `run`'s fields over
+    the defaults: the smallest file `cpulab import` takes."""
+    sample = {"process": 0, "idx": 0, "ns": 1e6, "cycles": 2e6, "instructions": None, "work": 4096.0, "reps": 1,
+              "user_s": 0.001, "sys_s": 0.0, "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.0, "layout_pad": 0}
+    result = {"experiment": "e", "workload": "sha256", "variant": "O2", "params": {"size": "4096"}, "unit": "bytes",
+              "status": "ok", "error": "", "artifact_hash": None, "same_as": "", "notes": {}, "samples": [sample]}
+    doc = {"parent": None, "machine": "", "machine_id": "ab12", "fingerprint": {}, "started": 1.0e9,
+           "finished": None, "status": "done", "plan": {"experiments": []}, "conditions": {}, "timing": {},
+           "argv": [], "variants": [{"name": "O2"}], "artifacts": [], "results": [result], "analyses": []}
+    return {"format": "cpulab-run", "version": 2, "exported": 1.0e9, "runs": [{**doc, **run}]}

@@ -9,20 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cpulab
+from conftest import cpulab, run_file
 from cpulab.store import exchange
 from cpulab.store.db import Store
 
 
 def _valid_file(tmp_path: Path) -> dict:
-    sample = {"invocation": 0, "idx": 0, "ns": 1e6, "cycles": 2e6, "instructions": None, "work": 4096.0, "reps": 1,
-              "user_s": 0.001, "sys_s": 0.0, "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.0, "layout_pad": 0}
-    result = {"experiment": "e", "workload": "sha256", "variant": "O2", "params": {"size": "4096"}, "unit": "bytes",
-              "status": "ok", "error": "", "artifact_hash": None, "same_as": "", "notes": {}, "samples": [sample]}
-    run = {"parent": None, "machine": "", "machine_id": "ab12", "fingerprint": {}, "started": 1.0e9,
-           "finished": None, "status": "done", "plan": {"experiments": []}, "conditions": {}, "timing": {},
-           "argv": [], "variants": [{"name": "O2"}], "artifacts": [], "results": [result], "analyses": []}
-    return {"format": "cpulab-run", "version": 1, "exported": 1.0e9, "runs": [run]}
+    """The smallest run file as version 1 wrote it: a sample's process was its `invocation`."""
+    doc = run_file()
+    smp = doc["runs"][0]["results"][0]["samples"][0]
+    smp["invocation"] = smp.pop("process")
+    return {**doc, "version": 1}
 
 
 HOSTILE = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cpulab, read_back
+from conftest import cpulab, read_back, run_file
 from cpulab import machine
 from cpulab.store import exchange
 from cpulab.store.db import Store
@@ -35,18 +35,6 @@ def _one_line_exit_2(p: subprocess.CompletedProcess, *words: str) -> None:
     assert p.returncode == 2 and len(lines) == 1 and all(w in lines[0] for w in words), (p.returncode, p.stderr)
 
 
-def _run_file(tmp_path: Path, **run) -> dict:
-    """A cpulab run file of one result with one sample, with `run`'s fields over the defaults."""
-    sample = {"process": 0, "idx": 0, "ns": 1e6, "cycles": 2e6, "instructions": None, "work": 4096.0, "reps": 1,
-              "user_s": 0.001, "sys_s": 0.0, "timer": "tsc", "tsc_hz": 2e9, "core_per_tsc": 1.0, "layout_pad": 0}
-    result = {"experiment": "e", "workload": "sha256", "variant": "O2", "params": {"size": "64"}, "unit": "bytes",
-              "status": "ok", "error": "", "artifact_hash": None, "same_as": "", "notes": {}, "samples": [sample]}
-    doc = {"parent": None, "machine": "", "machine_id": "ab12", "fingerprint": {}, "started": 1.0e9,
-           "finished": None, "status": "done", "plan": {"experiments": []}, "conditions": {}, "timing": {},
-           "argv": [], "variants": [{"name": "O2"}], "artifacts": [], "results": [result], "analyses": []}
-    return {"format": "cpulab-run", "version": 2, "exported": 1.0e9, "runs": [{**doc, **run}]}
-
-
 def _write(tmp_path: Path, name: str, doc) -> Path:
     f = tmp_path / name
     f.write_text(doc if isinstance(doc, str) else json.dumps(doc))
@@ -63,8 +51,8 @@ def test_an_imported_run_file_never_runs_what_it_names(tmp_path, cli):
     code = hashlib.sha256(script.read_bytes()).hexdigest()
     evil = {"name": "evil", "compiler": "gcc", "cflags": ["-O2", "-wrapper", f"sh,-c,touch {by_flags}; exec \"$0\" \"$@\""],
             "ldflags": [], "abi_flags": [], "env": {}, "package": "", "description": "", "isa": ""}
-    sample = _run_file(tmp_path)["runs"][0]["results"][0]["samples"][0]
-    doc = _run_file(tmp_path, machine_id=machine.fingerprint_id(machine.fingerprint()), status="interrupted",
+    sample = run_file()["runs"][0]["results"][0]["samples"][0]
+    doc = run_file(machine_id=machine.fingerprint_id(machine.fingerprint()), status="interrupted",
                     plan={"kind": "plan", "method": "turns", "experiments": [
                         {"name": "e", "workloads": ["sha256"], "variants": ["evil"], "baseline": "evil"}],
                           "custom_variants": {"evil": evil}},
@@ -85,7 +73,7 @@ def test_a_local_build_replaces_the_row_an_import_left(store):
     """An imported artifact cannot stand in for a build made here under its hash."""
     art = {"hash": "h1", "code_hash": "c", "path": "/tmp/theirs", "size_bytes": 1, "compiler_version": "x",
            "commands": [], "placements": [], "placeable": False}
-    doc = _run_file(Path("."), artifacts=[art])
+    doc = run_file(artifacts=[art])
     doc["runs"][0]["results"][0]["artifact_hash"] = "h1"
     store.import_runs([exchange.RunRecord.model_validate(doc["runs"][0]).model_dump()], "cpulab")
     assert store.artifact("h1").path == ""
@@ -94,7 +82,7 @@ def test_a_local_build_replaces_the_row_an_import_left(store):
 
 
 def test_another_machines_run_is_not_measured_against(tmp_path, cli):
-    _write(tmp_path, "r.json", _run_file(tmp_path))
+    _write(tmp_path, "r.json", run_file())
     assert cli("import", str(tmp_path / "r.json")).returncode == 0
     Store(cli.db).con.execute("UPDATE runs SET imported = ''")  # as if measured here, on machine ab12
     _one_line_exit_2(cli("run", "-w", "sha256", "-v", "O2", "--against", "1"), "machine ab12")
@@ -131,24 +119,24 @@ REFUSED = {
     "go inf ns/op": ("g.txt", "BenchmarkX-2   100   inf ns/op\nBenchmarkX-2   100   5 ns/op\n"),
     "go 1e305 ns/op": ("g.txt", "BenchmarkX-2   100   1e305 ns/op\nBenchmarkX-2   100   5 ns/op\n"),
     "go nan B/op": ("g.txt", "BenchmarkX-2   100   5 ns/op   nan B/op\n"),
-    "started 1e300": ("c.json", _run_file(Path("."), started=1e300)),
-    "precision bogus": ("c.json", _run_file(Path("."), plan={"kind": "plan", "method": "turns", "precision": "bogus",
+    "started 1e300": ("c.json", run_file(started=1e300)),
+    "precision bogus": ("c.json", run_file(plan={"kind": "plan", "method": "turns", "precision": "bogus",
                                                               "experiments": [{"name": "e", "baseline": "O2"}]})),
-    "method bogus": ("c.json", _run_file(Path("."), plan={"kind": "plan", "method": "bogus",
+    "method bogus": ("c.json", run_file(plan={"kind": "plan", "method": "bogus",
                                                            "experiments": [{"name": "e", "baseline": "O2"}]})),
-    "experiments a string": ("c.json", _run_file(Path("."), plan={"kind": "plan", "method": "turns", "experiments": "x"})),
-    "tsc_hz a word": ("c.json", _run_file(Path("."), timing={"tsc_hz": "fast"})),
-    "compiler version a list": ("c.json", _run_file(Path("."), variants=[{"name": "O2", "compiler_version": [1]}])),
-    "a variant twice": ("c.json", _run_file(Path("."), variants=[{"name": "O2"}, {"name": "O2"}])),
-    "commit a number": ("c.json", _run_file(Path("."), origin={"commit": 5})),
-    "time split a word": ("c.json", _run_file(Path("."), conditions={"time_split": "x"})),
+    "experiments a string": ("c.json", run_file(plan={"kind": "plan", "method": "turns", "experiments": "x"})),
+    "tsc_hz a word": ("c.json", run_file(timing={"tsc_hz": "fast"})),
+    "compiler version a list": ("c.json", run_file(variants=[{"name": "O2", "compiler_version": [1]}])),
+    "a variant twice": ("c.json", run_file(variants=[{"name": "O2"}, {"name": "O2"}])),
+    "commit a number": ("c.json", run_file(origin={"commit": 5})),
+    "time split a word": ("c.json", run_file(conditions={"time_split": "x"})),
     "not a regular file": ("/dev/zero", None),
 }
 IMPORTED = {
     "hyperfine, every run of the baseline failed": ("h.json", HYPERFINE_ALL_FAILED),
     "hyperfine, one command twice": ("h.json", HYPERFINE_TWICE),
     "criterion, one tiny sample": ("sample.json", {"iters": [1.0], "times": [1.0]}),
-    "no fingerprint": ("c.json", _run_file(Path("."))),
+    "no fingerprint": ("c.json", run_file()),
 }
 
 
