@@ -259,6 +259,9 @@ class FakeSite:
     def place(self, art, i):
         return art.placement_path(i)
 
+    def remove_placements(self):
+        pass
+
     def prepare(self, w, params):
         return dict(params)
 

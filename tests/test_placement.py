@@ -7,6 +7,7 @@ fills in), and the harness reports the offset it really ran at."""
 import dataclasses
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -106,3 +107,50 @@ def test_an_alignment_the_build_asks_for_is_drawn_too(cache):
     got = placement.inspect(art, 8)
     assert {o % 64 for o in got.offsets} - {0}, got.offsets
     assert got.differing == ()
+
+
+def _target(seed: int, size: str = "4096") -> "Target":
+    from cpulab.measure.schedule.targets import Target
+    art = artifacts.Artifact("/x", "h", "c", 1, "gcc", (), placeable=True)
+    return Target("e", "sha256", "O2", {"size": size}, artifact=art, seed=seed)
+
+
+def test_placements_are_drawn_from_the_run_seed_the_point_and_the_round():
+    """A rerun (another seed) and every point of a sweep get placements of their own; the
+    same seed, point and round the same one (a run repeated with --seed)."""
+    rounds = range(40)
+    a, again, other_run, other_point = _target(1), _target(1), _target(2), _target(1, "16384")
+    assert [a.placement_at(r) for r in rounds] == [again.placement_at(r) for r in rounds]
+    assert len({a.placement_at(r) for r in rounds}) == 40
+    for b in (other_run, other_point):
+        assert not {a.placement_at(r) for r in rounds} & {b.placement_at(r) for r in rounds}
+
+
+def test_the_run_streams_are_independent():
+    """One seed, streams by name: the executor's pads and the round order are not one
+    sequence (two random.Random(seed) once were)."""
+    from cpulab.measure import randomness
+    draws = [[randomness.stream(5, name).random() for _ in range(4)] for name in ("rounds", "executor")]
+    assert draws[0] != draws[1] and randomness.stream(5, "rounds").random() == draws[0][0]
+
+
+def test_a_run_stores_its_seed_and_the_seed_repeats_its_placements(tmp_path):
+    """Three runs of one point: the second given the first's stored seed runs the same
+    placements in the same order; the third, given none, others."""
+    from conftest import cpulab
+    db = tmp_path / "s.sqlite"
+    args = ("run", "-w", "sha256", "-v", "O2", "-p", "size=64", "--processes", "4", "--samples", "1",
+            "--min-sample-time", "0.001", "--budget", "0")
+
+    def placements(run_id: int) -> list:
+        con = sqlite3.connect(db)
+        return [r[0] for r in con.execute("SELECT s.placement FROM samples s JOIN results x ON x.id = s.result_id"
+                                          " WHERE x.run_id = ? ORDER BY s.process", (run_id,))]
+    env = {"CPULAB_CACHE_DIR": str(tmp_path / "cache")}  # its own, to see what a run leaves there
+    assert cpulab(*args, db=db, env=env).returncode == 0
+    seed = json.loads(sqlite3.connect(db).execute("SELECT plan FROM runs WHERE id = 1").fetchone()[0])["seed"]
+    assert cpulab(*args, "--seed", str(seed), db=db, env=env).returncode == 0
+    assert cpulab(*args, db=db, env=env).returncode == 0
+    assert placements(1) == placements(2) and len(set(placements(1))) == 4
+    assert not set(placements(3)) & set(placements(1))
+    assert not list((tmp_path / "cache").glob("**/*.layout*"))  # each run removes the placements it linked

@@ -43,7 +43,9 @@ from cpulab.cli.kinds import VIEWS
               help="Parameter grids: quick or full (--profile: its old name).")
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)
 @click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
-              help="Random seed for the round order and layout padding (--seed: deprecated alias).")
+              help="The run's seed: every random draw (which placement each round runs, the round order, the "
+                   "stack and heap pads) comes from it, and it is stored with the run; the same seed repeats a "
+                   "run's draws. Default: a new one each run (--seed: deprecated alias).")
 @click.option("--cold", is_flag=True, default=None,
               help="Programs: evict their input files from the page cache before each run.")
 @click.option("--resume", type=int, default=None, metavar="RUN",

@@ -50,7 +50,9 @@ from cpulab.cli.kinds import VIEWS
 @click.option("--timeout", type=FiniteRange(min=0.001), default=300.0, show_default=True,
               help="FiniteRange one run may take.")
 @click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
-              help="Random seed for the round order and layout padding (--seed: deprecated alias).")
+              help="The run's seed: every random draw (which placement each round runs, the round order, the "
+                   "stack and heap pads) comes from it, and it is stored with the run; the same seed repeats a "
+                   "run's draws. Default: a new one each run (--seed: deprecated alias).")
 @click.option("--label", default="", help="A name for this run (e.g. a version), kept with it: 'cpulab runs --label', "
                                        "'cpulab history --label'.")
 @click.option("--export-json", type=click.Path(dir_okay=False), default=None)

@@ -84,8 +84,22 @@ class Artifact:
         return cls(**d)
 
     def placement_path(self, i: int) -> str:
-        """The executable of placement i (linked by `place`)."""
-        return f"{self.path}.layout{i}"
+        """The executable of placement i (linked by `place`) for this process: a run draws
+        placements of its own, and removes them when it ends (remove_placements)."""
+        return f"{self.path}.layout{i}.{os.getpid()}"
+
+
+# The placements this process linked (and their scripts): a run's own, removed when it ends.
+_linked: set[Path] = set()
+_linked_lock = threading.Lock()
+
+
+def remove_placements() -> None:
+    """Remove the placements this process linked (`place`): each run draws its own."""
+    with _linked_lock:
+        for f in _linked:
+            f.unlink(missing_ok=True)
+        _linked.clear()
 
 
 def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
@@ -140,6 +154,8 @@ def place(art: Artifact, i: int) -> str:
     link[link.index("-o") + 1] = f"{exe}{tmp}"
     _run_step(link + [f"-Wl,-T,{script}"])
     os.replace(f"{exe}{tmp}", exe)
+    with _linked_lock:
+        _linked.update((exe, script))
     return str(exe)
 
 

@@ -283,7 +283,7 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
 
 def from_stored(record: RunRecord, where: str) -> Plan:
     """The Plan a run stored (Plan.record), read back to resume that run."""
-    d = {k: v for k, v in record.stored.items() if k != "kind"}
+    d = {k: v for k, v in record.stored.items() if k not in ("kind", "seed")}  # the seed: the run's, not the plan's
     if d.get("programs"):
         raise PlanError(f"{where}: a run with [program] tables cannot be resumed (its kernels and programs "
                         "would be measured apart); run it again")

@@ -16,7 +16,7 @@ from distributed import Client, KilledWorker, Security
 from distributed.client import FutureCancelledError
 
 from cpulab import machine
-from cpulab.compile.artifacts import Built, place
+from cpulab.compile.artifacts import Built, place, remove_placements
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import ProgramBuild, packed_source, source_hash
 from cpulab.measure.schedule import runner as run
@@ -96,6 +96,9 @@ class MachineSite:
 
     def place(self, art, i):
         return self._call(place, art, i)  # linked where the artifact is
+
+    def remove_placements(self):
+        self._call(remove_placements)
 
     def build_program(self, p, v):
         source = Path(p.source_for(v.name))

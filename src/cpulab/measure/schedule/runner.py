@@ -20,12 +20,12 @@ from collections import defaultdict
 from typing import Callable, Sequence
 
 from cpulab import stats, workloads
-from cpulab.compile.artifacts import BuildError, place
+from cpulab.compile.artifacts import BuildError, place, remove_placements
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import built_here
 from cpulab.machine import toolchains
 from cpulab import time_split
-from cpulab.measure import instructions, probes
+from cpulab.measure import instructions, probes, randomness
 from cpulab.measure.schedule import programs
 from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu, shared_pages
 from cpulab.measure.explain.largest import (
@@ -50,7 +50,10 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
 
 
 class LocalSite:
-    """This machine as a Site."""
+    """This machine as a Site: most of what it does is a function of this machine's."""
+    build, place, remove_placements = staticmethod(build_variant), staticmethod(place), staticmethod(remove_placements)
+    build_program, input_file, evict = staticmethod(built_here), staticmethod(input_file), staticmethod(evict)
+    prepare = staticmethod(_prepare_params)
 
     def __init__(self, executor: Executor):
         self.executor = executor
@@ -60,24 +63,6 @@ class LocalSite:
 
     def compiler_version(self, v):
         return toolchains.compiler_version(v.compiler)
-
-    def build(self, w, v):
-        return build_variant(w, v)
-
-    def place(self, art, i):
-        return place(art, i)
-
-    def build_program(self, p, v):
-        return built_here(p, v)
-
-    def input_file(self, size):
-        return input_file(size)
-
-    def evict(self, files):
-        return evict(files)
-
-    def prepare(self, w, params):
-        return _prepare_params(w, params)
 
     def probe_table(self, name, timer):
         return probes.get(name).measure(timer=timer, executor=self.executor)
@@ -94,30 +79,36 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
     id.  On Ctrl-C, SIGTERM or SIGHUP the run is marked interrupted and everything
     measured stays.  resume: the id of a stopped run of this plan, to measure what it
     is missing.  site: where it runs (default: here, through `executor`)."""
-    site = site or LocalSite(executor or LocalExecutor(seed=seed))
+    if resume is not None:  # a stopped run goes on with its own seed (older runs stored none)
+        seed = store.run(resume).record.stored.get("seed", seed)
+    seed = randomness.new_seed() if seed is None else seed
+    site = site or LocalSite(executor or LocalExecutor(seed=randomness.derived(seed, "executor")))
     progress = progress or QuietProgress()
     if isinstance(site.executor, LocalExecutor):
         site.executor.on_wait = progress.note
-    rng = random.Random(seed)
     split = TimeSplit()
     with split.timing(time_split.RUN, "timing calibration"):
         identity = site.identity(plan.timer) if resume is None else None
-    with recorded_run(store, plan.record(), plan.timer, argv, resume, site.executor, identity, label,
+    with recorded_run(store, plan.record(seed=seed), plan.timer, argv, resume, site.executor, identity, label,
                       origin) as run_id:
         if resume is not None:  # the stopped part's time counts too
             split = TimeSplit(store.run(run_id).conditions.get("time_split"))
         try:
             with shared_pages():
-                _measure_all(plan, store, run_id, site, progress, rng, split, resume)
+                _measure_all(plan, store, run_id, site, progress, seed, split, resume)
         finally:  # interrupted too: the time spent so far is kept with what it measured
             store.add_conditions(run_id, {"time_split": split.to_dict()})
+            site.remove_placements()
     return run_id
 
 
-def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Progress, rng: random.Random,
+def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Progress, seed: int,
                  split: TimeSplit, resume: int | None) -> None:
     targets = build_targets(plan, store, run_id, progress, site, split) if resume is None else \
         resumed_targets(plan, store, run_id, progress)
+    for t in targets:
+        t.seed = seed
+    rng = randomness.stream(seed, "rounds")
     made = {(a.kind, a.key) for a in store.analyses(run_id)}
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
     schedule = Schedule.of_plan(plan)

@@ -22,6 +22,7 @@ from cpulab.machine import toolchains
 from cpulab.measure.execute.executor import on_cpu
 from cpulab.measure.schedule.rounds import Progress
 from cpulab.measure.schedule.site import Site
+from cpulab.measure import randomness
 from cpulab.time_split import RUN, TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan import toolchain
@@ -47,6 +48,7 @@ class Target:
     # Set by its first process that succeeds in this session: later ones take its
     # repetitions per sample and skip the known-answer test it passed (_job).
     reps: int | None = None
+    seed: int = 0  # the run's (randomness.py): which placements its rounds run
 
     @property
     def placed(self) -> bool:
@@ -55,10 +57,16 @@ class Target:
         168 static links of 47 ms, 4 s of their build on two CPUs)."""
         return self.artifact.placeable and not self.emulator
 
+    def placement_at(self, round_: int) -> int | None:
+        """The placement its `round_`th process runs, drawn from the run's seed, the point
+        and the round: no two rounds, points or runs share one but by chance (None: it runs
+        the artifact itself)."""
+        point = f"{self.experiment}/{self.workload}/{self.variant}/{params_key(self.params)}"
+        return randomness.placement(self.seed, point, round_) if self.placed else None
+
     def placement(self) -> int | None:
-        """The placement the next process runs: one of its own for each round, so that no
-        two rounds of a comparison share one (None: it runs the artifact itself)."""
-        return self.rounds if self.placed else None
+        """The placement the next process runs."""
+        return self.placement_at(self.rounds)
 
 
 def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
@@ -145,9 +153,9 @@ def first_look(plan: Plan, targets: list[Target], shared: bool,
     for t in targets:
         if t.live and t.placed and t.experiment in exps:
             look = plan.processes_of(t.experiment)
-            for i in range(min(look, rounds) if rounds else look):
-                links[(t.artifact.hash, i)] = (t.artifact, i)
-    return sorted(links.values(), key=lambda link: link[1])
+            for r in range(min(look, rounds) if rounds else look):
+                links[(t.artifact.hash, t.placement_at(r))] = (r, t.artifact, t.placement_at(r))
+    return [(art, i) for _, art, i in sorted(links.values(), key=lambda link: link[0])]
 
 
 @contextlib.contextmanager
@@ -162,13 +170,13 @@ def linking_ahead(targets: list[Target], site: Site, cpu: int | None):
         with on_cpu(cpu):
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread and the links it starts
             while not done.is_set():
-                owed = [(i, t.artifact) for t in targets if t.live and t.placed
-                        for i in range(t.rounds, t.rounds + AHEAD)
-                        if (t.artifact.hash, i) not in failed and not os.path.exists(t.artifact.placement_path(i))]
+                owed = [(r, t.artifact, i) for t in targets if t.live and t.placed
+                        for r in range(t.rounds, t.rounds + AHEAD) if (i := t.placement_at(r)) is not None
+                        and (t.artifact.hash, i) not in failed and not os.path.exists(t.artifact.placement_path(i))]
                 if not owed:
                     done.wait(0.05)
                     continue
-                i, art = min(owed, key=lambda o: o[0])
+                _, art, i = min(owed, key=lambda o: o[0])
                 link_placement(site, art, i)
                 if not os.path.exists(art.placement_path(i)):
                     failed.add((art.hash, i))

@@ -8,10 +8,10 @@ anything runs.
 from __future__ import annotations
 
 import os
-import random
 import shlex
 import shutil
 
+from cpulab.measure import randomness
 from cpulab.measure.execute.executor import Executor, LocalExecutor
 from cpulab.measure.execute.processes import UNIT, ProcessJob, ProcessTarget, Rounds, launcher, measure
 from cpulab.measure.schedule.rounds import Schedule
@@ -79,14 +79,14 @@ def command_labels(commands: list[str], names: list[str]) -> list[str]:
 
 
 def time_record(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
-                cpu: int, processes: int | None, budget: float, metric: str = "time") -> RunRecord:
+                cpu: int, processes: int | None, budget: float, metric: str = "time", seed: int = 0) -> RunRecord:
     """The run's record: what `cpulab time` was asked, as the rounds' schedule, summarise
     and the report read it.  Processes are compared by round (method paired); processes None:
     the first look, the fewest rounds at which its comparisons can be significant."""
     family = (len(labels) - 1) * len(scan_points(scans))
     processes = processes or DecisionPolicy.of_settings(budget, PRECISION, "paired", metric).first_look(family)
     return RunRecord.make("time", {
-        "name": "time", "processes": processes, "budget": budget, "method": "paired", "metric": metric,
+        "name": "time", "processes": processes, "budget": budget, "method": "paired", "metric": metric, "seed": seed,
         "warmup_runs": how.warmup, "cpu": cpu, "shell": shell, "commands": dict(zip(labels, commands)), "scans": scans,
         "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
                          "baseline": labels[0]}]})
@@ -137,15 +137,16 @@ def time_commands(store: Store, commands: list[str], *, names: list[str] = (), s
             program = command_argv(fill_scan(text, point), shell)[0]
             if not shell and not shutil.which(program):
                 raise CommandError(f"{program}: no such command (not in PATH, or not executable)")
-    executor = LocalExecutor(cpu=cpu, seed=seed)
-    record = time_record(list(commands), labels, scans, how, shell, executor.cpu, processes, budget, metric)
+    seed = randomness.new_seed() if seed is None else seed
+    executor = LocalExecutor(cpu=cpu, seed=randomness.derived(seed, "executor"))
+    record = time_record(list(commands), labels, scans, how, shell, executor.cpu, processes, budget, metric, seed)
     with recorded_run(store, record, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
         try:
             schedule = Schedule({"time": record.stored["processes"]}, budget, record.policy, {"time": labels[0]})
-            measure(store, targets, how, schedule, executor, progress, random.Random(seed))
+            measure(store, targets, how, schedule, executor, progress, randomness.stream(seed, "rounds"))
         finally:
             if cleanup:
                 run_once(executor, command_argv(cleanup, shell), how.timeout, "--cleanup")
