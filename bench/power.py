@@ -20,7 +20,7 @@ only names a point (every point does the same work):
 * the -falign-functions=64 twin against 32 (the old A/A row), 10 points: is its
   difference placement or code?
 * layout twins (`--layout` experiments of 10 points, on the SHA-256 kernel): O2 against
-  -falign-functions=64, -ffunction-sections -fdata-sections and another unused -D (a
+  -ffunction-sections -fdata-sections, -Wl,-z,noseparate-code and another unused -D (a
   build of its own: every placement orders its functions anew), builds that differ only
   in where code and data sit: any faster/slower is false.
 * long A/A experiments (`--long` of them, 10 points each, half each kernel) that run
@@ -62,8 +62,12 @@ LEVELS = (("1", "1.5"), ("2", "3"))  # injected percentages, two per group with 
 AA_POINTS, INJECTED_POINTS = 10, 2
 LONG_ROUNDS = 48  # the third look of a one-comparison family (16, 32, 48 from 12)
 # Builds that differ from plain O2 only in where code and data sit.
-LAYOUT_TWINS = {"align64": ("-falign-functions=64",), "sections": ("-ffunction-sections", "-fdata-sections"),
-                "twin": ("-DCPULAB_LAYOUT_TWIN=1",)}
+# Builds that differ only in what the build leaves open to the layout: where its data sits
+# (sections split), another build of the same code (an unused -D), and how the linker lays
+# out its segments.  An alignment the build asks for is kept by the placements, so it is
+# an effect of the build (the align rows), not a layout twin.
+LAYOUT_TWINS = {"sections": (("-ffunction-sections", "-fdata-sections"), ()), "twin": (("-DCPULAB_LAYOUT_TWIN=1",), ()),
+                "noseparate": ((), ("-Wl,-z,noseparate-code",))}  # name: (cflags, ldflags)
 
 
 def register_kernels() -> None:
@@ -93,7 +97,8 @@ def make_plan(aa: int, injected: int, layout: int = 0, long: int = 0) -> plans.P
                                      processes=LONG_ROUNDS if i >= aa else None))
     for i in range(layout):
         group = [Variant(f"lt{i}-O2", cflags=("-O2", f"-DCPULAB_TWIN=lt{i}"))]
-        group += [Variant(f"lt{i}-{n}", cflags=(*group[0].cflags, *flags)) for n, flags in LAYOUT_TWINS.items()]
+        group += [Variant(f"lt{i}-{n}", cflags=(*group[0].cflags, *cflags), ldflags=ldflags)
+                  for n, (cflags, ldflags) in LAYOUT_TWINS.items()]
         variants |= {v.name: v for v in group}
         exps.append(plans.Experiment(f"layout{i}", ["inflated"], [v.name for v in group], group[0].name,
                                      params={"inflated": {"point": points(AA_POINTS)}}))

@@ -71,13 +71,22 @@ def test_bisect_finds_the_planted_commit_and_names_the_one_that_did_not_build(cl
 
 
 def test_bisect_of_an_unchanged_history_finds_nothing(cli, tmp_path):
-    """One step, HEAD against good, and no regression; on a loaded machine that step may
-    stay undecided (a fresh clone's test run read -7.4% [-24.4, -0.3] beside the other
-    tests), which is still no regression shown, said with its figures."""
+    """One step, HEAD against good, and no regression shown; on a loaded machine that step
+    may stay undecided (a fresh clone's test run read -7.4% [-24.4, -0.3] beside the other
+    tests): then it says so and exits 3, for a CI job must not read it as no regression."""
     planted(tmp_path, [2_000_000] * 4)
     p = cli("bisect", "good", "HEAD", "--plan", str(plan_of(tmp_path)), "--threshold", "0.2", timeout=900)
-    assert p.returncode == 0 and "no regression from good to HEAD (1 step" in p.stdout, p.stdout + p.stderr
-    assert "(1 step)" in p.stdout or "undecided)" in p.stdout, p.stdout
+    assert (p.returncode, "no regression from good to HEAD" in p.stdout) in ((0, True), (3, False)), p.stdout
+    assert p.returncode == 0 or "undecided at" in p.stdout, p.stdout + p.stderr
+
+
+def test_an_undecided_first_step_is_undecided_not_no_regression(cli, tmp_path):
+    """BAD against GOOD in three rounds at a threshold no interval can exclude: undecided,
+    exit 3 (it once read "no regression" and exit 0)."""
+    planted(tmp_path, [2_000_000] * 2)
+    p = cli("bisect", "good", "HEAD", "--plan", str(plan_of(tmp_path)), "--threshold", "0.000001",
+            "--processes", "3", "--budget", "0", timeout=900)
+    assert p.returncode == 3 and "undecided at" in p.stdout, p.stdout + p.stderr
 
 
 def plan_of(tmp_path):

@@ -126,3 +126,34 @@ def test_cross_run_drift_holds_for_single_points_and_for_runs_far_apart():
     far, _ = between_runs.drift_from(slow, 19)
     assert far > 19 * 0.007 > near  # runs 19 apart moved 13%: the bound for them covers it
     assert _family_false_rate(far, [lambda: [0.0] * 10, lambda: [19 * 0.007] * 10], rng, 50) == 0
+
+
+def test_runs_far_apart_are_compared_at_their_true_distance(store):
+    """Sixty runs of one build on one machine drifting 0.5% a run (a random walk): the first
+    and the last are 59 runs apart, though only the latest 40 are read for the drift
+    (runs outside them were once taken as neighbours), and their comparison clears the
+    drift of runs that far apart."""
+    rng = np.random.default_rng(5)
+    plan = RunRecord.make("plan", {"name": "p", "method": "turns",
+                                   "experiments": [{"name": "e", "variants": ["O2"], "baseline": "O2"}]})
+    store.add_artifact({"hash": "h1", "code_hash": "c1", "path": "", "size_bytes": 1, "compiler_version": "",
+                        "commands": []})
+    walk, ids = 0.0, []
+    for _ in range(60):
+        walk += rng.normal(0, 0.005)
+        run_id = store.start_run({"cpu_model": "cpu a"}, "aa", plan, {}, {}, [])
+        for point in range(5):
+            rid = store.add_result(run_id, "w", "O2", {"p": str(point)}, "keys", Status.PENDING, experiment="e",
+                                   artifact_hash="h1")
+            for proc in range(6):
+                ns = 1e6 * math.exp(walk + rng.normal(0, 0.001))
+                store.add_process(rid, proc, {"ns": [ns], "cycles": [None], "instructions": [None], "work": 1,
+                                              "reps": 1, "user_s": [None], "sys_s": [None], "timer": "tsc"}, 0)
+        store.finish_run(run_id, "done")
+        ids.append(run_id)
+    assert between_runs.run_distance(store, "aa", [ids[0], ids[-1]]) == 59
+    assert between_runs.run_distance(store, "aa", [ids[-2], ids[-1]]) == 1
+    far, _ = between_runs.machine_drift(store, "aa", 59)
+    near, _ = between_runs.machine_drift(store, "aa", 1)
+    pair = between_runs.compare_runs(store, ids[0], ids[-1])
+    assert far > 2 * near and pair.drift["fraction"] == pytest.approx(math.expm1(far))

@@ -183,3 +183,37 @@ def test_same_is_read_on_the_mean_too():
     assert t.mean_ci[0] < 0.99
     [row] = compare_results([result("A", 0, base, 32), result("B", 0, var, 32)], {"e": "A"}, policy)
     assert row.verdict != "same"
+
+
+def test_whole_processes_that_wait_are_compared_in_wall_time_not_in_their_cycles():
+    """`sleep 0.2` against `sleep 0.1`: each process's user-space cycles (the launcher's
+    counter excludes the kernel) are its start-up's, the same for both; its wall time is
+    what differs.  Compared in cycles, they were `same`; in time, half the rate."""
+    from cpulab.estimates import result_summary
+    from cpulab.record import StoredResult
+    rng = np.random.default_rng(3)
+
+    def sleeper(variant: str, seconds: float) -> Result:
+        r = StoredResult(1, 1, "time", "time", variant, {}, "runs", Status.OK, "", None, "", {})
+        samples = [StoredSample(process=p, ns=(seconds + rng.normal(0, 1e-4)) * 1e9, work=1.0, timer="wait4",
+                                cycles=1e6 * (1 + rng.normal(0, 0.001)), user_s=0.0005, sys_s=0.0005)
+                   for p in range(12)]
+        return result_summary(r, samples)
+    base, var = sleeper("short", 0.1), sleeper("long", 0.2)
+    [c] = compare_results([base, var], {"time": "short"}, DecisionPolicy(method="paired"))
+    assert c.basis == "time" and c.verdict == "slower" and c.ratio == pytest.approx(0.5, rel=0.02)
+
+
+def test_whole_processes_bound_by_their_cpu_are_compared_in_cycles():
+    from cpulab.estimates import result_summary
+    from cpulab.record import StoredResult
+    rng = np.random.default_rng(4)
+
+    def busy(variant: str, cycles: float) -> Result:
+        r = StoredResult(1, 1, "time", "time", variant, {}, "runs", Status.OK, "", None, "", {})
+        samples = [StoredSample(process=p, ns=cycles / 2.0, work=1.0, timer="wait4",
+                                cycles=cycles * (1 + rng.normal(0, 0.001)), user_s=cycles / 2e9 * 0.99, sys_s=0.0)
+                   for p in range(12)]
+        return result_summary(r, samples)
+    [c] = compare_results([busy("a", 1e8), busy("b", 2e8)], {"time": "a"}, DecisionPolicy(method="paired"))
+    assert c.basis == "core cycles" and c.ratio == pytest.approx(0.5, rel=0.02)

@@ -125,3 +125,27 @@ def test_a_cross_build_read_without_a_profile_says_how_it_does_its_floating_poin
     attach_causes([c], results, {"e/dot/armel": {"float": fs}, "e/dot/armhf": {"float": fv}}, [])
     assert "armhf does its floating point in instructions (vmla.f64), armel in library calls (__muldf3, " \
            "__aeabi_dadd)" in c.why["sentence"]
+
+
+def test_each_point_is_explained_by_the_code_its_own_point_runs():
+    """DES per clock: the table and the bitslice cores are two codes of one build, read
+    apart (workloads.code_key); each point's why names its own core's loops (the bitslice
+    point once read the table core's sentence).  Sizes alone share one reading."""
+    from cpulab.workloads import code_key
+    assert code_key("e", "dot", "O2", {"n": "16"}) == code_key("e", "dot", "O2", {"n": "4096"}) == "e/dot/O2"
+    scalar, vector = _loop(["xor"] * 6, chain=["xor"]), _loop(["vpxor"] * 12, bits=256, chain=["vpxor"] * 4)
+    codes = {code_key("e", "des", v, {"core": core}): {"hot_loop": loop}
+             for v in ("O2", "O3") for core, loop in (("table", scalar), ("bitslice", vector if v == "O3" else scalar))}
+    assert len(codes) == 4
+    results, comparisons = [], []
+    for core in ("table", "bitslice"):
+        params = {"core": core, "keys": "16384"}
+        results += [Result(id=0, experiment="e", workload="des", variant=v, params=params, unit="key", rate_unit="keys/s",
+                           per_clock_unit="cycles/key", status=Status.OK, median=1e3, cycles_per_unit=1.0)
+                    for v in ("O2", "O3")]
+        comparisons.append(Comparison(experiment="e", workload="des", params=params, baseline="O2", variant="O3",
+                                      verdict=Verdict.SAME, ratio=1.0))
+    attach_causes(comparisons, results, codes, [])
+    table, bitslice = comparisons
+    assert table.why is None  # the same loops at the table core
+    assert "256-bit vectors" in bitslice.why["sentence"]

@@ -98,7 +98,7 @@ def result_summary(r: StoredResult, samples: list[StoredSample]) -> Result:
         "turn_rates": stats.per_turn(samples, rate),
         "carryover_ratios": carryover_ratios(r.variant, samples),
         "cycle_observations": stats.per_process(
-            samples, lambda s: s.work / s.cycles if s.timer == "wait4" and s.cycles else None),
+            samples, lambda s: s.work / s.cycles if s.timer == "wait4" and s.cycles and _on_its_cpu(s) else None),
         "memory_observations": stats.per_process(samples, lambda s: 1 / s.max_rss_kb if s.max_rss_kb else None),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
@@ -198,7 +198,7 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
                                                                                                  row.verdict)
             row.method, row.rounds = t.method, t.n
             if policy.method == "turns":
-                row.carryover = comparison_carryover(b, m, policy.confidence)
+                row.carryover = comparison_carryover(b, m, policy.look_confidence)
                 if row.verdict in (Verdict.FASTER, Verdict.SLOWER) and (why := hold_for_carryover(row)):
                     row.verdict, row.held = Verdict.UNCLEAR, why
             if b.instructions_per_unit and m.instructions_per_unit:
@@ -247,11 +247,24 @@ def witness_words(verdict: str, instruction_ratio: float) -> str:
     return ""
 
 
+# A whole process counts as bound by its own CPU when its user time is at least this share
+# of its wall time: only then do its (user-space) cycles count all of its time.
+ON_CPU = 0.95
+
+
+def _on_its_cpu(s: StoredSample) -> bool:
+    """Whether a whole process ran its own code nearly all of its wall time.  Sleep, I/O,
+    system calls and page faults are wall time that the cycles counted around it (user
+    space only: native/launch.c) do not see: `sleep 0.2` against `sleep 0.1` in cycles is
+    a comparison of their start-ups."""
+    return s.user_s is not None and s.user_s >= ON_CPU * s.ns * 1e-9
+
+
 def _basis(base: Result, var: Result, policy: DecisionPolicy) -> str:
     """What two results are compared in: peak memory under the memory metric (whole
-    processes); core cycles where both are whole processes with the cycles of every
-    process (a CPU-bound command's cycles do not move with the clock the host sets for it:
-    seconds do); else time."""
+    processes); core cycles where both are whole processes bound by their own CPU, with
+    the cycles of every process (a CPU-bound command's cycles do not move with the clock
+    the host sets for it: seconds do); else time, which counts all of it."""
     def every(obs: str) -> bool:
         return all(getattr(r, obs) and getattr(r, obs).keys() >= r.observations.keys() for r in (base, var))
     if policy.metric == "memory" and every("memory_observations"):
@@ -264,11 +277,11 @@ def _test(base: Result, var: Result, policy: DecisionPolicy, basis: str) -> stat
     cycle; for processes of a round that ran back to back (programs: one sample each)
     it is the paired test by round, in what `basis` (_basis) names."""
     if basis == "time" and policy.method == "turns":
-        return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns")
+        return stats.compare_pair(base.turn_rates, var.turn_rates, policy.look_confidence, "turns")
     # Whole processes: one figure each, by round (paired) where the plan's rounds ran in turns
     obs = {"time": "observations", "core cycles": "cycle_observations", "peak memory": "memory_observations"}[basis]
     method = "paired" if policy.method == "turns" else policy.method
-    return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.confidence, method)
+    return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.look_confidence, method)
 
 
 def carryover_ratios(variant: str, samples: list[StoredSample]) -> list[float]:

@@ -56,6 +56,14 @@ def machine_runs(store: Store, machine_id: str) -> list[int]:
     return [r.id for r in store.runs() if r.machine_id == machine_id and r.results][-DRIFT_RUNS:]
 
 
+def run_distance(store: Store, machine_id: str, run_ids: list[int]) -> int:
+    """How many runs of the machine (with results) lie between the first and the last of
+    these, counted over all of its runs, however old (1: neighbours, or a single run)."""
+    lo, hi = min(run_ids), max(run_ids)
+    return max(1, sum(1 for r in store.runs(machine=machine_id) if r.machine_id == machine_id and r.results
+                      and lo < r.id <= hi))
+
+
 def run_medians(store: Store, machine_id: str) -> list[dict]:
     """Per run of the machine (machine_runs), each identical code's median rate at each
     point: (workload, code hash, point) -> median."""
@@ -187,7 +195,10 @@ def machines_summary(store: Store, run_ids: list[int], against: str | None = Non
         results += [{**r.to_dict(), **tag} for r in s.results]
         comparisons += [{**c.to_dict(), **tag} for c in s.comparisons]
         per_machine[name] = run_results(store, rid)
-    drift, pairs = worst_drift([machine_drift(store, machine_id) for machine_id in {m.machine_id for m in machines}])
+    # each machine's drift over the runs of it that are compared: the farthest two apart
+    drift, pairs = worst_drift([machine_drift(store, mid, run_distance(store, mid, [m.run_id for m in machines
+                                                                                   if m.machine_id == mid]))
+                                for mid in {m.machine_id for m in machines}])
     table = machine_table(per_machine, against, drift)
     return Machines(list(run_ids), machines, results, comparisons, table, ranking(table), memlat_curves(per_machine),
                     drift_note(drift, pairs))
@@ -293,10 +304,8 @@ def compare_runs(store: Store, run_a: int, run_b: int) -> RunPair:
         else:
             families[p[:2]].append((row, ma[p], mb[p]))
         rows.append(row)
-    # One machine's two runs: the drift of runs as far apart as these two
-    runs = machine_runs(store, a.machine_id)
-    apart = abs(runs.index(run_b) - runs.index(run_a)) if a.machine_id == b.machine_id and \
-        {run_a, run_b} <= set(runs) else 1
+    # One machine's two runs: the drift of runs as far apart as these two, however old
+    apart = run_distance(store, a.machine_id, [run_a, run_b]) if a.machine_id == b.machine_id else 1
     drift, pairs = worst_drift([machine_drift(store, a.machine_id, apart),
                                 machine_drift(store, b.machine_id, apart)])
     for fam in families.values():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from cpulab import workloads
 from cpulab.model import Comparison, Result, Verdict
 from cpulab.params import cache_name, data_caches, human_bytes
 
@@ -55,7 +56,7 @@ ALIKE = 0.02
 def attach_causes(comparisons: list[Comparison], results: list[Result], codes: dict[str, dict],
                   caches: list[dict]) -> None:
     """Each decided (faster/slower) comparison's `why`, from its two results and the code
-    the measure stage read of each build (`codes`, by experiment/workload/variant); and a
+    the measure stage read of each build (`codes`, by workloads.code_key); and a
     `same` one's where the two builds' hot loops differ."""
     by_point = {(r.experiment, r.workload, r.variant, r.point): r for r in results}
     for c in comparisons:
@@ -64,7 +65,10 @@ def attach_causes(comparisons: list[Comparison], results: list[Result], codes: d
         base, var = (by_point.get((c.experiment, c.workload, v, c.point)) for v in (c.baseline, c.variant))
         if base is None or var is None:
             continue
-        docs = [codes.get(f"{c.experiment}/{c.workload}/{v}") or {} for v in (c.baseline, c.variant)]
+        # the code read where this point's code runs (a why read at another point's core,
+        # DES's table for its bitslice, once named the wrong loop)
+        docs = [codes.get(workloads.code_key(c.experiment, c.workload, v, c.params)) or {}
+                for v in (c.baseline, c.variant)]
         code = [d.get("hot_loop") for d in docs]
         floats = [d.get("float") for d in docs]
         counted = base.instructions_per_unit and var.instructions_per_unit

@@ -65,9 +65,10 @@ def bisect(good, bad, plan_file, variant, threshold, budget, processes, random_s
             out.print(f"step {len(steps)}: {commit[:12]} {steps[-1]['subject'][:50]!r}: {outcome} "
                       f"{fmt_delta(step['ratio'], step['ci']) if step['ratio'] else ''}", soft_wrap=True)
     first = search.first_bad()
-    # BAD first: unless it is a regression there is nothing to find (undecided there is
-    # no regression shown); an undecided step after it stops the search, unguessed
-    undecided = any(s["outcome"] == UNDECIDED for s in steps[1:]) or (steps and steps[0]["outcome"] == SKIP)
+    # BAD first: unless it is a regression there is nothing to find; "no regression" only
+    # where its interval excludes one of the threshold.  An undecided step, BAD's too,
+    # stops the search and is said, unguessed
+    undecided = any(s["outcome"] == UNDECIDED for s in steps) or (steps and steps[0]["outcome"] == SKIP)
     doc = {"good": good, "bad": bad, "steps": steps,
            "status": "undecided" if undecided else "found" if first else "none",
            "first_bad": next((s for s in steps if s["commit"] == first), None),
@@ -104,14 +105,12 @@ def _conclusion(doc: dict, good: str, bad: str) -> str:
     n = f"{len(doc['steps'])} step{'s' * (len(doc['steps']) != 1)}"
     skipped = f"; skipped (did not build): {', '.join(c[:12] for c in doc['skipped'])}" if doc["skipped"] else ""
     if doc["status"] == "undecided":
-        s = next((s for s in doc["steps"][1:] if s["outcome"] == UNDECIDED), doc["steps"][0])
+        s = next((s for s in doc["steps"] if s["outcome"] == UNDECIDED), doc["steps"][0])
         return (f"undecided at {s['commit'][:12]} ({s['subject']}): {fmt_delta(s['ratio'], s['ci'])} after its "
                 f"budget; give --budget or --processes to decide it ({n}{skipped})")
     if doc["status"] == "none":
         s = doc["steps"][0]
-        shown = f"; {bad} against {good}: {fmt_delta(s['ratio'], s['ci'])}, undecided" \
-            if s["outcome"] == UNDECIDED else ""
-        return f"no regression from {good} to {bad} ({n}{shown}{skipped})"
+        return f"no regression from {good} to {bad}: {fmt_delta(s['ratio'], s['ci'])} ({n}{skipped})"
     f = doc["first_bad"]
     maybe = f"; or one of the skipped {', '.join(c[:12] for c in doc['maybe_first_bad'])}" \
         if doc["maybe_first_bad"] else ""

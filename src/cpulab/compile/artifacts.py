@@ -51,8 +51,8 @@ BUILD_TIMEOUT_S = 300
 # A link of a placement: 16 ms dynamic, 36 ms static.  A build links none; a run links
 # those its rounds will need (measure/schedule/targets.py), or a round its own.
 # Code moves by multiples of CODE_STEP (the compilers' usual function alignment; a larger
-# one a build asks for is not kept: its offset below a line is drawn like the rest), data
-# by cache lines, within a page.
+# one a build asks for is kept: the linker rounds a gap up to it), data by cache lines,
+# within a page.
 CODE_STEP, DATA_STEP, PAGE = 16, 64, 4096
 GAP_LIMIT = 256  # the gap before each further function: up to four lines
 
@@ -122,9 +122,12 @@ def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
         return (f"SECTIONS {{ {out} : {{ . += {rng.randrange(0, PAGE, DATA_STEP)}; {inputs} }} }}"
                 f" INSERT {where};\n")
     rest = " ".join(f"*{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
-    # SUBALIGN: every function starts on CODE_STEP, whatever larger alignment its build
-    # asked for (-falign-functions=64): where a function sits below a line is drawn too.
-    return (f"SECTIONS\n{{\n  .text.placed : SUBALIGN({CODE_STEP})\n  {{\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
+    # Each function's section keeps the alignment its build gave it (-falign-functions=64,
+    # or a loop's .p2align 5, which raises its function's section to 32): the linker
+    # rounds a drawn gap up to it, so a function moves by multiples of its own alignment
+    # and only what the build leaves open is drawn.  (A SUBALIGN here once erased them:
+    # align64 and align32 builds then ran the same bytes in the same places.)
+    return (f"SECTIONS\n{{\n  .text.placed :\n  {{\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
             + data(".rodata.placed", ".rodata .rodata.*", "AFTER .rodata")
             + data(".data.placed", ".data .data.[!r]*", "AFTER .data")  # .data.rel.ro* stays read-only
             + data(".bss.placed", ".bss .bss.* COMMON", "AFTER .bss"))

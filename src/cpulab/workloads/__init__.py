@@ -127,3 +127,13 @@ def registry() -> dict[str, Workload]:
 
 def get(name: str) -> Workload:
     return lookup(registry(), name, "workload")
+
+
+def code_key(experiment: str, workload: str, variant: str, params: dict[str, str]) -> str:
+    """The key of the code read of a build (a `code` analysis) that a comparison's why at
+    these parameters is read from: its experiment, workload and variant, and the values of
+    the parameters that choose which code runs (a `choice`: DES's table or bitslice core);
+    points that differ only in sizes run the same loops and share one reading."""
+    w = registry().get(workload)
+    chosen = [f"{k}={v}" for k, v in sorted(params.items()) if w and k in w.params and w.params[k].kind == "choice"]
+    return "/".join([experiment, workload, variant, *chosen])

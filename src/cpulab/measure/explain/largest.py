@@ -83,25 +83,26 @@ def largest_differences(store: Store, run_id: int, found: Decided) -> list[Diffe
 
 def decided_builds(store: Store, run_id: int, found: Decided) -> list[tuple[str, str, dict[str, str]]]:
     """Every build in a faster/slower comparison of `found` (both sides) whose code is not
-    yet read: (the `code` analysis' key experiment/workload/variant, its executable, the
-    parameters where it is profiled: its experiment and workload's decided point of the
-    middle working set, the lower of two middles: quicker to set up than the largest (a
+    yet read: (the `code` analysis' key, workloads.code_key: one for each code a build runs,
+    its executable, the parameters where it is profiled: of the decided points that run
+    that code, the one of the middle working set, the lower of two middles: quicker to set up than the largest (a
     1 Mi-point FFT; of two points, a 100 MB file's 3 passes and profile take 2.3 s where
     10 MB's take 0.6 s), and unlike the smallest of many (a 16-element dot, whose time goes
     to the call around the loop) its time is in the loop the larger points run too)."""
     done = {a.key for a in store.analyses(run_id) if a.kind == "code"}
     size = {(r.experiment, r.workload, params_key(r.params)): r.notes.get("working_set_bytes") or 0
             for r in found.results}
-    points: dict[tuple, list[Comparison]] = {}
+    points: dict[str, list[Comparison]] = {}  # by the code each comparison's point runs (workloads.code_key)
     for c in sorted(found.comparisons, key=lambda c: size.get((c.experiment, c.workload, params_key(c.params)), 0)):
-        points.setdefault((c.experiment, c.workload), []).append(c)
-    middle = {key: cs[(len(cs) - 1) // 2] for key, cs in points.items()}
+        for v in (c.baseline, c.variant):
+            points.setdefault(workloads.code_key(c.experiment, c.workload, v, c.params), []).append(c)
     out = {}
     for c in found.comparisons:
         for v in (c.baseline, c.variant):
-            key = f"{c.experiment}/{c.workload}/{v}"
+            key = workloads.code_key(c.experiment, c.workload, v, c.params)
             if key not in done and (path := found.paths.get((c.experiment, c.workload, v))):
-                out[key] = (key, path, middle[(c.experiment, c.workload)].params)
+                cs = points[key]
+                out[key] = (key, path, cs[(len(cs) - 1) // 2].params)
     return list(out.values())
 
 
