@@ -33,7 +33,7 @@ def simulate(true: float, sigma: float, family: int, trials: int, rng) -> dict[i
         open_ = list(range(family))
         for look in range(policy.looks):
             n = n1 * 2 ** look
-            tests = [stats.paired_compare(list(np.exp(logs[i, :n])), policy.look_confidence) for i in range(family)]
+            tests = [stats.paired_compare(list(np.exp(logs[i, :n])), policy.confidence) for i in range(family)]
             decided = policy.decide(tests, [0.0] * family)
             for i in list(open_):
                 if policy.decided(decided[i][1]) or look == policy.looks - 1:

@@ -246,3 +246,25 @@ def test_io_bound_samples_count_their_waits():
     assert stats.contamination(cold, io_bound=True) == ""
     assert stats.on_cpu_ns(StoredSample(ns=1000.0, offcpu_ns=600.0), io_bound=True) == 1000.0
     assert stats.contamination({**cold, "invol_switches": 2}, io_bound=True).startswith("off-cpu")
+
+
+def test_the_interval_at_the_look_that_stopped_covers_its_printed_level():
+    """The look procedure (budget mode: n, 2n, 4n rounds, each comparison stopped at the
+    first look that decides it) simulated with the project's test and verdicts
+    (bench/look_coverage.py): the interval shown covers the true ratio about as often as
+    its printed level says, A/A and with effects, and never less than 1 - alpha."""
+    import importlib.util
+    from pathlib import Path
+    from cpulab.policy import DecisionPolicy
+    spec = importlib.util.spec_from_file_location("look_coverage", Path(__file__).parents[1] / "bench" / "look_coverage.py")
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    policy = DecisionPolicy.of_settings(1.0, 0.01, "paired")
+    rng = np.random.default_rng(1)
+    covered = n = 0
+    for true, sigma in ((1.0, 0.005), (1.0, 0.01), (0.99, 0.005), (0.99, 0.01)):
+        by_look = sim.simulate(true, sigma, 1, 400, rng)
+        c, k = sum(v[0] for v in by_look.values()), sum(v[1] for v in by_look.values())
+        assert c / k >= 1 - policy.alpha - 0.01, (true, sigma, by_look)
+        covered, n = covered + c, n + k
+    assert abs(covered / n - policy.confidence) <= 0.01, covered / n

@@ -80,7 +80,7 @@ def memlat_colour(results: list[Result], policy: DecisionPolicy) -> dict | None:
             row[f"{name}_error"] = None if ok else "not measured" if r is None else r.error or (
                 "no sample kept" if r.status == Status.OK else str(r.status))
         if row["arbitrary_ns"] and row["balanced_ns"]:
-            t = stats.compare_pair(arb.observations, bal.observations, policy.look_confidence, "paired")
+            t = stats.compare_pair(arb.observations, bal.observations, policy.confidence, "paired")
             row.update(ratio=t.ratio, ci=list(t.ci), p=t.p)
             tested.append((row, t))
         elif row["balanced_error"]:
