@@ -137,6 +137,9 @@ IMPORTED = {
     "hyperfine, one command twice": ("h.json", HYPERFINE_TWICE),
     "criterion, one tiny sample": ("sample.json", {"iters": [1.0], "times": [1.0]}),
     "no fingerprint": ("c.json", run_file()),
+    "jmh, benchmarks with parameters of their own": ("j.json", [
+        {**_jmh(1.0, [[1.0, 1.1]])[0], "params": {"size": "1"}},
+        {**_jmh(1.0, [[1.0, 1.2]])[0], "benchmark": "b", "params": {"phases": "2"}}]),
 }
 
 

@@ -32,7 +32,9 @@ def _x_of(r: Result, key: str) -> float:
 
 
 def _series_name(r: Result, key: str | None, varying: list[str]) -> str:
-    return " ".join([r.label, *(f"{k}={r.params[k]}" for k in varying if k != key)])
+    """Its label and the varying parameters it has (an imported tool's benchmarks of one
+    workload may each have parameters of their own)."""
+    return " ".join([r.label, *(f"{k}={r.params[k]}" for k in varying if k != key and k in r.params)])
 
 
 def sweep_axis(ok: list[Result]) -> str | None:
