@@ -185,7 +185,7 @@ def test_a_plan_nested_too_deeply_is_one_line(tmp_path, cli):
 
 
 def test_an_output_file_that_cannot_be_written_is_named(tmp_path, cli):
-    assert cli("import", str(FIXTURES / "foreign" / "pyperf-timeit.json")).returncode == 0
+    assert cli("import", str(_write(tmp_path, "r.json", run_file()))).returncode == 0
     (tmp_path / "file").write_text("a file where a directory should be")
     _one_line_exit_2(cli("export", "-o", str(tmp_path / "file" / "x.json")), "file/x.json: cannot write")
 
