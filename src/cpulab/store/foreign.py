@@ -243,11 +243,11 @@ def _sample(process: int, idx: int, p: dict, ns: float) -> dict:
             "core_per_tsc": None, "layout_pad": 0, "excluded": p["excluded"][idx] if p["excluded"] else ""}
 
 
-def source_of(tool: str, parsed: Parsed) -> str:
-    """What an imported file is known by: the tool and a digest of what was read from it (its
+def source_of(parsed: Parsed) -> str:
+    """What an imported file is known by: its tool and a digest of what was read from it (its
     variant's name included), so that the same file imported twice is one run."""
     plan, _, results = parsed
-    return f"{tool}:" + hashlib.sha256(json.dumps([plan, results], sort_keys=True).encode()).hexdigest()
+    return f"{plan['tool']}:" + hashlib.sha256(json.dumps([plan, results], sort_keys=True).encode()).hexdigest()
 
 
 def checked(parsed: Parsed, argv: list[str], path: Path) -> dict:
@@ -272,4 +272,4 @@ def checked(parsed: Parsed, argv: list[str], path: Path) -> dict:
 def import_parsed(store: Store, parsed: Parsed, argv: list[str], path: Path = Path("-")) -> tuple[int, bool]:
     """Write one parsed file as one run, all or nothing, once: (its id, True if new; False:
     the same file was imported before, and that run is its id)."""
-    return store.import_runs([checked(parsed, argv, path)], source_of(parsed[0]["tool"], parsed))[0]
+    return store.import_runs([checked(parsed, argv, path)], source_of(parsed))[0]

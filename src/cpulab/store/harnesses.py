@@ -121,7 +121,7 @@ def read_runs(path: Path, fmt: str = "auto", variant: str | None = None,
     if tool == "cpulab":
         return [r.model_dump() for r in exchange.read_document(path).runs], "cpulab"
     parsed = parse(path, tool, variant)
-    return [foreign.checked(parsed, list(argv), path)], foreign.source_of(tool, parsed)
+    return [foreign.checked(parsed, list(argv), path)], foreign.source_of(parsed)
 
 
 def _result(workload: str, variant: str, params: dict, unit: str, procs: list[dict], notes: dict) -> dict:
