@@ -29,7 +29,7 @@ from cpulab.report.tables import fmt_delta
 @click.option("--threshold", type=FiniteRange(0.0, 1.0), default=None,
               help="A regression is a significant slowdown of at least this much (default: the plan's precision).")
 @click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
-              help="FiniteRange per step for rounds beyond the first look (default: the plan's).")
+              help="Seconds per step for rounds beyond the first look (default: the plan's).")
 @click.option("--processes", type=click.IntRange(*plans.LIMITS["processes"]), default=None,
               help="Rounds at each step's first look (default: the plan's).")
 @click.option("--random-seed", type=int, default=None)

@@ -34,7 +34,7 @@ from cpulab.report.views import gate_table
                    f"or with --metric instructions this much more instructions (default {INSTRUCTION_THRESHOLD:.1%}).")
 @click.option("--fail-on-unclear", is_flag=True, help="Exit 3 when a comparison is still undecided within the budget.")
 @click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
-              help="FiniteRange per experiment for rounds beyond the first look (default: the plan's).")
+              help="Seconds per experiment for rounds beyond the first look (default: the plan's).")
 @click.option("--processes", type=click.IntRange(*plans.LIMITS["processes"]), default=None,
               help="Rounds at the first look (default: the plan's).")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), default=None,

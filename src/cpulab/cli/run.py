@@ -33,12 +33,12 @@ from cpulab.cli.kinds import VIEWS
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
 @processes_option(default=None)
 @click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
-              help="FiniteRange per experiment to spend adding rounds to undecided comparisons (0: a fixed count).")
+              help="Seconds per experiment to spend adding rounds to undecided comparisons (0: a fixed count).")
 @click.option("--precision", type=FiniteRange(*plans.LIMITS["precision"]), default=None,
               help="A comparison is decided when significant or its interval is within +-this (default 0.01).")
 @click.option("--samples", type=click.IntRange(*plans.LIMITS["samples"]), default=None, help="Samples per process.")
 @click.option("--min-sample-time", type=FiniteRange(*plans.LIMITS["min_sample_time"]), default=None,
-              help="FiniteRange one sample lasts at least.")
+              help="Seconds one sample lasts at least.")
 @click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default=None,
               help="Parameter grids: quick or full (--profile: its old name).")
 @click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default=None)

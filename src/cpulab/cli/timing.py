@@ -32,7 +32,7 @@ from cpulab.cli.kinds import VIEWS
 @click.option("-w", "--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
               help="Untimed runs of each command first.")
 @click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
-              help=f"FiniteRange to spend adding rounds to undecided comparisons at the looks (0: a fixed count). "
+              help=f"Seconds to spend adding rounds to undecided comparisons at the looks (0: a fixed count). "
                    f"Default: {plans.Plan.budget:g}, or 0 with --runs.")
 @click.option("--metric", type=click.Choice(["time", "memory"]), default="time", show_default=True,
               help="What decides: the time, or each run's peak memory (wait4's peak RSS: smaller/larger).")
@@ -48,7 +48,7 @@ from cpulab.cli.kinds import VIEWS
 @click.option("-i", "--ignore-failure", is_flag=True, help="Time commands whatever their exit status.")
 @click.option("--cpu", type=int, default=None, help="CPU to pin to (default: the last one).")
 @click.option("--timeout", type=FiniteRange(min=0.001), default=300.0, show_default=True,
-              help="FiniteRange one run may take.")
+              help="Seconds one run may take.")
 @click.option("--random-seed", "--seed", "random_seed", type=int, default=None,
               help="The run's seed: every random draw (which placement each round runs, the round order, the "
                    "stack and heap pads) comes from it, and it is stored with the run; the same seed repeats a "
