@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -303,3 +304,16 @@ def run_file(**run) -> dict:
            "finished": None, "status": "done", "plan": {"experiments": []}, "conditions": {}, "timing": {},
            "argv": [], "variants": [{"name": "O2"}], "artifacts": [], "results": [result], "analyses": []}
     return {"format": "cpulab-run", "version": 2, "exported": 1.0e9, "runs": [{**doc, **run}]}
+
+
+# Every table a run writes rows into.
+STORE_TABLES = ("runs", "machines", "variants", "artifacts", "results", "samples", "analyses")
+
+
+def row_counts(db: Path) -> dict[str, int]:
+    """Rows in each of a store's tables ({} where there is no store): what a refused import
+    or command must leave as it was."""
+    if not Path(db).exists():
+        return {}
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STORE_TABLES}

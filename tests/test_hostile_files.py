@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import read_back
+from conftest import read_back, row_counts
 
 from cpulab.plan import plan as plans
 from cpulab.store import exchange, harnesses
@@ -30,7 +30,6 @@ FILES = {"cpulab": "cpulab-run-file-hash.json", "hyperfine": "foreign/hyperfine-
          "criterion": "foreign/criterion/sha256/1KiB/new/sample.json", "gotest": "foreign/go-bench-count3.txt",
          "jmh": "foreign/jmh-hash.json", "bdn": "foreign/bdn-hash-report-full.json"}
 EXAMPLES = 500  # per format (issue 58: at least 500 each)
-TABLES = ("runs", "machines", "variants", "artifacts", "results", "samples", "analyses")
 
 HOSTILE = [0, -1, 1, 1e308, -1e308, 5e-324, 2**63, 2**64, -2**63, 10**30, "", "x" * 300, None, True, False, [], {},
            [[[[]]]], {"a": {"b": {}}}, "NaN", "1e400", 0.5, "ops", "us/op", "../../../etc/passwd", "; touch /tmp/pwn",
@@ -112,10 +111,6 @@ def _mutated_text(text: str, rnd: random.Random) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _counts(store: Store) -> dict[str, int]:
-    return {t: store.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
-
-
 def _workdir() -> Path:
     shm = Path("/dev/shm")
     return Path(tempfile.mkdtemp(prefix="cpulab-hostile-", dir=shm if shm.is_dir() else None))
@@ -154,13 +149,13 @@ def test_mutated_files_import_whole_or_not_at_all(fmt):
         rnd = random.Random(seed)
         case = where / f"case-{seed}"
         path = _write_mutant(fmt, rnd, case)
-        before = _counts(store)
+        before = row_counts(store.path)
         try:
             runs, source = harnesses.read_runs(path if fmt != "criterion" else case / "bench/new/sample.json", fmt)
         except exchange.RunFileError as e:
             seen["refused"] += 1
             assert "\n" not in str(e) and str(case) in str(e), str(e)
-            assert _counts(store) == before
+            assert row_counts(store.path) == before
             return
         finally:
             shutil.rmtree(case)

@@ -4,32 +4,20 @@ operating system refuses is one line, exit 2.  Each case here is one that once g
 through: a traceback, a partial write, or a command that ran what a file named."""
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import cpulab, read_back, run_file
+from conftest import cpulab, read_back, row_counts, run_file
 from cpulab import machine
 from cpulab.store import exchange
 from cpulab.store.db import Store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-TABLES = ("runs", "results", "samples", "artifacts", "variants", "analyses")
-
-
-def _rows(db: Path) -> dict[str, int]:
-    if not db.exists():
-        return {}
-    with contextlib.closing(sqlite3.connect(db)) as con:
-        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
-
-
 def _one_line_exit_2(p: subprocess.CompletedProcess, *words: str) -> None:
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and all(w in lines[0] for w in words), (p.returncode, p.stderr)
@@ -148,7 +136,7 @@ def test_a_file_that_fails_is_one_line_and_writes_nothing(case, tmp_path, cli):
     name, doc = REFUSED[case]
     f = Path(name) if doc is None else _write(tmp_path, name, doc)
     _one_line_exit_2(cli("import", str(f)), str(f))
-    assert _rows(cli.db) == {}  # not even a store was made
+    assert row_counts(cli.db) == {}  # not even a store was made
 
 
 @pytest.mark.parametrize("case", sorted(IMPORTED))
@@ -176,7 +164,7 @@ def test_the_same_foreign_file_imported_twice_is_one_run(tmp_path, cli):
 def test_bad_input_and_refused_files_are_one_line(args, words, cli):
     Store(cli.db)
     _one_line_exit_2(cli(*args), words)
-    assert _rows(cli.db)["runs"] == 0
+    assert row_counts(cli.db)["runs"] == 0
 
 
 def test_a_plan_nested_too_deeply_is_one_line(tmp_path, cli):
@@ -216,6 +204,6 @@ def test_a_full_disk_is_one_line_naming_the_store(tmp_path, cli):
     try:
         p = cpulab("import", str(FIXTURES / "cpulab-run-file-hash.json"), db=full / "s.sqlite")
         _one_line_exit_2(p, str(full / "s.sqlite"), "full")
-        assert _rows(full / "s.sqlite").get("runs", 0) == 0
+        assert row_counts(full / "s.sqlite").get("runs", 0) == 0
     finally:
         subprocess.run(["umount", "--lazy", str(full)])

@@ -124,7 +124,8 @@ class DecisionPolicy:
                     "faster/slower, ratios of 1 / peak memory; kernels keep their time: " if self.metric == "memory"
                     else "")
         stopping = f" (at least {100 * (1 - self.alpha):g}% wherever the looks stop)" if self.looks > 1 else ""
-        return (by_count + f"{100 * self.confidence:.3g}% intervals{stopping}; {how}; each round runs a placement of its "
+        head = by_count + f"{100 * self.confidence:.3g}% intervals{stopping}; "
+        return (head + f"{how}; each round runs a placement of its "
                 f"own of each build (the same code with its functions, data and buffers elsewhere), so the test "
                 f"includes where code and data sit; faster/slower when p < {self.look_alpha:.3g}{spent} after Holm "
                 f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "

@@ -51,17 +51,21 @@ def machine_drift(store: Store, machine_id: str, distance: int = 1) -> tuple[flo
     return drift_from(run_medians(store, machine_id), distance)
 
 
+def _all_runs(store: Store, machine_id: str) -> list[int]:
+    """Every run of a machine with results, oldest first."""
+    return [r.id for r in store.runs(machine=machine_id) if r.machine_id == machine_id and r.results]
+
+
 def machine_runs(store: Store, machine_id: str) -> list[int]:
     """The latest DRIFT_RUNS runs of a machine with results, oldest first."""
-    return [r.id for r in store.runs() if r.machine_id == machine_id and r.results][-DRIFT_RUNS:]
+    return _all_runs(store, machine_id)[-DRIFT_RUNS:]
 
 
 def run_distance(store: Store, machine_id: str, run_ids: list[int]) -> int:
     """How many runs of the machine (with results) lie between the first and the last of
     these, counted over all of its runs, however old (1: neighbours, or a single run)."""
     lo, hi = min(run_ids), max(run_ids)
-    return max(1, sum(1 for r in store.runs(machine=machine_id) if r.machine_id == machine_id and r.results
-                      and lo < r.id <= hi))
+    return max(1, sum(1 for rid in _all_runs(store, machine_id) if lo < rid <= hi))
 
 
 def run_medians(store: Store, machine_id: str) -> list[dict]:

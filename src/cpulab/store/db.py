@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cpulab.model import Analysis
+from cpulab.params import INT64_MAX
 from cpulab.record import RunRecord, StoredResult, StoredSample, StoredVariant
 from cpulab.store.rows import RunListing, StoredArtifact, StoredRun, owner, shown_status
 from cpulab.store.schema import MIGRATIONS
@@ -27,7 +28,6 @@ SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_tic
            "canary_before", "canary_after", "max_rss_kb", "page_faults")
 # Where and when each sample ran (migration 6; NULL in older runs).
 PLACED = ("placement", "code_offset", "start_ns", "turn", "follows")
-MAX_ID = 2**63 - 1  # SQLite's largest row id
 
 
 def _insert_artifact(c: sqlite3.Connection, art: dict, imported: bool = False) -> None:
@@ -329,7 +329,7 @@ class Store:
         return [r[0] for r in self.con.execute("SELECT id FROM runs WHERE parent = ? ORDER BY id", (run_id,))]
 
     def run(self, run_id: int) -> StoredRun:
-        if not 0 < run_id <= MAX_ID:
+        if not 0 < run_id <= INT64_MAX:  # SQLite's largest row id
             raise StoreError(f"no run {run_id} in {self.path}")
         row = self.con.execute("SELECT r.*, m.fingerprint FROM runs r JOIN machines m ON m.id = r.machine_id"
                                " WHERE r.id = ?", (run_id,)).fetchone()

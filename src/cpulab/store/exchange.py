@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cpulab import paths, record
 from cpulab.model import Status
+from cpulab.params import INT64_MAX  # SQLite's INTEGER too
 from cpulab.store.db import Store
 
 FORMAT = "cpulab-run"
@@ -27,19 +28,18 @@ VERSION = 2  # 2: a sample's process is `process` (version 1 called it `invocati
 READS = (1, 2)
 MAX_FILE_BYTES = 1 << 30  # a full seeds run is a few MB; more than this is not a run
 RUN_STATUSES = ("running", "done", "interrupted", "failed")
-MAX_INT = 2**63 - 1  # SQLite's INTEGER
 LAST_TIME = 253402300799.0  # 9999-12-31 23:59:59 UTC: the last second the time functions show
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=100_000)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
 Timestamp = Annotated[float, Field(gt=0, le=LAST_TIME, allow_inf_nan=False)]
 # A sample's time: from a picosecond to a year.  Outside that it is no measurement, and its
 # rate (work / time) or inverse is no finite number.
 SampleNs = Annotated[float, Field(ge=1e-3, le=3.2e16, allow_inf_nan=False)]
-Work = Annotated[float, Field(gt=0, le=float(MAX_INT), allow_inf_nan=False)]
+Work = Annotated[float, Field(gt=0, le=float(INT64_MAX), allow_inf_nan=False)]
 
 
 class RunFileError(Exception):
@@ -59,7 +59,7 @@ class _Typed(BaseModel):
 class CacheRecord(_Typed):  # machine.caches(): one cache of CPU 0
     level: Annotated[int, Field(ge=0, le=9)]
     type: Name
-    size_bytes: Annotated[int, Field(gt=0, le=MAX_INT)]
+    size_bytes: Annotated[int, Field(gt=0, le=INT64_MAX)]
     ways: Count | None = None
     line_bytes: Count | None = None
     shared_cpus: Text | None = None
@@ -69,10 +69,10 @@ class CacheRecord(_Typed):  # machine.caches(): one cache of CPU 0
 class TlbRecord(_Typed):  # machine/tlb.py tlb()
     level: Annotated[int, Field(ge=0, le=9)]
     type: Name
-    page_bytes: Annotated[int, Field(gt=0, le=MAX_INT)]
-    entries: Annotated[int, Field(gt=0, le=MAX_INT)]
+    page_bytes: Annotated[int, Field(gt=0, le=INT64_MAX)]
+    entries: Annotated[int, Field(gt=0, le=INT64_MAX)]
     ways: Count | None = None
-    reach_bytes: Annotated[int, Field(gt=0, le=MAX_INT)]
+    reach_bytes: Annotated[int, Field(gt=0, le=INT64_MAX)]
     name: Text = ""
     source: Text = ""
 
@@ -142,7 +142,7 @@ class SampleRecord(_Strict):
     cycles: Finite | None
     instructions: Finite | None
     work: Work
-    reps: Annotated[int, Field(ge=1, le=MAX_INT)]
+    reps: Annotated[int, Field(ge=1, le=INT64_MAX)]
     user_s: Finite | None
     sys_s: Finite | None
     timer: Name
@@ -341,11 +341,16 @@ def validated(model: type[BaseModel], raw, path: Path):
     try:
         return model.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "document"
-        raise RunFileError(f"{path}: {where}: {err['msg'].removeprefix('Value error, ')[:200]}") from None
+        loc, msg = first_error(e)
+        raise RunFileError(f"{path}: {'.'.join(loc) or 'document'}: {msg}") from None
     except RecursionError:
         raise RunFileError(f"{path}: nested too deeply") from None
+
+
+def first_error(e: ValidationError) -> tuple[list[str], str]:
+    """Where the first fault of a document is (its path of keys and positions) and what it is."""
+    err = e.errors()[0]
+    return [str(x) for x in err["loc"]], err["msg"].removeprefix("Value error, ")[:200]
 
 
 def _reject_constant(name: str):

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cpulab.model import Status
 from cpulab.store import formats
 from cpulab.store.db import Store
-from cpulab.store.exchange import RunFileError, RunRecord, validated
+from cpulab.store.exchange import RunFileError, RunRecord, first_error, validated
 
 TOOLS = formats.JSON_TOOLS
 UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -257,16 +257,14 @@ def checked(parsed: Parsed, argv: list[str], path: Path) -> dict:
     try:
         return RunRecord.model_validate(doc).model_dump()
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = [str(x) for x in err["loc"]]
+        loc, msg = first_error(e)
         if loc[:1] == ["results"] and len(loc) > 1:  # named as the file names it: its benchmark
             r, loc = doc["results"][int(loc[1])], loc[2:]
             where = f"{r['workload']} ({r['variant']})"
             if loc[:1] == ["samples"] and len(loc) > 1:
                 where, loc = f"{where}, process {r['samples'][int(loc[1])]['process']}", loc[2:]
             loc = [where, *loc]
-        raise ForeignFileError(f"{path}: {': '.join(loc) or 'document'}: "
-                               f"{err['msg'].removeprefix('Value error, ')[:200]}") from None
+        raise ForeignFileError(f"{path}: {': '.join(loc) or 'document'}: {msg}") from None
 
 
 def import_parsed(store: Store, parsed: Parsed, argv: list[str], path: Path = Path("-")) -> tuple[int, bool]:

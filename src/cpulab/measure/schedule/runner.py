@@ -51,8 +51,12 @@ def _prepare_params(w: workloads.Workload, params: dict[str, str]) -> dict[str, 
 
 class LocalSite:
     """This machine as a Site: most of what it does is a function of this machine's."""
-    build, place, remove_placements = staticmethod(build_variant), staticmethod(place), staticmethod(remove_placements)
-    build_program, input_file, evict = staticmethod(built_here), staticmethod(input_file), staticmethod(evict)
+    build = staticmethod(build_variant)
+    place = staticmethod(place)
+    remove_placements = staticmethod(remove_placements)
+    build_program = staticmethod(built_here)
+    input_file = staticmethod(input_file)
+    evict = staticmethod(evict)
     prepare = staticmethod(_prepare_params)
 
     def __init__(self, executor: Executor):

@@ -154,7 +154,8 @@ def first_look(plan: Plan, targets: list[Target], shared: bool,
         if t.live and t.placed and t.experiment in exps:
             look = plan.processes_of(t.experiment)
             for r in range(min(look, rounds) if rounds else look):
-                links[(t.artifact.hash, t.placement_at(r))] = (r, t.artifact, t.placement_at(r))
+                i = t.placement_at(r)
+                links[(t.artifact.hash, i)] = (r, t.artifact, i)
     return [(art, i) for _, art, i in sorted(links.values(), key=lambda link: link[0])]
 
 
