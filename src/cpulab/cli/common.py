@@ -89,7 +89,6 @@ class RichProgress:
 class FiniteRange(click.FloatRange):
     """A number within a range; NaN, which compares false with
     every bound and so passes click's FloatRange, is refused too."""
-    name = "number"
 
     def convert(self, value, param, ctx):
         v = super().convert(value, param, ctx)
