@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-
 from types import SimpleNamespace
 
 import pytest
 
 from cpulab.cli.bisect import _step
 from cpulab.model import Comparison, Verdict
-
 from cpulab.plan.bisect import BAD, GOOD, SKIP, UNDECIDED, Bisection
 from test_ci import TOY_C, toy_repository
 
