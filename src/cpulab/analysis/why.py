@@ -105,10 +105,16 @@ def _measured(base: Result, var: Result) -> str:
     """The measured figure the cause explains, baseline -> variant: cycles a unit, or
     where they were not measured (under qemu-user) the rate."""
     if base.cycles_per_unit and var.cycles_per_unit:
-        return f"{base.cycles_per_unit:.3g} -> {var.cycles_per_unit:.3g} cycles a {var.unit.rstrip('s')} measured"
+        return f"{base.cycles_per_unit:.3g} -> {var.cycles_per_unit:.3g} cycles {_a(var.unit)} measured"
     if base.median and var.median:
         return f"{base.median:.4g} -> {var.median:.4g} {var.rate_unit} measured"
     return ""
+
+
+def _a(unit: str) -> str:
+    """'bytes' -> 'a byte', 'elements' -> 'an element'."""
+    one = unit.rstrip("s")
+    return f"{'an' if one[:1] in 'aeiou' else 'a'} {one}"
 
 
 def _work(base: Result, var: Result, figures: dict) -> str:
@@ -116,9 +122,8 @@ def _work(base: Result, var: Result, figures: dict) -> str:
     ib, iv = base.instructions_per_unit, var.instructions_per_unit
     if not ib or not iv:
         return ""
-    unit = var.unit.rstrip("s")
     figures["instructions_per_unit"] = [ib, iv]
-    moved = f"{abs(iv / ib - 1):.0%} {'fewer' if iv < ib else 'more'} instructions a {unit} ({ib:.4g} -> {iv:.4g})"
+    moved = f"{abs(iv / ib - 1):.0%} {'fewer' if iv < ib else 'more'} instructions {_a(var.unit)} ({ib:.4g} -> {iv:.4g})"
     if not base.cycles_per_unit or not var.cycles_per_unit:
         return moved
     ipc_b, ipc_v = ib / base.cycles_per_unit, iv / var.cycles_per_unit

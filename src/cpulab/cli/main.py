@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cpulab.cli import bisect, ci, cluster, explain, history, machine_probes, memory, results, run, timing
+from cpulab.cli import bisect, ci, cluster, explain, history, machine_probes, memory, new, results, run, timing
 from cpulab.cli.common import fail
 from cpulab.measure.schedule.session import Interrupted
 from cpulab.store.db import StoreError
@@ -18,7 +18,7 @@ def cli():
     """cpulab: is X faster than Y on this work, by how much, and why?"""
 
 
-for module in (run, ci, bisect, results, history, machine_probes, memory, cluster, explain, timing):
+for module in (run, new, ci, bisect, results, history, machine_probes, memory, cluster, explain, timing):
     for command in module.COMMANDS:
         cli.add_command(command)
 

@@ -28,6 +28,8 @@ from cpulab.cli.kinds import VIEWS
 @click.command()
 @click.argument("plan_file", required=False, shell_complete=complete.plan_names)
 @click.option("-w", "--workload", "workload_names", multiple=True, shell_complete=complete.workload_names, help="Workload to run (repeatable).")
+@click.option("-k", "--kernel", "kernel_files", multiple=True, type=click.Path(dir_okay=False),
+              help="A kernel file of your own (cpulab.h; repeatable): run without a plan, named after the file.")
 @click.option("-v", "--variant", "variant_names", multiple=True, shell_complete=complete.variant_names, help="Build variant (repeatable).")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value, key=a,b,c or key=16..1024 (powers of two).")
 @click.option("--baseline", default=None, help="Variant the others are compared with (default O2).")
@@ -74,12 +76,12 @@ from cpulab.cli.kinds import VIEWS
 @tls_options
 @db_option
 @json_option
-def run(plan_file, workload_names, variant_names, param_flags, baseline, processes, budget, precision, samples,
+def run(plan_file, workload_names, kernel_files, variant_names, param_flags, baseline, processes, budget, precision, samples,
         min_sample_time, grid, timer, random_seed, cold, resume, against, method, instructions, metric, dry_run, cluster,
         machines, label, tls_ca, tls_cert, tls_key, db, as_json):
     """Build and measure a plan (default: the built-in plan), then compare."""
     if resume is not None:
-        given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names),
+        given = [name for name, value in (("PLAN", plan_file), ("--workload", workload_names), ("--kernel", kernel_files),
                                           ("--variant", variant_names), ("--param", param_flags),
                                           ("--baseline", baseline), ("--processes/--runs", processes), ("--samples", samples),
                                           ("--min-sample-time", min_sample_time), ("--grid", grid),
@@ -90,16 +92,16 @@ def run(plan_file, workload_names, variant_names, param_flags, baseline, process
         finish(resumable_plan(store, resume), store, random_seed, as_json, resume)
         return
     try:
-        if workload_names or variant_names or param_flags:
+        from_flags = bool(workload_names or kernel_files or variant_names or param_flags)
+        if from_flags:
             if plan_file:
-                fail("give a plan file or --workload/--variant/--param, not both")
+                fail("give a plan file or --workload/--kernel/--variant/--param, not both")
             p = plans.from_flags(list(workload_names), list(variant_names),
-                                 plans.parse_param_flags(list(param_flags)), baseline)
+                                 plans.parse_param_flags(list(param_flags)), baseline, list(kernel_files))
         else:
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
-        from_flags = bool(workload_names or variant_names or param_flags)  # their --baseline is already in
         p = Overrides(processes, samples, min_sample_time, grid, timer, cold, budget, precision, method, against,
-                      None if from_flags else baseline, instructions, metric).apply(p)
+                      None if from_flags else baseline, instructions, metric).apply(p)  # flags: --baseline is in
         plans.validate(p, plan_file or "plan")
         probes.check_names(p.probe_tables, plan_file or "plan")
     except plans.PlanError as e:

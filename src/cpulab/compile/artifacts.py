@@ -24,6 +24,7 @@ import inspect
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -37,7 +38,7 @@ from cpulab import paths
 from cpulab.model import Status
 from cpulab.machine.toolchains import compiler_version
 from cpulab.plan.toolchain import Variant
-from cpulab.workloads import KERNEL_DIR, Workload
+from cpulab.workloads import CXX_SUFFIXES, KERNEL_DIR, Workload
 
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "profile.h", NATIVE_DIR / "coreclock.h",
@@ -114,14 +115,14 @@ def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
     lines = []
     for n, (obj, name) in enumerate(code):
         lines.append(f"    . += {rng.randrange(0, PAGE if n == 0 else GAP_LIMIT, CODE_STEP)};")
-        lines.append(f"    *{obj}({name})")
+        lines.append(f"    */{obj}({name})")
     objs = sorted(sections)
 
     def data(out: str, patterns: str, where: str) -> str:
-        inputs = " ".join(f"*{obj}({patterns})" for obj in objs)
+        inputs = " ".join(f"*/{obj}({patterns})" for obj in objs)
         return (f"SECTIONS {{ {out} : {{ . += {rng.randrange(0, PAGE, DATA_STEP)}; {inputs} }} }}"
                 f" INSERT {where};\n")
-    rest = " ".join(f"*{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
+    rest = " ".join(f"*/{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
     # Each function's section keeps the alignment its build gave it (-falign-functions=64,
     # or a loop's .p2align 5, which raises its function's section to 32): the linker
     # rounds a drawn gap up to it, so a function moves by multiples of its own alignment
@@ -131,6 +132,11 @@ def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
             + data(".rodata.placed", ".rodata .rodata.*", "AFTER .rodata")
             + data(".data.placed", ".data .data.[!r]*", "AFTER .data")  # .data.rel.ro* stays read-only
             + data(".bss.placed", ".bss .bss.* COMMON", "AFTER .bss"))
+
+
+def linked_objects(art: Artifact) -> list[str]:
+    """The objects its link takes (the harness's, the kernel's, its library's)."""
+    return [a for a in art.commands[-1] if a.endswith(".o")]
 
 
 def code_sections(obj: Path) -> list[str]:
@@ -147,13 +153,12 @@ def place(art: Artifact, i: int) -> str:
     exe = Path(art.placement_path(i))
     if exe.exists():
         return str(exe)
-    folder = exe.parent
-    sections = {o: code_sections(folder / o) for o in ("harness.o", "kernel.o")}
+    sections = {Path(o).name: code_sections(Path(o)) for o in linked_objects(art)}
     script = Path(f"{exe}.ld")
     tmp = f".{os.getpid()}.{threading.get_ident()}"
     Path(f"{script}{tmp}").write_text(layout_script(art.hash, i, sections))
     os.replace(f"{script}{tmp}", script)
-    link = list(art.commands[2])
+    link = list(art.commands[-1])
     link[link.index("-o") + 1] = f"{exe}{tmp}"
     _run_step(link + [f"-Wl,-T,{script}"])
     os.replace(f"{exe}{tmp}", exe)
@@ -172,19 +177,61 @@ def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], ve
     return h.hexdigest()
 
 
+def cxx_driver(cc: str) -> str:
+    """The C++ driver beside a C compiler: gcc -> g++, aarch64-linux-gnu-gcc ->
+    aarch64-linux-gnu-g++, clang(-14) -> clang++(-14), cc -> c++."""
+    for c, cxx in (("gcc", "g++"), ("clang", "clang++"), ("cc", "c++")):
+        head, found, tail = cc.rpartition(c)
+        if found and (not tail or tail.startswith("-")):
+            return head + cxx + tail
+    return cc
+
+
+def kernel_objects(folder: Path) -> list[Path]:
+    """A build's own objects, the kernel's and its library sources' (not the harness's)."""
+    return [folder / "kernel.o", *sorted(folder.glob("lib[0-9]*-*.o"))]
+
+
+def _object_name(i: int, source: Path) -> str:
+    """The object of a kernel's i-th library source: unique in its build, and never a
+    suffix of another's (the placements' scripts name objects as */NAME)."""
+    return f"lib{i}-{source.stem}.o"
+
+
 def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path,
-              include_dirs: tuple[Path, ...] = (), sections: bool = False) -> list[list[str]]:
-    """Compile the harness and the kernel once (each function in its own section where
-    the artifact is to be placed), then link them."""
+              include_dirs: tuple[Path, ...] = (), sections: bool = False,
+              library: tuple[Path, ...] = ()) -> list[list[str]]:
+    """Compile the harness, the kernel and its library sources once each (each function
+    in its own section where the artifact is to be placed; C++ with the variant's C++
+    driver), then link them (with the C++ driver when any source is C++)."""
     cc, abi = variant.compiler, list(variant.abi_flags)
     inc = [a for d in (NATIVE_DIR, kernel.parent, *include_dirs) for a in ("-I", str(d))]
-    harness_o, kernel_o = out.parent / "harness.o", out.parent / "kernel.o"
     placed = list(SECTION_FLAGS) if sections else []
+    cxx = any(f.suffix in CXX_SUFFIXES for f in (kernel, *library))
+    objects = [(kernel, out.parent / "kernel.o")] + [(f, out.parent / _object_name(i, f)) for i, f in enumerate(library)]
+    harness_o = out.parent / "harness.o"
     return [
         [cc, *HARNESS_CFLAGS, *placed, *abi, *inc, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
-        [cc, *variant.cflags, *placed, *abi, *inc, "-c", str(kernel), "-o", str(kernel_o)],
-        [cc, *abi, str(harness_o), str(kernel_o), "-o", str(out), *variant.ldflags, *libs, "-lm"],
+        *([cxx_driver(cc) if f.suffix in CXX_SUFFIXES else cc, *variant.cflags, *placed, *abi, *inc, "-c", str(f),
+           "-o", str(o)] for f, o in objects),
+        [cxx_driver(cc) if cxx else cc, *abi, str(harness_o), *(str(o) for _, o in objects), "-o", str(out),
+         *variant.ldflags, *libs, "-lm"],
     ]
+
+
+def headers_read(compile_cmd: list[str]) -> list[Path]:
+    """The files a compile step reads besides its source (-MM: the user's headers, not the
+    system's), as the compiler finds them under the step's own flags; [] where the
+    compiler cannot say (the compile then fails with its own words)."""
+    cmd = compile_cmd[:compile_cmd.index("-o")] + ["-MM"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if p.returncode != 0:
+        return []
+    names = p.stdout.replace("\\\n", " ").replace("\\ ", "\0").partition(":")[2].split()
+    return [Path(n.replace("\0", " ")).resolve() for n in names[1:]]  # the first is the source itself
 
 
 def _run_step(cmd: list[str]) -> None:
@@ -195,6 +242,9 @@ def _run_step(cmd: list[str]) -> None:
     except FileNotFoundError:
         raise BuildError(f"compiler {cmd[0]!r} not found") from None
     if p.returncode != 0:
+        if m := re.search(r"undefined reference to [`'](k_\w+)'", p.stderr):  # the harness's call
+            raise BuildError(f"the kernel defines no {m[1]} (cpulab.h: a kernel defines k_unit, k_setup, k_run "
+                             "and k_work, with C linkage)")
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()][:6]
         raise BuildError("; ".join(lines) or f"{cmd[0]} exited with {p.returncode}")
 
@@ -222,16 +272,26 @@ def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path, v
 
 def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = (),
                      extra_sources: tuple[Path, ...] = (), include_dirs: tuple[Path, ...] = (),
+                     library: tuple[Path, ...] = (), scan_headers: bool = False,
                      cache_dir: Path | None = None, placeable: bool = False) -> Artifact:
-    """Build harness + one kernel file under a variant, or return the cached artifact.
+    """Build harness + one kernel file (+ its library sources) under a variant, or return
+    the cached artifact.
 
-    extra_sources are files the kernel includes: they only enter the hash.
+    extra_sources are files the kernel includes: they only enter the hash; scan_headers
+    adds every header the compiler reads under the variant's flags (a user's kernel).
     include_dirs are searched for them besides the harness's and the kernel's own.
+    library: sources compiled under the variant beside the kernel, and linked with it.
     placeable: compiled for placements (module docstring), linked by `place`.
     """
-    kernel = Path(kernel)
+    kernel, library = Path(kernel), tuple(Path(f) for f in library)
     version = compiler_version(variant.compiler)  # a subprocess: asked once per build
-    key = _input_hash([kernel, *extra_sources], variant, tuple(libs), version)
+    headers = list(extra_sources)
+    if scan_headers:  # ~10 ms a source, cached builds too: a header edited is a new build
+        for cmd in _commands(kernel, variant, tuple(libs), Path("scan", kernel.stem), tuple(include_dirs),
+                             placeable, library)[1:-1]:
+            headers += headers_read(cmd)
+    headers = sorted(set(headers) - {kernel, *library})
+    key = _input_hash([kernel, *library, *headers], variant, tuple(libs), version)
     if placeable:  # placements kept beside the artifact are redrawn when their drawing changes
         key = hashlib.sha256(f"{key}:{SECTION_FLAGS}:{inspect.getsource(layout_script)}".encode()).hexdigest()
     root = Path(cache_dir or paths.artifact_dir())
@@ -243,10 +303,11 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
         exe = work / kernel.stem
-        cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs), placeable)
+        cmds = _commands(kernel, variant, tuple(libs), exe, tuple(include_dirs), placeable, library)
         _compile_once(cmds[0], HARNESS_SOURCES, work, root, version)
-        _compile_once(cmds[1], HARNESS_SOURCES + [kernel, *extra_sources], work, root, version)
-        _run_step(cmds[2])
+        for cmd, source in zip(cmds[1:-1], (kernel, *library)):
+            _compile_once(cmd, HARNESS_SOURCES + [source, *headers], work, root, version)
+        _run_step(cmds[-1])
         data = exe.read_bytes()
         # Paths inside the commands name the final place, not the temporary one.
         final_cmds = tuple(tuple(a.replace(str(work), str(final)) for a in c) for c in cmds)
@@ -266,6 +327,9 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
 def build_artifact(workload: Workload, variant: Variant, cache_dir: Path | None = None) -> Artifact:
     return build_executable(workload.source, variant, libs=workload.libs,
                             extra_sources=tuple(KERNEL_DIR / s for s in workload.extra_sources),
+                            include_dirs=tuple(Path(d) for d in workload.include_dirs),
+                            library=tuple(Path(f) for f in workload.library_sources),
+                            scan_headers=bool(workload.declared_in),
                             cache_dir=cache_dir, placeable=can_place(variant))
 
 

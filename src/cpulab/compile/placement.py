@@ -1,7 +1,8 @@
 """What the placements of an artifact are: where its code sits, and proof that the code
-itself is the same in each (artifacts.py links the one kernel.o under random layouts).
+itself is the same in each (artifacts.py links the one kernel.o, and a user's library
+objects, under random layouts).
 
-A function's bytes in a placement are compared with its bytes in kernel.o outside the
+A function's bytes in a placement are compared with its bytes in its object outside the
 fields the linker fills in (relocations: call targets, RIP-relative addresses), which
 must change when the code moves.  Read with pyelftools; x86-64 objects only (the
 relocation sizes are that ABI's).
@@ -14,7 +15,7 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
-from cpulab.compile.artifacts import Artifact, place
+from cpulab.compile.artifacts import Artifact, kernel_objects, place
 
 PAGE = 4096
 # x86-64 relocation types that fill 8 bytes (R_X86_64_64, _PC64, _GOTOFF64, _GOTPC64);
@@ -27,8 +28,8 @@ _RELAXABLE = {41, 42}
 @dataclass(frozen=True)
 class Placements:
     """One artifact's placements: the timed function's address modulo a page in each,
-    the order of kernel.o's functions in each (names by address), and the kernel.o
-    functions whose linked bytes differ from the object's in any of them (outside
+    the order of the kernel's functions (its library's too) in each (names by address),
+    and those functions whose linked bytes differ from the object's in any of them (outside
     relocated fields; empty when the code is the same everywhere)."""
     offsets: tuple[int, ...]
     orders: tuple[tuple[str, ...], ...]
@@ -90,9 +91,10 @@ def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tup
 def inspect(art: Artifact, placements: int) -> Placements | None:
     """The first `placements` placements of an artifact (linked if they are not yet), or
     None when its objects are not x86-64."""
-    objects = _object_functions(Path(art.path).parent / "kernel.o")
-    if objects is None:
+    read = [_object_functions(o) for o in kernel_objects(Path(art.path).parent)]
+    if any(r is None for r in read):
         return None
+    objects = {name: f for r in read for name, f in r.items()}
     offsets, orders, differing = [], [], set()
     for i in range(placements):
         offset, order, same = _linked_matches(Path(place(art, i)), objects)

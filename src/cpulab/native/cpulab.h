@@ -1,20 +1,34 @@
-/* cpulab.h - the interface between the fixed harness (harness.c) and one kernel.
+/* cpulab.h - the interface between the fixed harness (harness.c) and one kernel: a
+ * public interface, the one a kernel of your own implements (README: "Your own kernel";
+ * `cpulab new kernel NAME` writes one to start from).
  *
- * A kernel is one C file that defines the four k_* functions and k_unit below.
- * The harness is compiled with fixed flags; only the kernel gets the variant's
- * flags.  The harness calls, in order:
+ * A kernel is one C or C++ file that defines k_unit and the k_* functions below (k_verify
+ * may be left out).  The harness is compiled with fixed flags; only the kernel (and the
+ * library sources its plan names) gets the variant's flags.  The harness calls, in order:
  *
  *   ctx = k_setup();          allocate and initialise from the parameters
- *   k_verify(ctx) == 0 ?      known-answer test; a kernel that fails is never timed
+ *   k_verify(ctx) == 0 ?      known-answer test; a kernel that fails is never timed.
+ *                             Left out: cpulab checks instead that one k_run(ctx, 1) on
+ *                             a fresh context returns what the baseline's returns
+ *                             (exactly, or as doubles within the plan's tolerance:
+ *                             return k_double_bits(x) for a floating-point result)
  *   k_run(ctx, reps)          the timed work, called many times; returns a checksum
  *   k_work(ctx, reps)         units of work (bytes, keys, flop, loads) done by one
  *                             k_run(ctx, reps) call
+ *
+ * cpulab compiles a kernel with this file's directory on the include path; `cpulab new
+ * kernel` also writes compile_flags.txt naming it, for editors.
  */
 #ifndef CPULAB_H
 #define CPULAB_H
 
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Parameters arrive as --param key=value on the harness command line.  k_param_int and
  * k_param_num read the whole value in base 10 (no leading zeros, hex or suffixes); a value
@@ -57,11 +71,23 @@ static inline uint64_t k_mix(uint64_t h, uint64_t v)
     return h;
 }
 
-/* Defined by each kernel. */
+/* A double's bits as a checksum, for the automatic check's tolerance (k_verify left out). */
+static inline uint64_t k_double_bits(double x)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return bits;
+}
+
+/* Defined by each kernel (with C linkage: in C++ this header declares them so). */
 extern const char k_unit[];                     /* "bytes", "keys", "flop", "loads" ... */
 void    *k_setup(void);                         /* NULL = failure (say why with k_fail/k_skip) */
 int      k_verify(void *ctx);                   /* 0 = known answers match */
 uint64_t k_run(void *ctx, uint64_t reps);       /* the timed work; a checksum of it */
 double   k_work(const void *ctx, uint64_t reps); /* units of work in k_run(ctx, reps) */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -60,6 +60,11 @@
 
 #include "coreclock.h" /* HAVE_TSC, tsc_begin/tsc_end, add_chain, fastest_chain_ratio */
 
+/* A kernel may leave k_verify out (a user's, cpulab.h): its check is then cpulab's, the
+ * checksum of one k_run call on a fresh context, which every variant must share with
+ * its baseline (measure/schedule/runner.py). */
+#pragma weak k_verify
+
 #define MAX_PARAMS 32
 #define MAX_NOTES 32
 #define MAX_SAMPLES 10000
@@ -837,7 +842,11 @@ int main(int argc, char **argv)
     /* --verified: this executable (or a placement of it: the same code bytes) passed its
      * known-answer test at these parameters earlier in the run; its test can cost more
      * than the samples (a long-double DFT, or anything under qemu). */
-    int bad = verified ? 0 : k_verify(ctx);
+    const int own_check = k_verify != NULL;
+    uint64_t check = 0;
+    if (!verified && !own_check)
+        check = k_run(ctx, 1);
+    int bad = verified || !own_check ? 0 : k_verify(ctx);
     if (bad)
         return fail_is_skip ? report_status("skipped", fail_reason, 4)
                             : report_status("verify-failed", fail_reason[0] ? fail_reason : "known-answer test failed", 3);
@@ -932,6 +941,8 @@ int main(int argc, char **argv)
     printf(",\"reps\":%llu,\"work\":", (unsigned long long)reps);
     json_num(k_work(ctx, reps));
     printf(",\"checksum\":\"%016llx\"", (unsigned long long)checksum_sink);
+    if (!verified && !own_check)
+        printf(",\"check\":\"%016llx\"", (unsigned long long)check);
     /* Where the timed code sits: its offset within a page (the placement, artifacts.py). */
     printf(",\"code_offset\":%u", (unsigned)((uintptr_t)&k_run & 4095));
     printf(",\"setup_ns\":%llu,\"calibrate_ns\":%llu,\"around_ns\":", (unsigned long long)(t_setup - t_start),

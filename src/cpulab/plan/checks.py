@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cpulab import machine, policy, workloads
 from cpulab.params import ParamError, human_bytes
-from cpulab.plan import toolchain
+from cpulab.plan import kernels, toolchain
 from cpulab.plan.programs import CommandError, check_plan_programs
 
 
@@ -63,6 +63,10 @@ def validate(plan, where: str = "plan"):
     """Check the whole plan before anything is built, and make every parameter value
     canonical (cpulab.params); PlanError names the first problem in one line."""
     _check_settings(plan, where)
+    try:  # first: the experiments name them
+        kernels.register(plan.kernels, where)
+    except kernels.KernelError as e:
+        raise PlanError(str(e)) from None
     check(bool(plan.experiments) or bool(plan.probe_tables), where, "no experiments")
     for name in plan.custom_variants:
         check(name not in toolchain.BUILTIN, f"{where}: variants.{name}",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cpulab import paths, policy, workloads
 from cpulab.record import RunRecord
-from cpulab.plan import toolchain
+from cpulab.plan import kernels, toolchain
 from cpulab.plan.checks import LIMITS, PlanError, canonical_params, check, check_keys, str_list, validate  # noqa: F401 (plans.LIMITS, plans.validate)
 from cpulab.plan.programs import CommandError, Program, parse_programs
 from cpulab.plan.toolchain import Variant
@@ -73,6 +73,8 @@ class Plan:
     probe_tables: list[str] = field(default_factory=list)
     custom_variants: dict[str, Variant] = field(default_factory=dict)
     programs: dict[str, Program] = field(default_factory=dict)  # the [program.NAME] tables
+    # The [kernel.NAME] tables (plan/kernels.py), paths absolute: workloads of the user's own.
+    kernels: dict[str, dict] = field(default_factory=dict)
     cold: bool = False  # evict program inputs from the page cache before each run
     # How variants meet their baseline (policy.METHODS): "turns" runs the kernels of one
     # point as processes alive together, taking samples in turns.
@@ -87,8 +89,11 @@ class Plan:
     # experiment and decides by the counts, with the time beside them.
     metric: str = "time"
 
+    def experiment(self, name: str) -> Experiment:
+        return next(e for e in self.experiments if e.name == name)
+
     def processes_of(self, experiment: str) -> int:
-        e = next(e for e in self.experiments if e.name == experiment)
+        e = self.experiment(experiment)
         return e.processes or self.processes or self.decision_policy().first_look(self.comparisons_of(e))
 
     def points_of(self, e: Experiment) -> int:
@@ -110,11 +115,10 @@ class Plan:
         return RunRecord.make(kind, {**self.as_dict(), **more})
 
     def counts_instructions(self, experiment: str) -> bool:
-        return (self.instructions or self.metric == "instructions"
-                or next(e for e in self.experiments if e.name == experiment).instructions)
+        return self.instructions or self.metric == "instructions" or self.experiment(experiment).instructions
 
     def samples_of(self, experiment: str) -> int:
-        e = next(e for e in self.experiments if e.name == experiment)
+        e = self.experiment(experiment)
         return e.samples or self.samples
 
     def variant(self, name: str) -> Variant:
@@ -164,7 +168,7 @@ def _programs_from_toml(table, where: str) -> dict[str, Program]:
 
 
 _PLAN_KEYS = {"name", "processes", "samples", "min_sample_time", "warmup", "timeout", "grid", "timer", "budget", "precision",
-              "measure_identical", "probe_tables", "variants", "experiment", "program", "cold", "method",
+              "measure_identical", "probe_tables", "variants", "experiment", "program", "kernel", "cold", "method",
               "instructions", "metric"}
 _EXP_KEYS = {"name", "title", "intro", "tag", "workloads", "variants", "baseline", "params", "processes", "samples",
              "share_machine", "instructions"}
@@ -231,8 +235,13 @@ def from_dict(d: dict, where: str) -> Plan:
                                params=ed.get("params") or {}, processes=ed.get("processes"), samples=ed.get("samples"),
                                share_machine=ed.get("share_machine", False),
                                instructions=ed.get("instructions", False)))
+    try:
+        own_kernels = kernels.resolved(d.get("kernel"), Path(where).parent, where)
+    except kernels.KernelError as e:
+        raise PlanError(str(e)) from None
     plan = Plan(name=_str(d, "name", Path(where).stem, where), experiments=exps, custom_variants=custom,
-                programs=_programs_from_toml(d.get("program"), where), cold=bool(d.get("cold", False)),
+                programs=_programs_from_toml(d.get("program"), where), kernels=own_kernels,
+                cold=bool(d.get("cold", False)),
                 **{k: d[k] for k in ("processes", "samples", "min_sample_time", "warmup", "timeout", "budget", "precision",
                                      "grid", "timer", "measure_identical", "method", "instructions", "metric") if k in d},
                 probe_tables=str_list(d.get("probe_tables", []), f"{where}: probe_tables"))
@@ -261,10 +270,15 @@ def load(path_or_name: str) -> Plan:
 
 
 def from_flags(workload_names: list[str], variant_names: list[str], params: dict[str, str | list[str]],
-               baseline: str | None) -> Plan:
-    """A one-experiment plan from `--workload`, `--variant`, `--param`, `--baseline`."""
+               baseline: str | None, kernel_files: list[str] = ()) -> Plan:
+    """A one-experiment plan from `--workload`, `--kernel`, `--variant`, `--param`, `--baseline`."""
     variants = variant_names or list(toolchain.DEFAULT_VARIANTS)
-    names = workload_names or ["sha256"]
+    try:
+        own = dict(kernels.from_file(f) for f in kernel_files)
+        kernels.register(own, "--kernel")
+    except kernels.KernelError as e:
+        raise PlanError(str(e)) from None
+    names = [*workload_names, *own] or ["sha256"]
     per_workload = {}
     for w in names:
         try:
@@ -274,11 +288,12 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
         per_workload[w] = canonical_params(wl, {k: v for k, v in params.items() if k in wl.params}, "--param ")
     for k in params:
         if not any(k in per_workload[w] for w in names):
-            raise PlanError(f"--param {k}: no selected workload has this parameter")
+            raise PlanError(f"--param {k}: no selected workload has this parameter"
+                            + (" (a --kernel file has none: declare them in a plan's [kernel] table)" if own else ""))
     exp = Experiment(name="cli", workloads=names, variants=variants,
                      baseline=baseline or ("O2" if "O2" in variants else variants[0]),
                      params={w: p for w, p in per_workload.items() if p})
-    return validate(Plan(name="command line", experiments=[exp]), "command line")
+    return validate(Plan(name="command line", experiments=[exp], kernels=own), "command line")
 
 
 def from_stored(record: RunRecord, where: str) -> Plan:

@@ -18,6 +18,7 @@ from cpulab.declarations import collect, lookup
 from cpulab.params import Param
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+CXX_SUFFIXES = (".cc", ".cpp", ".cxx", ".c++", ".C")  # a kernel's sources built as C++
 
 # How a unit of work is shown: (rate label, divisor of units/s), per-clock label.
 UNITS = {
@@ -55,6 +56,16 @@ class Workload:
     libs: tuple[str, ...] = ()
     requires: dict[str, str] = field(default_factory=dict)
     extra_sources: tuple[str, ...] = ()  # headers the kernel includes (for the cache hash)
+    # A user's kernel (a plan's [kernel.NAME] table, plan/kernels.py): absolute paths, its
+    # library sources compiled under the variant beside the kernel, the directories its
+    # includes are searched in (every header the compiler reads enters the build's hash),
+    # and where it was declared.  Without a k_verify of its own, its check is automatic:
+    # the checksum of one k_run call equals the baseline's, exactly or (check_tolerance)
+    # as doubles within that relative tolerance.
+    library_sources: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    declared_in: str = ""
+    check_tolerance: float | None = None
     # Called with one parameter point before it runs; returns parameters to add (e.g. the
     # path of a data file it made and the digest Python's hashlib expects of it).
     prepare: Callable[[dict[str, str]], dict[str, str]] | None = None

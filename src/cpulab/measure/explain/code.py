@@ -1,7 +1,7 @@
 """The generated code read back from an executable: the kernel's functions, their
 instructions, and the loops in them (backward branches) with each loop's alignment.
 
-Only symbols that come from kernel.o count.  Two listings are aligned row by row with
+Only symbols that come from the kernel's objects (kernel.o, a user's library sources) count.  Two listings are aligned row by row with
 difflib on the instruction text with absolute addresses replaced by symbol+offset and
 branch targets inside the region by their position in it; registers, displacements and
 sizes are kept.
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
+
+from cpulab.compile.artifacts import kernel_objects
 
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+(.*)$")
 _FUNC = re.compile(r"^([0-9a-f]+) <(.+)>:$")
@@ -110,9 +112,9 @@ class Function:
         return out
 
 
-def kernel_symbols(kernel_object: Path) -> set[str]:
-    """Names of the functions defined in kernel.o."""
-    with open(kernel_object, "rb") as f:
+def kernel_symbols(obj: Path) -> set[str]:
+    """Names of the functions defined in an object."""
+    with open(obj, "rb") as f:
         elf = ELFFile(f)
         symtab = elf.get_section_by_name(".symtab")
         if symtab is None:
@@ -163,7 +165,7 @@ def kernel_functions(artifact_path: str) -> dict[str, Function]:
     Only their span is disassembled (_span): a static build's libc took 0.3 s of objdump
     and parsing per read (model 167; 19 reads in the seeds), its kernel 0.01-0.1."""
     exe = Path(artifact_path)
-    names = kernel_symbols(exe.parent / "kernel.o")
+    names = set().union(*(kernel_symbols(o) for o in kernel_objects(exe.parent)))
     stems = {n.split(".")[0] for n in names}
     listed = disassemble(exe, _span(exe, stems))
     return {n: f for n, f in listed.items() if n.split(".")[0] in stems and f.instructions}

@@ -27,6 +27,7 @@ from cpulab.machine import toolchains
 from cpulab import time_split
 from cpulab.measure import instructions, probes, randomness
 from cpulab.measure.schedule import programs
+from cpulab.measure.schedule.auto_check import checked
 from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu, shared_pages
 from cpulab.measure.explain.largest import (
     decided, decided_builds, explain_difference, largest_differences, read_code
@@ -292,6 +293,7 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
             if stop is not None and stop.is_set():  # stopped under it: its processes were killed, not failed
                 return seconds
             split.add_round(k[0], time.perf_counter() - t0, getattr(executor, "waited_s", 0.0) - waited0, outs)
+            outs = checked(plan.experiment(k[0]).baseline, [t.variant for t, _ in jobs], k[1], outs)
             for (t, _), out, turns in zip(jobs, outs, orders):
                 _record(store, t, out, progress, turns)
             return seconds
