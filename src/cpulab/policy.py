@@ -32,7 +32,7 @@ MIN_EFFECT = 0.01
 # How a variant meets its baseline: "turns" (the processes of one round alive together on
 # one CPU, taking samples in turns: per-turn ratios, one per round, signed-rank over
 # rounds), "paired" (one estimate per process, ratio per round) or "unpaired"
-# (Mann-Whitney over processes).  README "How it measures" has the figures.
+# (Mann-Whitney over processes).  docs/method.md has the figures.
 METHODS = ("turns", "paired", "unpaired")
 DEFAULT_METHOD = "turns"
 # What a run's verdicts are read from: the time (the test above), or the instructions per

@@ -31,16 +31,17 @@ def level_of(working_set: int, memory: list[dict]) -> dict:
 def place(r: Result, roofs: dict) -> dict | None:
     """One result under the roofs, or None where it has no flops or no cycles."""
     w = workloads.registry().get(r.workload)
-    if w is None or w.flops_per_byte is None or not r.cycles_per_unit or r.emulated:
+    if not r.cycles_per_unit or r.emulated:
         return None
-    point = {**w.defaults(), **r.params}
-    intensity = w.flops_per_byte(point)
+    point = {**(w.defaults() if w else {}), **r.params}
+    # declared by a built-in workload, or noted by a kernel of one's own (cpulab.h: k_note)
+    intensity = w.flops_per_byte(point) if w and w.flops_per_byte else (r.notes or {}).get("flops_per_byte")
     memory = [m for m in roofs["memory"] if m["bytes_per_cycle"]]
     compute = [c for c in roofs["compute"] if c["flops_per_cycle"]]
     if not intensity or not memory or not compute:
         return None
     flops_per_cycle = (1 if r.unit == "flop" else intensity) / r.cycles_per_unit
-    working_set = int((r.notes or {}).get("working_set_bytes") or (w.memory(point) if w.memory else 0))
+    working_set = int((r.notes or {}).get("working_set_bytes") or (w.memory(point) if w and w.memory else 0))
     level = level_of(working_set, memory)
     top = max(compute, key=lambda c: c["flops_per_cycle"])
     lanes = 2 if point.get("precision") == "float" else 1

@@ -48,7 +48,10 @@ void k_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *k_alloc(size_t bytes);
 void  k_free(void *p);
 
-/* Attach a number to the result, e.g. k_note("working_set_bytes", 3 * n * 8). */
+/* Attach a number to the result, e.g. k_note("working_set_bytes", 3 * n * 8).  Two are read:
+ * working_set_bytes (which cache level holds the data, for the why) and flops_per_byte
+ * (floating-point operations per byte of operands, of a kernel whose unit is flop or bytes:
+ * where the roofline places it). */
 void k_note(const char *key, double value);
 
 /* Proving that a known-answer test can fail.  K_BROKEN is 0, or 1 when the kernel is built
