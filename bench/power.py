@@ -4,12 +4,14 @@ twins, detection of real 1%, 1.5%, 2% and 3% slowdowns, the coverage of the inte
 and the carry-over between group members, each rate with an exact binomial interval.
 
 One plan, measured as cpulab measures any plan: the default policy (budget, looks,
-processes, samples, method), groups of two or three variants.  Two bench kernels, one
-throughput-bound (bench/kernels/inflated.c: SHA-256 blocks) and one latency-bound
-(bench/kernels/chase.c: a dependent pointer chase), each with a `point` parameter that
-only names a point (every point does the same work):
+processes, samples, method), groups of two or three variants.  The bench kernels are
+declared as a user declares kernels of their own ([kernel] tables, KERNEL_TABLES): by
+default one throughput-bound (bench/kernels/inflated.c: SHA-256 blocks) and one
+latency-bound (bench/kernels/chase.c: a dependent pointer chase); `--kernels mixcxx` a
+C++ one (bench/kernels/mix.cpp: a templated mix over a std::vector).  Each has a `point`
+parameter that only names a point (every point does the same work):
 
-* A/A experiments (`--aa` of them, half each kernel), 10 points each: two variants
+* A/A experiments (`--aa` of them, the kernels in turn), 10 points each: two variants
   built from the same source with a different, unused -D, so each is its own build with
   its own placements (the code bytes are the same).  Any faster/slower is false; an
   experiment with any is a false family.
@@ -30,7 +32,8 @@ only names a point (every point does the same work):
 Coverage is also given by the rounds each comparison ran (8, 16, 32, 48 ...), over the
 injected rows and the A/A rows (whose true ratio is 1).
 
-Usage: python bench/power.py [--aa 40] [--injected 12] [--layout 1] [--long 2] [--json]
+Usage: python bench/power.py [--aa 40] [--injected 12] [--layout 1] [--long 2] [--kernels inflated,chase]
+       [--levels 1,1.5/2,3] [--json]
        [--keep DB] [--from DB] [--cotenant CPU]
 """
 from __future__ import annotations
@@ -49,10 +52,9 @@ from scipy import stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cotenant import cotenant  # noqa: E402
 
-from cpulab import analysis, workloads  # noqa: E402
+from cpulab import analysis  # noqa: E402
 from cpulab.measure.schedule import runner  # noqa: E402
-from cpulab.params import Param  # noqa: E402
-from cpulab.plan import plan as plans  # noqa: E402
+from cpulab.plan import kernels as kernel_tables, plan as plans  # noqa: E402
 from cpulab.plan.toolchain import Variant  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 
@@ -70,27 +72,29 @@ LAYOUT_TWINS = {"sections": (("-ffunction-sections", "-fdata-sections"), ()), "t
                 "noseparate": ((), ("-Wl,-z,noseparate-code",))}  # name: (cflags, ldflags)
 
 
-def register_kernels() -> None:
-    """The bench kernels as workloads of this process only (not in `cpulab list`)."""
-    point = {"point": Param("0", max=99)}
-    workloads.registry()["inflated"] = workloads.Workload(
-        name="inflated", kernel=str(HERE / "kernels" / "inflated.c"), extra_sources=("sha256_core.h",),
-        unit="bytes", params=point, description="SHA-256 blocks, optionally 0.5-10% more than reported (bench only)")
-    workloads.registry()["chase"] = workloads.Workload(
-        name="chase", kernel=str(HERE / "kernels" / "chase.c"), unit="loads",
-        params={**point, "size": Param("262144", "size", min=128)},
-        description="a dependent pointer chase, optionally 0.01-10% more links than reported (bench only)")
+# The bench kernels as a user declares kernels of their own: [kernel] tables (plan/kernels.py).
+POINT = {"point": {"default": 0, "max": 99}}
+KERNEL_TABLES = {
+    "inflated": {"source": "kernels/inflated.c", "unit": "bytes", "params": POINT,
+                 "description": "SHA-256 blocks, optionally 0.5-10% more than reported (bench only)"},
+    "chase": {"source": "kernels/chase.c", "unit": "loads",
+              "params": {**POINT, "size": {"kind": "size", "default": "256K", "min": 128}},
+              "description": "a dependent pointer chase, optionally 0.01-10% more links than reported (bench only)"},
+    "mixcxx": {"source": "kernels/mix.cpp", "unit": "elements", "params": POINT,
+               "description": "C++: SplitMix64's finalizer over a vector, optionally 0.05-10% more (bench only)"},
+}
 
 
 def points(n: int) -> list[str]:
     return [str(i) for i in range(n)]
 
 
-def make_plan(aa: int, injected: int, layout: int = 0, long: int = 0) -> plans.Plan:
+def make_plan(aa: int, injected: int, layout: int = 0, long: int = 0, kernels: tuple[str, ...] = KERNELS,
+              level_groups: tuple[tuple[str, ...], ...] = LEVELS) -> plans.Plan:
     variants: dict[str, Variant] = {}
     exps = []
     for i in range(aa + long):
-        wl, name = KERNELS[i % 2], f"aa{i}" if i < aa else f"aalong{i - aa}"
+        wl, name = kernels[i % len(kernels)], f"aa{i}" if i < aa else f"aalong{i - aa}"
         a, b = (Variant(f"{name}{s}", cflags=("-O2", f"-DCPULAB_TWIN={name}{s}")) for s in "ab")
         variants |= {a.name: a, b.name: b}
         exps.append(plans.Experiment(name, [wl], [a.name, b.name], a.name, params={wl: {"point": points(AA_POINTS)}},
@@ -100,11 +104,11 @@ def make_plan(aa: int, injected: int, layout: int = 0, long: int = 0) -> plans.P
         group += [Variant(f"lt{i}-{n}", cflags=(*group[0].cflags, *cflags), ldflags=ldflags)
                   for n, (cflags, ldflags) in LAYOUT_TWINS.items()]
         variants |= {v.name: v for v in group}
-        exps.append(plans.Experiment(f"layout{i}", ["inflated"], [v.name for v in group], group[0].name,
-                                     params={"inflated": {"point": points(AA_POINTS)}}))
-    for wl in KERNELS:
+        exps.append(plans.Experiment(f"layout{i}", [kernels[0]], [v.name for v in group], group[0].name,
+                                     params={kernels[0]: {"point": points(AA_POINTS)}}))
+    for wl in kernels:
         for i in range(injected):
-            for levels in LEVELS:
+            for levels in level_groups:
                 tag = f"{wl}{i}-{'-'.join(levels)}"
                 honest = Variant(f"h-{tag}", cflags=("-O2", f"-DCPULAB_TWIN={tag}"))
                 group = [honest] + [Variant(f"inj{pct}-{tag}", cflags=honest.cflags,
@@ -112,11 +116,13 @@ def make_plan(aa: int, injected: int, layout: int = 0, long: int = 0) -> plans.P
                 variants |= {v.name: v for v in group}
                 exps.append(plans.Experiment(f"inj-{tag}", [wl], [v.name for v in group], honest.name,
                                              params={wl: {"point": points(INJECTED_POINTS)}}))
-    align = {n: Variant(n, cflags=("-O2", f"-falign-functions={w}")) for n, w in (("align32", 32), ("align64", 64))}
-    variants |= align
-    exps.append(plans.Experiment("align", ["inflated"], list(align), "align32",
-                                 params={"inflated": {"point": points(AA_POINTS)}}))
-    return plans.validate(plans.Plan("power", exps, measure_identical=True, custom_variants=variants))
+    if "inflated" in kernels:
+        align = {n: Variant(n, cflags=("-O2", f"-falign-functions={w}")) for n, w in (("align32", 32), ("align64", 64))}
+        variants |= align
+        exps.append(plans.Experiment("align", ["inflated"], list(align), "align32",
+                                     params={"inflated": {"point": points(AA_POINTS)}}))
+    own = kernel_tables.resolved({k: KERNEL_TABLES[k] for k in kernels}, HERE, "bench/power.py")
+    return plans.validate(plans.Plan("power", exps, measure_identical=True, custom_variants=variants, kernels=own))
 
 
 def rate(count: int, n: int) -> dict:
@@ -157,7 +163,7 @@ def tally(comps: list[dict], results: list) -> dict:
         "comparisons": len(comps),
         "aa_false_rate": rate(sum(c["verdict"] in called for c in aa), len(aa)),
         "aa_false_rate_by_kernel": {wl: rate(sum(c["verdict"] in called for c in aa if c["workload"] == wl),
-                                             sum(c["workload"] == wl for c in aa)) for wl in KERNELS},
+                                             sum(c["workload"] == wl for c in aa)) for wl in sorted({c["workload"] for c in aa})},
         "family_false_rate": rate(sum(families.values()), len(families)),
         "aa_verdicts": {v: sum(c["verdict"] == v for c in aa) for v in sorted({c["verdict"] for c in aa})},
         "detect": {pct: rate(sum(c["verdict"] == "slower" for c in inj if injected_pct(c["variant"]) == pct),
@@ -165,7 +171,7 @@ def tally(comps: list[dict], results: list) -> dict:
         "detect_by_kernel": {wl: {pct: rate(sum(c["verdict"] == "slower" for c in inj
                                                 if injected_pct(c["variant"]) == pct and c["workload"] == wl),
                                             sum(injected_pct(c["variant"]) == pct and c["workload"] == wl
-                                                for c in inj)) for pct in levels} for wl in KERNELS},
+                                                for c in inj)) for pct in levels} for wl in sorted({c["workload"] for c in inj})},
         "ratio_median": {pct: median([c["ratio"] for c in inj if injected_pct(c["variant"]) == pct])
                          for pct in levels},
         "coverage": rate(sum(c["ci"] is not None and c["ci"][0] <= 100 / (100 + float(injected_pct(c["variant"])))
@@ -191,14 +197,19 @@ def main() -> None:
     ap.add_argument("--layout", type=int, default=1, help=f"layout-twin experiments of {AA_POINTS} points (default 1)")
     ap.add_argument("--long", type=int, default=2,
                     help=f"A/A experiments of {AA_POINTS} points run {LONG_ROUNDS} rounds (default 2)")
+    ap.add_argument("--kernels", default=",".join(KERNELS),
+                    help=f"the bench kernels measured, of {', '.join(KERNEL_TABLES)} (default {','.join(KERNELS)})")
+    ap.add_argument("--levels", default="/".join(",".join(g) for g in LEVELS),
+                    help="injected percentages, each group (a,b) measured against one honest twin, groups "
+                         "split by / (default %(default)s)")
     ap.add_argument("--cotenant", type=int, default=None, metavar="CPU",
                     help="a busy loop on this CPU, on and off at random 0.05-5 s (bench/cotenant.py)")
     ap.add_argument("--keep", help="store path to keep (default: a temporary one)")
     ap.add_argument("--from", dest="from_db", help="analyse the latest run of this kept store, measure nothing")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    register_kernels()
-    plan = make_plan(a.aa, a.injected, a.layout, a.long)
+    plan = make_plan(a.aa, a.injected, a.layout, a.long, tuple(a.kernels.split(",")),
+                     tuple(tuple(g.split(",")) for g in a.levels.split("/")))
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         store = Store(a.from_db or a.keep or Path(d) / "power.sqlite")
