@@ -241,3 +241,22 @@ def test_the_example_words_beat_bytes(cli):
     assert all(r["status"] == "ok" and "check" in r["notes"] for r in results.values())
     comparisons = json.loads(p.stdout)["comparisons"]
     assert len(comparisons) == 3 and all(c["ratio"] > 1.5 for c in comparisons), comparisons
+
+
+def test_ci_builds_a_kernel_in_git_at_both_commits(tmp_path, cli):
+    """A kernel whose files are in a git work tree: `cpulab ci BASE..HEAD` builds each
+    commit's files (the work tree untouched) and calls a doubled library loop a regression."""
+    import subprocess
+    plan = write_kernel(tmp_path / "repo", ("O2",))
+    git = ["git", "-C", str(tmp_path / "repo"), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "good"], check=True)
+    # the same answer (the automatic check compares head's with base's) for twice the work
+    slow = LIBRARY_C.replace("for (size_t i = 0; i < n; i++)", "for (int pass = 0; pass < 2; pass++)\n"
+                             "    for (size_t i = 0; i < n; i++)").replace("return s;", "return s / 2;")
+    (tmp_path / "repo" / "lib" / "scale.c").write_text(slow)
+    subprocess.run([*git, "commit", "-qam", "twice the work"], check=True)
+    (tmp_path / "repo" / "lib" / "scale.c").write_text(LIBRARY_C)  # the work tree is not what ci builds
+    p = cli("ci", "HEAD~1..HEAD", "--plan", str(plan), "--threshold", "0.2", "--budget", "0")
+    assert p.returncode == 1 and "regression" in p.stdout, p.stdout + p.stderr

@@ -3,7 +3,6 @@ slower than at GOOD (plan/bisect.py), each step a `cpulab ci GOOD..CANDIDATE` ru
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -14,7 +13,7 @@ from cpulab.cli.pipeline import carry_plan
 from cpulab.model import Status, Verdict
 from cpulab.plan import plan as plans
 from cpulab.plan.bisect import BAD, GOOD, SKIP, UNDECIDED, Bisection, commits_between, subject
-from cpulab.plan.ci import Range, ci_plan
+from cpulab.plan.ci import Range, ci_plan, repository_of
 from cpulab.plan.origin import git_origin
 from cpulab.plan.overrides import Overrides
 from cpulab.report.tables import fmt_delta
@@ -23,7 +22,7 @@ from cpulab.report.tables import fmt_delta
 @click.command()
 @click.argument("good")
 @click.argument("bad")
-@click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables are built at each commit.")
+@click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables (and [kernel] tables in git) are built at each commit.")
 @click.option("--variant", default=None, shell_complete=complete.variant_names,
               help="Build every commit with this variant (default: each experiment's baseline).")
 @click.option("--threshold", type=FiniteRange(0.0, 1.0), default=None,
@@ -43,9 +42,7 @@ def bisect(good, bad, plan_file, variant, threshold, budget, processes, random_s
     undecided within the budget (reported, never guessed); 2: usage or input error."""
     try:
         p = Overrides(processes=processes, budget=budget).apply(plans.load(plan_file))
-        if not p.programs:
-            raise plans.PlanError(f"plan {p.name}: cpulab bisect measures [program] tables; this plan has none")
-        repo = Path(next(iter(p.programs.values())).source)
+        repo = repository_of(p)
         search = Bisection(commits_between(repo, good, bad))
     except plans.PlanError as e:
         fail(str(e))

@@ -1,10 +1,9 @@
-"""`cpulab ci BASE..HEAD`: a CI gate that builds a plan's programs at both commits,
+"""`cpulab ci BASE..HEAD`: a CI gate that builds a plan's programs and kernels at both commits,
 measures them in one run, prints a Markdown summary a CI job can post, and exits with a
 documented status (analysis/gate.py)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import click
 
@@ -14,7 +13,7 @@ from cpulab.cli.common import FiniteRange, db_option, fail, open_store
 from cpulab.cli.pipeline import carry_plan
 from cpulab.plan import plan as plans
 from cpulab.policy import METRICS
-from cpulab.plan.ci import ci_plan, parse_range
+from cpulab.plan.ci import ci_plan, parse_range, repository_of
 from cpulab.plan.origin import git_origin
 from cpulab.plan.overrides import Overrides
 from cpulab.report.tables import to_markdown
@@ -23,7 +22,7 @@ from cpulab.report.views import gate_table
 
 @click.command()
 @click.argument("refs", metavar="BASE..HEAD")
-@click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables are built at both commits.")
+@click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables (and [kernel] tables in git) are built at both commits.")
 @click.option("--variant", default=None, shell_complete=complete.variant_names, help="Build both with this variant (default: each experiment's baseline).")
 @click.option("--metric", type=click.Choice(METRICS), default="time", show_default=True,
               help="What decides: the time (a significant slowdown), the instructions per unit counted "
@@ -43,8 +42,8 @@ from cpulab.report.views import gate_table
 @db_option
 def ci(refs, plan_file, variant, metric, threshold, fail_on_unclear, budget, processes, markdown_file, random_seed,
        db):
-    """Is HEAD slower than BASE?  Both commits of the plan's programs, measured in one run in
-    turns.  Exit 0: no regression; 1: a significant regression beyond --threshold; 2: usage or
+    """Is HEAD slower than BASE?  Both commits of the plan's programs and kernels, measured in
+    one run in turns.  Exit 0: no regression; 1: a significant regression beyond --threshold; 2: usage or
     input error; 3: undecided within the budget, or without an instruction count with --metric
     instructions (only with --fail-on-unclear)."""
     try:
@@ -55,8 +54,7 @@ def ci(refs, plan_file, variant, metric, threshold, fail_on_unclear, budget, pro
         p, commits = ci_plan(p, r, variant)
     except plans.PlanError as e:
         fail(str(e))
-    first = next(iter(p.programs.values()))
-    summary, _ = carry_plan(p, open_store(db), random_seed, f"ci {refs}", git_origin(Path(first.source)))
+    summary, _ = carry_plan(p, open_store(db), random_seed, f"ci {refs}", git_origin(repository_of(p)))
     if threshold is None:
         threshold = INSTRUCTION_THRESHOLD if metric == "instructions" else p.precision
     outcome = gate(summary.comparisons, threshold, fail_on_unclear, metric)

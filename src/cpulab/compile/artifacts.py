@@ -105,7 +105,8 @@ def remove_placements() -> None:
 
 def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
     """Placement i's linker script (GNU ld, INSERTed into the default one): the code
-    sections of each object (name -> its sections) in a random order, each behind a
+    sections of each object (its file pattern, as the linker matches it against the
+    names on the link's command line -> its sections) in a random order, each behind a
     random gap (the first anywhere in a page), and the objects' read-only, writable and
     zeroed data each behind a random pad.  Drawn from the artifact's input hash and i: a
     rebuild places alike, any other build independently."""
@@ -115,14 +116,14 @@ def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
     lines = []
     for n, (obj, name) in enumerate(code):
         lines.append(f"    . += {rng.randrange(0, PAGE if n == 0 else GAP_LIMIT, CODE_STEP)};")
-        lines.append(f"    */{obj}({name})")
+        lines.append(f"    {obj}({name})")
     objs = sorted(sections)
 
     def data(out: str, patterns: str, where: str) -> str:
-        inputs = " ".join(f"*/{obj}({patterns})" for obj in objs)
+        inputs = " ".join(f"{obj}({patterns})" for obj in objs)
         return (f"SECTIONS {{ {out} : {{ . += {rng.randrange(0, PAGE, DATA_STEP)}; {inputs} }} }}"
                 f" INSERT {where};\n")
-    rest = " ".join(f"*/{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
+    rest = " ".join(f"{obj}(.text .text.*)" for obj in objs)  # any section not listed, in its order
     # Each function's section keeps the alignment its build gave it (-falign-functions=64,
     # or a loop's .p2align 5, which raises its function's section to 32): the linker
     # rounds a drawn gap up to it, so a function moves by multiples of its own alignment
@@ -153,18 +154,23 @@ def place(art: Artifact, i: int) -> str:
     exe = Path(art.placement_path(i))
     if exe.exists():
         return str(exe)
-    sections = {Path(o).name: code_sections(Path(o)) for o in linked_objects(art)}
+    sections = {f"*/{Path(o).name}": code_sections(Path(o)) for o in linked_objects(art)}
     script = Path(f"{exe}.ld")
     tmp = f".{os.getpid()}.{threading.get_ident()}"
     Path(f"{script}{tmp}").write_text(layout_script(art.hash, i, sections))
     os.replace(f"{script}{tmp}", script)
     link = list(art.commands[-1])
     link[link.index("-o") + 1] = f"{exe}{tmp}"
-    _run_step(link + [f"-Wl,-T,{script}"])
+    run_step(link + [f"-Wl,-T,{script}"])
     os.replace(f"{exe}{tmp}", exe)
-    with _linked_lock:
-        _linked.update((exe, script))
+    keep_linked([exe, script])
     return str(exe)
+
+
+def keep_linked(files: list[Path]) -> None:
+    """Placements (and their scripts) this process made: remove_placements removes them."""
+    with _linked_lock:
+        _linked.update(files)
 
 
 def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], version: str) -> str:
@@ -234,9 +240,11 @@ def headers_read(compile_cmd: list[str]) -> list[Path]:
     return [Path(n.replace("\0", " ")).resolve() for n in names[1:]]  # the first is the source itself
 
 
-def _run_step(cmd: list[str]) -> None:
+def run_step(cmd: list[str], cwd: str | None = None) -> None:
+    """One compile or link (in `cwd`: a program's relink, relink.py); BuildError with the
+    compiler's first lines when it fails."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise BuildError(f"build timed out after {BUILD_TIMEOUT_S}s: {' '.join(cmd)}") from None
     except FileNotFoundError:
@@ -263,7 +271,7 @@ def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path, v
     if cached.exists():
         shutil.copyfile(cached, out)
         return
-    _run_step(cmd)
+    run_step(cmd)
     cached.parent.mkdir(exist_ok=True)
     tmp = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}")
     shutil.copyfile(out, tmp)
@@ -307,7 +315,7 @@ def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = 
         _compile_once(cmds[0], HARNESS_SOURCES, work, root, version)
         for cmd, source in zip(cmds[1:-1], (kernel, *library)):
             _compile_once(cmd, HARNESS_SOURCES + [source, *headers], work, root, version)
-        _run_step(cmds[-1])
+        run_step(cmds[-1])
         data = exe.read_bytes()
         # Paths inside the commands name the final place, not the temporary one.
         final_cmds = tuple(tuple(a.replace(str(work), str(final)) for a in c) for c in cmds)

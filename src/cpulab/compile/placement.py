@@ -16,6 +16,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
 from cpulab.compile.artifacts import Artifact, kernel_objects, place
+from cpulab.compile.relink import Relink
 
 PAGE = 4096
 # x86-64 relocation types that fill 8 bytes (R_X86_64_64, _PC64, _GOTOFF64, _GOTPC64);
@@ -61,8 +62,9 @@ def _object_functions(obj: Path) -> dict[str, tuple[bytes, bytes]] | None:
         return out
 
 
-def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tuple[int, tuple[str, ...], set[str]]:
-    """k_run's address modulo a page in a linked executable, the object's functions in
+def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]],
+                    timed: str = "k_run") -> tuple[int, tuple[str, ...], set[str]]:
+    """The timed function's address modulo a page in a linked executable, the object's functions in
     address order, and the names of the functions whose linked bytes equal the object's
     outside the relocated fields."""
     with open(exe, "rb") as f:
@@ -76,7 +78,7 @@ def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tup
 
         offset, same, at = -1, set(), {}
         for sym in elf.get_section_by_name(".symtab").iter_symbols():
-            if sym.name == "k_run":
+            if sym.name == timed:
                 offset = sym["st_value"] % PAGE
             want = functions.get(sym.name)
             if want and sym["st_info"]["type"] == "STT_FUNC":
@@ -91,14 +93,26 @@ def _linked_matches(exe: Path, functions: dict[str, tuple[bytes, bytes]]) -> tup
 def inspect(art: Artifact, placements: int) -> Placements | None:
     """The first `placements` placements of an artifact (linked if they are not yet), or
     None when its objects are not x86-64."""
-    read = [_object_functions(o) for o in kernel_objects(Path(art.path).parent)]
+    return inspect_linked(kernel_objects(Path(art.path).parent), [Path(place(art, i)) for i in range(placements)])
+
+
+def inspect_program(relink: Relink, layouts: list[int]) -> Placements | None:
+    """A relinked program's layouts (compile/relink.py), as `inspect` reads a kernel's: its
+    objects' functions, `main`'s offset in a page."""
+    return inspect_linked([Path(o) for o in relink.objects()], [Path(relink.place(i)) for i in layouts], "main")
+
+
+def inspect_linked(objects: list[Path], exes: list[Path], timed: str = "k_run") -> Placements | None:
+    """Linked executables read against the objects they were linked from; None when the
+    objects are not x86-64."""
+    read = [_object_functions(o) for o in objects]
     if any(r is None for r in read):
         return None
-    objects = {name: f for r in read for name, f in r.items()}
+    functions = {name: f for r in read for name, f in r.items()}
     offsets, orders, differing = [], [], set()
-    for i in range(placements):
-        offset, order, same = _linked_matches(Path(place(art, i)), objects)
+    for exe in exes:
+        offset, order, same = _linked_matches(exe, functions, timed)
         offsets.append(offset)
         orders.append(order)
-        differing |= set(objects) - same
-    return Placements(tuple(offsets), tuple(orders), len(objects), tuple(sorted(differing)))
+        differing |= set(functions) - same
+    return Placements(tuple(offsets), tuple(orders), len(functions), tuple(sorted(differing)))

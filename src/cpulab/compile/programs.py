@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpulab import paths
+from cpulab.compile import relink
+from cpulab.compile.artifacts import cxx_driver
 from cpulab.model import Status
 from cpulab.plan.programs import Program
 from cpulab.plan.toolchain import Variant
@@ -64,6 +66,10 @@ class ProgramBuild:
     code_hash: str = ""  # of that file
     size_bytes: int = 0
     compiler_version: str = ""
+    # The link that made `exe`, which each round runs again in a layout of its own
+    # (compile/relink.py); None, and why in `one_layout`, where it cannot be.
+    link: dict | None = None
+    one_layout: str = ""
 
     def artifact(self) -> dict:
         return {"hash": self.hash, "code_hash": self.code_hash, "path": self.exe or self.tree,
@@ -78,7 +84,7 @@ class ProgramBuild:
 
 
 def template_values(v: Variant, tree: Path) -> dict[str, str]:
-    return {"cc": v.compiler, "cflags": " ".join((*v.abi_flags, *v.cflags)),
+    return {"cc": v.compiler, "cxx": cxx_driver(v.compiler), "cflags": " ".join((*v.abi_flags, *v.cflags)),
             "ldflags": " ".join((*v.abi_flags, *v.ldflags)), "jobs": str(os.cpu_count() or 1), "build": str(tree)}
 
 
@@ -90,7 +96,7 @@ def run_argv(p: Program, values: dict[str, str]) -> list[str]:
 def build_key(p: Program, v: Variant) -> str:
     h = hashlib.sha256(source_hash(Path(p.source_for(v.name))).encode())
     h.update(json.dumps([list(p.build), p.run, v.compiler, toolchains.compiler_version(v.compiler),
-                         list(v.cflags), list(v.ldflags), list(v.abi_flags)]).encode())
+                         list(v.cflags), list(v.ldflags), list(v.abi_flags), relink.WRAPPER]).encode())
     return h.hexdigest()
 
 
@@ -123,7 +129,9 @@ def build_program(p: Program, v: Variant, cache_dir: Path | None = None) -> Prog
         home.mkdir()
         tree, log = home / "tree", home / "build.log"
         values = template_values(v, tree)
-        commands = [s.format_map(values) for s in p.build]
+        # {cc} and {cxx} record the links (compile/relink.py): the program is relinked per round
+        commands = [s.format_map({**values, **relink.write_wrappers(home, values["cc"], values["cxx"])})
+                    for s in p.build]
         _copy_source(Path(p.source_for(v.name)), tree)
         failed = ""
         with open(log, "w") as f:
@@ -153,6 +161,9 @@ def build_program(p: Program, v: Variant, cache_dir: Path | None = None) -> Prog
         if exe.is_file():
             data = exe.read_bytes()
             b.code_hash, b.size_bytes, b.exe = hashlib.sha256(data).hexdigest(), len(data), str(exe)
+            b.link, b.one_layout = relink.program_link(home, b.exe)
+        else:
+            b.one_layout = f"one layout: {exe.name} is not a file the build made"
         done.write_text(json.dumps(b.as_dict()))
         return b
 

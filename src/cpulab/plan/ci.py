@@ -1,8 +1,10 @@
-"""`cpulab ci BASE..HEAD`: a plan's programs at two commits, as one plan measured in one run.
+"""`cpulab ci BASE..HEAD`: a plan's programs and kernels at two commits, as one plan measured
+in one run.
 
-Each `[program]` whose source is a git work tree is exported at both commits (git archive:
-the work tree itself is never touched) and built twice, as the variants `base` and `head`
-(copies of the experiment's variant), so that the two builds meet in the same rounds, in
+Each `[program]` whose source is a git work tree, and each `[kernel]` whose source file
+lies in one, is exported at both commits (git archive: the work tree itself is never
+touched) and built twice, as the variants `base` and `head` (copies of the experiment's
+variant; a kernel's files are read from each commit's tree: Workload.for_variant), so that the two builds meet in the same rounds, in
 turns, under the plan's budget and looks: the method issue's way to compare within one
 run rather than against yesterday's run on a drifting host.
 """
@@ -63,11 +65,24 @@ def exported_tree(repo: Path, commit: str) -> Path:
     return dest
 
 
+def _repository(path: Path) -> Path | None:
+    """The top of the git work tree a folder lies in, or None."""
+    p = _git(path, "rev-parse", "--show-toplevel", text=True) if path.is_dir() else None
+    return Path(p.stdout.strip()) if p is not None and p.returncode == 0 else None
+
+
+def repository_of(plan: Plan) -> Path:
+    """The git work tree of the plan's first program or kernel that lies in one."""
+    for folder in [Path(p.source) for p in plan.programs.values()] + [Path(k["source"]).parent
+                                                                       for k in plan.kernels.values()]:
+        if (repo := _repository(folder)) is not None:
+            return repo
+    raise PlanError(f"plan {plan.name}: none of its [program] or [kernel] tables is in a git work tree")
+
+
 def ci_plan(plan: Plan, refs: Range, variant: str | None = None) -> tuple[Plan, dict[str, dict[str, str]]]:
-    """The plan of `cpulab ci` and, per program, the two commits measured."""
-    if not plan.programs:
-        raise PlanError(f"plan {plan.name}: cpulab ci measures [program] tables; this plan has none")
-    programs, commits = {}, {}
+    """The plan of `cpulab ci` and, per program or kernel, the two commits measured."""
+    programs, kernels, commits = {}, {}, {}
     for name, p in plan.programs.items():
         repo = Path(p.source)
         if not repo.is_dir() or _git(repo, "rev-parse", "--git-dir").returncode != 0:
@@ -76,9 +91,20 @@ def ci_plan(plan: Plan, refs: Range, variant: str | None = None) -> tuple[Plan, 
         commits[name] = {"base": base, "head": head}
         programs[name] = dataclasses.replace(p, sources={"base": str(exported_tree(repo, base)),
                                                          "head": str(exported_tree(repo, head))})
-    chosen = [e for e in plan.experiments if any(w in programs for w in e.workloads)]
+    for name, k in plan.kernels.items():
+        if (repo := _repository(Path(k["source"]).parent)) is None:
+            continue  # measured at both commits as it is now: not in the ci plan
+        base, head = commit_of(repo, refs.base), commit_of(repo, refs.head)
+        commits[name] = {"base": base, "head": head}
+        kernels[name] = {**k, "root": str(repo), "trees": {"base": str(exported_tree(repo, base)),
+                                                           "head": str(exported_tree(repo, head))}}
+    if not commits:
+        raise PlanError(f"plan {plan.name}: cpulab ci measures [program] tables, and [kernel] tables in a git work "
+                        "tree; this plan has none")
+    measured = {**programs, **kernels}
+    chosen = [e for e in plan.experiments if any(w in measured for w in e.workloads)]
     if not chosen:
-        raise PlanError(f"plan {plan.name}: no experiment measures its programs")
+        raise PlanError(f"plan {plan.name}: no experiment measures its programs or kernels")
     try:
         built_as = plan.variant(variant or chosen[0].baseline)
     except KeyError as e:
@@ -88,9 +114,9 @@ def ci_plan(plan: Plan, refs: Range, variant: str | None = None) -> tuple[Plan, 
               "head": dataclasses.replace(built_as, name="head", description=f"{refs.head}, built as {built_as.name}")}
     experiments = []
     for e in chosen:
-        names = [w for w in e.workloads if w in programs]
+        names = [w for w in e.workloads if w in measured]
         experiments.append(Experiment(e.name, names, ["base", "head"], "base", params=e.params, title=e.title,
                                       processes=e.processes, samples=e.samples))
     ci = dataclasses.replace(plan, name=f"ci {refs.base}..{refs.head}", experiments=experiments, programs=programs,
-                             custom_variants=custom, probe_tables=[])
+                             kernels=kernels, custom_variants=custom, probe_tables=[])
     return validate(ci, f"cpulab ci {refs.base}..{refs.head}"), commits

@@ -98,7 +98,8 @@ def workload(name: str, d: dict, where: str) -> workloads.Workload:
         name=name, kernel=d["source"], unit=unit, description=description,
         params={k: _param(spec, f"{at}.params.{k}") for k, spec in params.items()},
         libs=tuple(d["libs"]), library_sources=tuple(d["library"]), include_dirs=tuple(d["include"]),
-        declared_in=where, check_tolerance=None if tolerance is None else float(tolerance))
+        declared_in=where, check_tolerance=None if tolerance is None else float(tolerance),
+        root=d.get("root", ""), trees=tuple(sorted(d.get("trees", {}).items())))
 
 
 def _param(spec, where: str) -> Param:

@@ -2,14 +2,14 @@
 
     [program.hashdeep]
     source = "~/src/hashdeep"                # a directory or a tarball; never modified
-    build = ["sh bootstrap.sh", "./configure CC={cc} CFLAGS='{cflags}'", "make -j{jobs}"]
+    build = ["sh bootstrap.sh", "./configure CC={cc} CXX={cxx} CFLAGS='{cflags}'", "make -j{jobs}"]
     run = "{build}/src/sha256deep {file}"
     check = { exit = 0, stdout_regex = "^[0-9a-f]{64} " }
     [program.hashdeep.inputs]
     file = { random_file = ["10M", "100M", "1G"] }
 
-Templates are filled by cpulab with str.format from a fixed set of fields (cc, cflags,
-ldflags, jobs, build, and the program's input names; '{{' is a literal brace).  Every
+Templates are filled by cpulab with str.format from a fixed set of fields (cc, cxx,
+cflags, ldflags, jobs, build, and the program's input names; '{{' is a literal brace).  Every
 template, the regex, the source and the inputs' disk space are checked here, before
 anything is built (build.programs builds, measure.programs times).
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from cpulab import params
 from cpulab.paths import input_dir, random_file_path
 
-BUILD_FIELDS = ("cc", "cflags", "ldflags", "jobs", "build")
+BUILD_FIELDS = ("cc", "cxx", "cflags", "ldflags", "jobs", "build")
 # Inputs may not fill the disk: keep this much free after writing them.
 FREE_SPACE_MARGIN = 1 << 30
 _PROGRAM_KEYS = {"source", "build", "run", "check", "inputs", "timeout"}

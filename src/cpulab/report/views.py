@@ -49,8 +49,8 @@ def _verdict(r: Result, c: Comparison | None) -> Cell:
 def _placement_band(r: Result) -> Cell:
     """The spread over a result's placements (the central 80% of their estimates against
     its median) and how many placements ran."""
-    if not r.placement_band:
-        return Cell(None, "")
+    if not r.placement_band:  # a program that cannot be relinked says so (its notes: why)
+        return Cell(None, "one layout" if (r.notes or {}).get("one_layout") else "")
     lo, hi = r.placement_band
     return Cell(hi - lo, f"{100 * (lo - 1):+.1f}% .. {100 * (hi - 1):+.1f}% ({r.placements})")
 

@@ -8,6 +8,7 @@ changes.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from functools import cache
@@ -66,6 +67,10 @@ class Workload:
     include_dirs: tuple[str, ...] = ()
     declared_in: str = ""
     check_tolerance: float | None = None
+    # `cpulab ci`: the git work tree (root) its files live in, and the tree each variant
+    # builds instead ("base", "head": the two commits, exported): for_variant.
+    root: str = ""
+    trees: tuple[tuple[str, str], ...] = ()
     # Called with one parameter point before it runs; returns parameters to add (e.g. the
     # path of a data file it made and the digest Python's hashlib expects of it).
     prepare: Callable[[dict[str, str]], dict[str, str]] | None = None
@@ -97,6 +102,19 @@ class Workload:
         for key, p in self.params.items():
             if not isinstance(p, Param):
                 raise TypeError(f"workload {self.name!r}: parameter {key!r} must be declared as a Param")
+
+    def for_variant(self, variant: str) -> "Workload":
+        """The workload as `variant` builds it: its files in that variant's tree, if it has one."""
+        tree = dict(self.trees).get(variant)
+        if not tree:
+            return self
+
+        def moved(path: str) -> str:
+            p = Path(path)
+            return str(Path(tree) / p.relative_to(self.root)) if p.is_relative_to(self.root) else path
+        return dataclasses.replace(self, kernel=moved(self.kernel),
+                                   library_sources=tuple(map(moved, self.library_sources)),
+                                   include_dirs=tuple(map(moved, self.include_dirs)))
 
     def defaults(self) -> dict[str, str]:
         return {k: p.default for k, p in self.params.items()}

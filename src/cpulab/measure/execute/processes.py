@@ -14,6 +14,7 @@ one rounds loop (rounds.measure_rounds), a point's commands back to back in rand
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -24,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpulab.compile import artifacts
-from cpulab.measure.execute.executor import Executor, Finished, LocalExecutor, Outcome
+from cpulab.compile.relink import Relink
+from cpulab.measure.execute.executor import Executor, Finished, LocalExecutor, Outcome, on_cpu
 from cpulab.measure.schedule.rounds import QuietProgress, Schedule, measure_rounds
 from cpulab.model import Status
 from cpulab.plan.programs import Check
@@ -143,6 +145,10 @@ class ProcessTarget:
     evicted_with: str = ""  # how the page cache was emptied before its cold runs
     reports: list[dict] = field(default_factory=list)
     rounds: int = 0  # rounds it has been timed in (one process each): its next process's number
+    # A program whose link cpulab can run again (compile/relink.py): each round runs a layout
+    # of its own; else why it keeps one ("" for a command, which has no build).
+    relink: Relink | None = None
+    one_layout: str = ""
 
 
 @dataclass
@@ -155,8 +161,8 @@ class Rounds:
 
 
 def _run(executor: Executor, t: ProcessTarget, argv: list[str], check: Check | None, capture: bool,
-         timeout: float) -> Outcome:
-    return executor.execute(ProcessJob(argv, launcher(), check, capture, timeout, t.env))
+         timeout: float, env: dict[str, str] | None = None) -> Outcome:
+    return executor.execute(ProcessJob(argv, launcher(), check, capture, timeout, t.env if env is None else env))
 
 
 def _fail(store: Store, t: ProcessTarget, status: str, error: str) -> None:
@@ -164,8 +170,10 @@ def _fail(store: Store, t: ProcessTarget, status: str, error: str) -> None:
     store.set_status(t.result_id, status, error)
 
 
-def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Rounds, evict) -> Outcome | None:
-    """Prepare commands, eviction, then one run of the command; None if preparing failed."""
+def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Rounds, evict,
+                     command: list[str] | None = None, env: dict[str, str] | None = None) -> Outcome | None:
+    """Prepare commands, eviction, then one run of the command (or of `command` with `env`:
+    the same in another layout); None if preparing failed."""
     for p in t.prepare:
         out = _run(executor, t, p, Check(), False, how.timeout)
         if out.status != Status.OK:
@@ -173,7 +181,36 @@ def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Ro
             return None
     if how.cold and t.cold_files:
         t.evicted_with = evict(t.cold_files)
-    return _run(executor, t, t.command, t.check, False, how.timeout)
+    return _run(executor, t, command or t.command, t.check, False, how.timeout, env)
+
+
+HEAP_PAD_SOURCE = artifacts.NATIVE_DIR / "heap_pad.c"
+
+
+def _layouts(store: Store, order: list[ProcessTarget], rng: random.Random, executor: Executor) -> dict[int, tuple]:
+    """The layout each relinked program of a round runs, drawn and linked before any of the
+    round's processes, on a CPU the round does not measure on where there is one (a link
+    of hashdeep: README), with its heap moved by a drawn pad (native/heap_pad.c, a
+    dynamic program's): id(target) -> (layout, its command, its environment).  A layout
+    that cannot be linked fails its program alone."""
+    todo = [t for t in order if t.relink is not None and t.live]
+    if not todo:
+        return {}
+    heap_pad = str(artifacts.build_tool(HEAP_PAD_SOURCE, ("-O2", "-shared", "-fPIC")))
+    others = sorted(os.sched_getaffinity(0) - {getattr(executor, "cpu", -1)})
+    out = {}
+    with on_cpu(others[0]) if others else contextlib.nullcontext():
+        for t in todo:
+            i = rng.getrandbits(31)
+            try:
+                exe = t.relink.place(i)
+            except artifacts.BuildError as e:
+                _fail(store, t, Status.BUILD_FAILED, f"linking layout {i}: {e}")
+                continue
+            preload = " ".join(filter(None, [heap_pad, t.env.get("LD_PRELOAD", "")]))
+            out[id(t)] = (i, [exe if w == t.relink.exe else w for w in t.command],
+                          {**t.env, "LD_PRELOAD": preload, "CPULAB_HEAP_PAD": str(16 * rng.randrange(256))})
+    return out
 
 
 def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: Schedule,
@@ -203,16 +240,19 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: S
                 progress.advance(f"warm-up  {t.label}")
 
     def run_round(k: tuple, order: list[ProcessTarget]) -> float:
-        seconds = 0.0
+        seconds, layouts = 0.0, _layouts(store, order, rng, executor)
         for t in order:
-            out = _prepare_and_run(store, executor, t, how, evict)
+            if not t.live:  # its layout could not be linked
+                continue
+            layout, command, env = layouts.get(id(t), (None, None, None))
+            out = _prepare_and_run(store, executor, t, how, evict, command, env)
             if out is None:
                 continue
             seconds += out.process.wall_s if out.process else 0.0
             if out.status != Status.OK:
                 _fail(store, t, out.status, out.error)
             else:
-                store.add_process(t.result_id, t.rounds, process_record(out.data), out.layout_pad)
+                store.add_process(t.result_id, t.rounds, process_record(out.data), out.layout_pad, placement=layout)
                 t.reports.append(out.data)
                 t.rounds += 1
             progress.advance(f"round {t.rounds}  {t.label}" + (f"  {out.status}: {out.error[:60]}"
@@ -227,7 +267,8 @@ def measure(store: Store, targets: list[ProcessTarget], how: Rounds, schedule: S
     for t in targets:
         if t.reports:
             store.set_notes(t.result_id, {**process_notes(t.reports),
-                                          **({"cache": f"cold ({t.evicted_with})"} if t.evicted_with else {})})
+                                          **({"cache": f"cold ({t.evicted_with})"} if t.evicted_with else {}),
+                                          **({"one_layout": t.one_layout} if t.one_layout else {})})
 
 
 # ---- cpulab time -------------------------------------------------------------------

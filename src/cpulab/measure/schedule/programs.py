@@ -10,7 +10,9 @@ from pathlib import Path
 
 from cpulab.compile import inputs
 from cpulab.compile.programs import ProgramBuild, run_argv, template_values
+from cpulab.compile.relink import Relink
 from cpulab.measure.execute import processes
+from cpulab.measure.execute.executor import LocalExecutor
 from cpulab.measure.execute.processes import ProcessTarget, Rounds
 from cpulab.measure.schedule.rounds import Schedule
 from cpulab.model import Status, params_key
@@ -67,8 +69,12 @@ def _program_targets(plan, e, names: list[str], store, run_id: int, site, progre
             except CommandError as err:  # that machine has no room for the inputs
                 store.set_status(rid, Status.SETUP_FAILED, str(err))
                 continue
+            # relinked each round where its objects are here (a cluster's worker keeps its own)
+            here = isinstance(site.executor, LocalExecutor) and b.link is not None
             targets.append(ProcessTarget(rid, f"{pname} {vname} {' '.join(point.values())}",
                                          (e.name, pname, params_key(point)), argv, p.check,
-                                         cold_files=list(files.values()), env=dict(v.env)))
+                                         cold_files=list(files.values()), env=dict(v.env),
+                                         relink=Relink(b.exe, b.hash, b.link) if here else None,
+                                         one_layout=b.one_layout or ("" if here else "one layout: built elsewhere")))
         progress.advance(f"{pname} / {vname}" + (f": {status}" if status != Status.PENDING else ""))
     return targets

@@ -203,7 +203,7 @@ def _build_pairs(plan: Plan, pairs: list[tuple], site: Site, split: TimeSplit,
 
     def timed(pair: tuple[str, str]) -> tuple[Built, float]:
         t0 = time.perf_counter()
-        built = site.build(workloads.get(pair[0]), plan.variant(pair[1]))
+        built = site.build(workloads.get(pair[0]).for_variant(pair[1]), plan.variant(pair[1]))
         progress.advance(f"{pair[0]} / {pair[1]}" + (f": {built.status}" if built.status != Status.PENDING else ""))
         return built, time.perf_counter() - t0
 

@@ -1,0 +1,141 @@
+"""A program relinked into a drawn layout every round, as kernels are placed (artifacts.py).
+
+A program's build runs with `{cc}` and `{cxx}` as small wrappers of the variant's
+compilers (WRAPPER): a compile gets every function a section of its own
+(artifacts.SECTION_FLAGS: the same instructions), a link is run as asked and recorded
+(its working directory, its arguments and the response files it names) in the build's
+links.jsonl.  The link whose output is the program the run template starts is then the
+program's link (`program_link`): each round links its objects again under a layout
+script drawn for that round (artifacts.layout_script: functions in a random order behind
+random gaps, data behind random pads), into an executable beside the built one.
+
+A program keeps one layout, and its row says why (`program_link`'s reason), when no
+recorded link made it (a prebuilt binary, a script), when its link compiles sources in
+the same step (no objects kept to relink), or when it is link-time optimised (the code
+would be generated anew at each link), or linked by another linker than GNU ld.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpulab.compile.artifacts import SECTION_FLAGS, code_sections, keep_linked, layout_script, run_step
+from cpulab.workloads import CXX_SUFFIXES
+
+SOURCE_SUFFIXES = (".c", ".s", ".S", ".i", ".ii", ".m", ".f", ".f90", *CXX_SUFFIXES)
+NOT_A_LINK = ("-c", "-S", "-E", "-M", "-MM", "-v", "--version", "-dumpversion", "-dumpmachine", "-print-prog-name",
+              "--help")
+
+# The wrapper: the compiler itself for everything but a link, which it runs and records.
+# `python -S`: 10 ms a call (a configure script calls it some hundred times).
+WRAPPER = """#!{python} -S
+import fcntl, json, os, subprocess, sys
+REAL, LOG, SECTIONS, NOT_A_LINK = {real!r}, {log!r}, {sections!r}, {not_a_link!r}
+args = sys.argv[1:]
+if any(a in NOT_A_LINK or a.startswith("-print-") for a in args):
+    if "-c" in args:
+        args = [*args, *SECTIONS]
+    os.execvp(REAL, [REAL, *args])
+code = subprocess.call([REAL, *args])
+if code == 0:
+    rsp = {{}}
+    for a in args:
+        if a.startswith("@") and os.path.isfile(a[1:]):
+            with open(a[1:]) as f:
+                rsp[a] = f.read()
+    with open(LOG, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps({{"cwd": os.getcwd(), "argv": [REAL, *args], "rsp": rsp}}) + "\\n")
+sys.exit(code)
+"""
+
+
+def write_wrappers(home: Path, cc: str, cxx: str) -> dict[str, str]:
+    """The build's `{cc}` and `{cxx}`: wrappers recording links into home/links.jsonl."""
+    out = {}
+    for field, real in (("cc", cc), ("cxx", cxx)):
+        path = home / f"cpulab-{field}"
+        path.write_text(WRAPPER.format(python=sys.executable, real=real, log=str(home / "links.jsonl"),
+                                       sections=list(SECTION_FLAGS), not_a_link=NOT_A_LINK))
+        path.chmod(0o755)
+        out[field] = str(path)
+    return out
+
+
+def _output(argv: list[str], cwd: str) -> Path:
+    for i, a in enumerate(argv):
+        if a == "-o" and i + 1 < len(argv):
+            return Path(cwd, argv[i + 1]).resolve()
+        if a.startswith("-o") and len(a) > 2:
+            return Path(cwd, a[2:]).resolve()
+    return Path(cwd, "a.out").resolve()
+
+
+def program_link(home: Path, exe: str) -> tuple[dict | None, str]:
+    """The recorded link that made the program `exe`, and '' ; or None and why it keeps
+    one layout."""
+    log = home / "links.jsonl"
+    target = Path(exe).resolve()
+    links = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    made = [ln for ln in links if _output(ln["argv"], ln["cwd"]) == target]
+    if not made:
+        return None, "one layout: no link of the build made it (a prebuilt program or a script)"
+    link = made[-1]
+    words = link["argv"][1:] + [w for text in link["rsp"].values() for w in shlex.split(text)]
+    if any(w.startswith("-flto") and w != "-flto=none" and w != "-fno-lto" for w in words):
+        return None, "one layout: link-time optimised (its code is generated at each link)"
+    if any(w.startswith("-fuse-ld=") and w not in ("-fuse-ld=bfd",) for w in words):
+        return None, "one layout: linked by another linker than GNU ld"
+    if any(Path(w).suffix in SOURCE_SUFFIXES and not w.startswith("-") for w in words):
+        return None, "one layout: compiled and linked in one step (no objects kept to relink)"
+    if not _objects(link):
+        return None, "one layout: its link names no object file"
+    return link, ""
+
+
+def _objects(link: dict) -> dict[str, str]:
+    """The object files a link names: as given -> absolute."""
+    return {w: str(Path(link["cwd"], w).resolve()) for w in link["argv"][1:]
+            if w.endswith(".o") and Path(link["cwd"], w).is_file()}
+
+
+def _with_output(argv: list[str], out: str) -> list[str]:
+    """A link's arguments writing `out` instead of what it wrote."""
+    for i, a in enumerate(argv):
+        if a == "-o" and i + 1 < len(argv):
+            return [*argv[:i + 1], out, *argv[i + 2:]]
+        if a.startswith("-o") and len(a) > 2:
+            return [*argv[:i], "-o", out, *argv[i + 1:]]
+    return [*argv, "-o", out]
+
+
+@dataclass(frozen=True)
+class Relink:
+    """One program build's link, to place anew: `place(i)` links layout i (once) beside
+    the built executable and returns its path."""
+    exe: str
+    key: str  # the build's hash: with i, what a layout is drawn from
+    link: dict
+
+    def objects(self) -> list[str]:
+        return list(_objects(self.link).values())
+
+    def place(self, i: int) -> str:
+        out = f"{self.exe}.layout{i}.{os.getpid()}"
+        if os.path.exists(out):
+            return out
+        objects, cwd = _objects(self.link), self.link["cwd"]
+        for at, text in self.link["rsp"].items():  # a response file the build removed since
+            if not Path(cwd, at[1:]).exists():
+                Path(cwd, at[1:]).write_text(text)
+        script = Path(f"{out}.ld")
+        # the objects named by their absolute paths, which the script's patterns match exactly
+        script.write_text(layout_script(self.key, i, {o: code_sections(Path(o)) for o in objects.values()}))
+        keep_linked([Path(out), script])
+        argv = _with_output([objects.get(w, w) for w in self.link["argv"]], out)
+        run_step([*argv, f"-Wl,-T,{script}"], cwd=cwd)
+        return out
