@@ -199,7 +199,8 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
             row.method, row.rounds = t.method, t.n
             if policy.method == "turns":
                 row.carryover = comparison_carryover(b, m, policy.confidence)
-                if row.verdict in (Verdict.FASTER, Verdict.SLOWER) and (why := hold_for_carryover(row)):
+                if row.verdict in (Verdict.FASTER, Verdict.SLOWER) and not policy.pairs \
+                        and (why := hold_for_carryover(row)):
                     row.verdict, row.held = Verdict.UNCLEAR, why
             if b.instructions_per_unit and m.instructions_per_unit:
                 row.instruction_ratio = m.instructions_per_unit / b.instructions_per_unit
@@ -277,7 +278,7 @@ def _test(base: Result, var: Result, policy: DecisionPolicy, basis: str) -> stat
     cycle; for processes of a round that ran back to back (programs: one sample each)
     it is the paired test by round, in what `basis` (_basis) names."""
     if basis == "time" and policy.method == "turns":
-        return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns")
+        return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns", policy.pairs)
     # Whole processes: one figure each, by round (paired) where the plan's rounds ran in turns
     obs = {"time": "observations", "core cycles": "cycle_observations", "peak memory": "memory_observations"}[basis]
     method = "paired" if policy.method == "turns" else policy.method

@@ -55,11 +55,16 @@ class DecisionPolicy:
     min_effect: float = MIN_EFFECT
     method: str = DEFAULT_METHOD
     metric: str = "time"
+    # In turns, each member took its samples in pairs, and a round's ratio reads only the
+    # second sample of each pair, which follows its own member's: no carry-over from
+    # another build enters it (stats.round_ratio).  False: a run stored before pairs.
+    pairs: bool = False
 
     @classmethod
-    def of_settings(cls, budget: float, precision: float, method: str, metric: str = "time") -> "DecisionPolicy":
+    def of_settings(cls, budget: float, precision: float, method: str, metric: str = "time",
+                    pairs: bool = False) -> "DecisionPolicy":
         """The policy of a plan's settings: budget mode spends alpha over LOOKS looks."""
-        return cls(looks=LOOKS if budget else 1, precision=precision, method=method, metric=metric)
+        return cls(looks=LOOKS if budget else 1, precision=precision, method=method, metric=metric, pairs=pairs)
 
     @property
     def look_alpha(self) -> float:
@@ -113,7 +118,9 @@ class DecisionPolicy:
 
     def legend(self) -> str:
         how = {"turns": "rounds of processes alive together, samples in turns; signed-rank over rounds of the "
-                        "median per-turn ratio",
+                        + ("median ratio of each turn's second samples (each member takes two in a row: the second "
+                           "follows its own, so no other build's carry-over enters)" if self.pairs else
+                           "median per-turn ratio"),
                "paired": "signed-rank over per-round ratios",
                "unpaired": "Mann-Whitney over processes"}[self.method]
         spent = f" ({self.alpha:g} spent over {self.looks} looks)" if self.looks > 1 else ""
@@ -132,7 +139,9 @@ class DecisionPolicy:
                 f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
                 f"only); a build run in one layout only (a program cpulab cannot relink, a link-time-optimised build) must also "
                 f"change by "
-                f"{100 * self.min_effect:g}%; held back as unclear when the members' carry-over differs "
-                f"significantly by as much as the effect; same when the interval, and by round that of the mean, "
+                f"{100 * self.min_effect:g}%; "
+                + ("" if self.pairs else "held back as unclear when the members' carry-over differs "
+                                         "significantly by as much as the effect; ")
+                + f"same when the interval, and by round that of the mean, "
                 f"lies within ±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to "
                 f"ever be significant")

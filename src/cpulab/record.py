@@ -112,7 +112,7 @@ def _policy(d: dict) -> DecisionPolicy:
             raise RecordError(f"run record: {key} must be {lo:g}..{hi:g}, got {v!r}")
         settings[key] = v
     return DecisionPolicy.of_settings(float(settings["budget"] or 0.0), float(settings["precision"] or PRECISION),
-                                      d["method"], d.get("metric", "time"))
+                                      d["method"], d.get("metric", "time"), d.get("turn_pairs") is True)
 
 
 def upgraded(d: dict) -> dict:

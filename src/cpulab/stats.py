@@ -287,25 +287,26 @@ def mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float] | Non
     return float(math.exp(d.mean() - half)), float(math.exp(d.mean() + half))
 
 
-def round_ratio(baseline: dict[int, float], variant: dict[int, float]) -> float:
+def round_ratio(baseline: dict[int, float], variant: dict[int, float], pairs: bool = False) -> float:
     """One round's ratio from the per-turn rates of two processes that took their
-    samples in turns (cycle -> rate; cycles where either sample was left out are
+    samples in turns (sample index -> rate; indices where either sample was left out are
     dropped): the exp of the median per-turn log ratio -- a median, so it does not
-    depend on how many cycles survived."""
-    both = sorted(set(baseline) & set(variant))
+    depend on how many turns survived.  pairs: each took two samples in a row each turn
+    (indices 2t and 2t + 1), and only the second, which follows its own member's, is read."""
+    both = sorted(i for i in set(baseline) & set(variant) if not pairs or i % 2)
     if not both:
         return math.nan
     return float(math.exp(np.median([math.log(variant[c] / baseline[c]) for c in both])))
 
 
-def compare_pair(baseline, variant, confidence: float = 0.95, method: str = "unpaired") -> Test:
+def compare_pair(baseline, variant, confidence: float = 0.95, method: str = "unpaired", pairs: bool = False) -> Test:
     """Compare two results' observations keyed by round.  unpaired: Mann-Whitney over the
     per-process estimates (round -> estimate); paired: signed-rank over per-round ratios
     of those estimates; turns: the observations are round -> {cycle: rate} and each
     round's ratio is round_ratio of its turns."""
     both = sorted(set(baseline) & set(variant))
     if method == "turns":
-        return paired_compare([round_ratio(baseline[r], variant[r]) for r in both], confidence, "turns")
+        return paired_compare([round_ratio(baseline[r], variant[r], pairs) for r in both], confidence, "turns")
     if method == "paired":
         return paired_compare([variant[r] / baseline[r] for r in both], confidence)
     return compare(list(baseline.values()), list(variant.values()), confidence)

@@ -108,11 +108,11 @@ class Plan:
 
     def decision_policy(self) -> policy.DecisionPolicy:
         """The policy of these settings, as the run's record will hold it."""
-        return policy.DecisionPolicy.of_settings(self.budget, self.precision, self.method, self.metric)
+        return policy.DecisionPolicy.of_settings(self.budget, self.precision, self.method, self.metric, pairs=True)
 
     def record(self, kind: str = "plan", **more) -> RunRecord:
         """What a run of this plan was asked, as it is stored (a cluster run's: with `more`)."""
-        return RunRecord.make(kind, {**self.as_dict(), **more})
+        return RunRecord.make(kind, {**self.as_dict(), "turn_pairs": True, **more})
 
     def counts_instructions(self, experiment: str) -> bool:
         return self.instructions or self.metric == "instructions" or self.experiment(experiment).instructions
@@ -298,7 +298,8 @@ def from_flags(workload_names: list[str], variant_names: list[str], params: dict
 
 def from_stored(record: RunRecord, where: str) -> Plan:
     """The Plan a run stored (Plan.record), read back to resume that run."""
-    d = {k: v for k, v in record.stored.items() if k not in ("kind", "seed")}  # the seed: the run's, not the plan's
+    # the seed: the run's, not the plan's; samples in pairs: how this version takes turns
+    d = {k: v for k, v in record.stored.items() if k not in ("kind", "seed", "turn_pairs")}
     if d.get("programs"):
         raise PlanError(f"{where}: a run with [program] tables cannot be resumed (its kernels and programs "
                         "would be measured apart); run it again")

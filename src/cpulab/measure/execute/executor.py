@@ -202,12 +202,12 @@ class LocalExecutor:
             return _finished(status, ru, out, err, time.perf_counter() - t0, timed_out.is_set())
 
     def execute_group(self, jobs: list[HarnessJob], orders: list[list[int]]) -> list[Outcome]:
-        """Run the jobs' harnesses alive together on this executor's CPU, in turns: in cycle
+        """Run the jobs' harnesses alive together on this executor's CPU, in turns: in turn
         j the token goes to the members in the order orders[j] (job indices), each taking
-        one sample while the others sleep in read().  Each job's `samples` must be
-        len(orders).  A member gets its own timeout to be ready, then the group shares
-        the longest one for its samples; a member that dies or hangs is killed and fails
-        alone, the others go on."""
+        one sample while the others sleep in read() (one named twice in a row takes two).
+        Each job's `samples` must be the times `orders` names it.  A member gets its own
+        timeout to be ready, then the group shares the longest one for its samples; a
+        member that dies or hangs is killed and fails alone, the others go on."""
         with self._holding_cpu():
             return self._run_group(jobs, orders)
 

@@ -126,6 +126,18 @@ def fmt_interval(ci: list[float]) -> str:
     return f"[{(ci[0] - 1) * 100:+.1f}%, {(ci[1] - 1) * 100:+.1f}%]"
 
 
+def turns_in_pairs(members: int, samples: int, rng: random.Random) -> list[list[int]]:
+    """The order of a group's turns: in each, the members in a fresh random order, each
+    taking two samples in a row (its samples 2t and 2t + 1), so that every member's
+    second sample follows its own first and no other build's carry-over enters the
+    ratio read from them (stats.round_ratio); an odd last sample in a turn of its own."""
+    turns = []
+    for t in range(0, samples, 2):
+        repeat = 2 if t + 1 < samples else 1
+        turns.append([m for m in rng.sample(range(members), members) for _ in range(repeat)])
+    return turns
+
+
 def turn_order(cycles: list[list[int]], names: list[str]) -> list[list[tuple[int, str]]]:
     """For each member of a group, each of its samples' (position in its cycle, the name
     of the member whose sample ran just before it: '' for the very first)."""

@@ -34,7 +34,9 @@ from cpulab.measure.explain.largest import (
 )
 from cpulab.measure.schedule.lanes import LaneProgress, in_lanes
 from cpulab.measure.execute.processes import evict
-from cpulab.measure.schedule.rounds import Progress, QuietProgress, Schedule, measure_rounds, turn_order
+from cpulab.measure.schedule.rounds import (
+    Progress, QuietProgress, Schedule, measure_rounds, turn_order, turns_in_pairs
+)
 from cpulab.measure.schedule.session import Stopped, machine_identity, recorded_run
 from cpulab.measure.schedule.site import Site
 from cpulab.measure.schedule.targets import (
@@ -283,7 +285,7 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
             if plan.method == "turns" and len(jobs) > 1:
                 for _, job in jobs:
                     job.turns = True
-                cycles = [rng.sample(range(len(jobs)), len(jobs)) for _ in range(plan.samples_of(k[0]))]
+                cycles = turns_in_pairs(len(jobs), plan.samples_of(k[0]), rng)
                 outs = executor.execute_group([job for _, job in jobs], cycles)
                 seconds = max((o.process.wall_s for o in outs if o.process), default=0.0)
                 orders = turn_order(cycles, [t.variant for t, _ in jobs])
