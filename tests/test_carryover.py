@@ -54,3 +54,9 @@ def test_a_one_way_carry_over_tilts_single_turns_but_not_pairs(carry):
     has probability 0.009)."""
     assert false_calls(carry, pairs=False) > 30
     assert false_calls(carry, pairs=True) <= 7
+
+
+def test_a_round_of_one_sample_each_is_its_own_ratio():
+    """A program's processes take one sample each (index 0): no pairs to read."""
+    assert stats.round_ratio({0: 2.0}, {0: 1.0}, pairs=True) == 0.5
+    assert stats.round_ratio({0: 2.0, 1: 4.0}, {0: 1.0, 1: 4.0}, pairs=True) == 1.0

@@ -292,8 +292,11 @@ def round_ratio(baseline: dict[int, float], variant: dict[int, float], pairs: bo
     samples in turns (sample index -> rate; indices where either sample was left out are
     dropped): the exp of the median per-turn log ratio -- a median, so it does not
     depend on how many turns survived.  pairs: each took two samples in a row each turn
-    (indices 2t and 2t + 1), and only the second, which follows its own member's, is read."""
-    both = sorted(i for i in set(baseline) & set(variant) if not pairs or i % 2)
+    (indices 2t and 2t + 1), and only the second, which follows its own member's, is read
+    (a round of one sample each, a program's processes, is its own ratio)."""
+    both = sorted(set(baseline) & set(variant))
+    if pairs and len(both) > 1:
+        both = [i for i in both if i % 2]
     if not both:
         return math.nan
     return float(math.exp(np.median([math.log(variant[c] / baseline[c]) for c in both])))
