@@ -260,3 +260,14 @@ def test_ci_builds_a_kernel_in_git_at_both_commits(tmp_path, cli):
     (tmp_path / "repo" / "lib" / "scale.c").write_text(LIBRARY_C)  # the work tree is not what ci builds
     p = cli("ci", "HEAD~1..HEAD", "--plan", str(plan), "--threshold", "0.2", "--budget", "0")
     assert p.returncode == 1 and "regression" in p.stdout, p.stdout + p.stderr
+
+
+def test_explain_reads_a_kernel_of_a_plan_and_its_library_code(cli):
+    """`cpulab explain A B --plan P -w NAME`: the plan's kernel and variants by name; the
+    code read is the user's, its library function included."""
+    p = cli("explain", "O2", "words", "--plan", str(EXAMPLE), "-w", "find", "-p", "size=4K", "--no-profile-code",
+            "--json")
+    assert p.returncode == 0, p.stderr
+    assert "first_zero" in p.stdout and "k_run" in p.stdout
+    p = cli("explain", "O2", "O3", "-w", "find", "-p", "size=4K")  # without its plan: unknown
+    assert p.returncode == 2 and "find" in p.stderr

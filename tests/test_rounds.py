@@ -62,7 +62,7 @@ def test_no_round_is_added_once_the_budget_is_spent(store):
 
 def test_kernels_in_turns_without_processes(store):
     """The default path (kernels of a point in turns) on a fake site and executor: every
-    round is one group whose members take their samples in the cycle orders drawn, the
+    round is one group whose members take their samples in pairs in the turn orders drawn, the
     turns and the member before each sample are stored, and a 3% difference with 0.2%
     noise is decided at the first look."""
     from conftest import FakeSite
@@ -84,7 +84,8 @@ def test_kernels_in_turns_without_processes(store):
         for smp in store.samples(r.id):
             by_process.setdefault(smp.process, []).append((smp, r.variant))
     assert sorted(by_process) == list(range(FIRST)) and all(j.turns for j in ex.jobs)
-    for samples in by_process.values():  # one round: 6 cycles of two turns
+    for samples in by_process.values():  # one round: 3 turns, each member taking two samples in a row
         order = sorted(samples, key=lambda x: x[0].start_ns)
-        assert [smp.turn for smp, _ in order] == [0, 1] * 6
+        assert [smp.turn for smp, _ in order] == [0, 1, 2, 3] * 3
+        assert all(a[1] == b[1] for a, b in zip(order[::2], order[1::2]))
         assert [smp.follows for smp, _ in order[1:]] == [variant for _, variant in order[:-1]]

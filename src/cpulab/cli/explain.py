@@ -14,8 +14,9 @@ from cpulab.cli import complete
 from cpulab.cli.common import emit_json, fail, json_option, out
 from cpulab.measure.schedule.programs import point_argv
 from cpulab.model import Status
-from cpulab.plan import plan as plans
+from cpulab.plan import kernels, plan as plans
 from cpulab.plan import toolchain
+from cpulab.plan.checks import canonical_params
 from cpulab.report.terminal import print_explain
 from cpulab.machine import toolchains
 
@@ -25,15 +26,19 @@ from cpulab.machine import toolchains
 @click.argument("variant_b", shell_complete=complete.variant_names)
 @click.option("-w", "--workload", "workload_name", default="sha256", show_default=True,
               shell_complete=complete.workload_names)
+@click.option("-k", "--kernel", "kernel_file", default=None, type=click.Path(dir_okay=False),
+              help="A kernel file of your own (cpulab.h), instead of --workload.")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value: the parameter point to profile at.")
 @click.option("--profile-code/--no-profile-code", default=True, show_default=True,
               help="Find the hot region from a sampled profile of both builds (else a static guess).")
 @click.option("--program", "program_name", default=None,
               help="Explain two builds of this program of --plan instead of a kernel.")
-@click.option("--plan", "plan_file", default=None, help="The plan that declares --program.")
+@click.option("--plan", "plan_file", default=None,
+              help="The plan that declares --program, or the [kernel] named by --workload and its variants.")
 @click.option("--rows", type=int, default=60, show_default=True, help="Rows of the side-by-side listing to print.")
 @json_option
-def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, program_name, plan_file, rows, as_json):
+def explain_(variant_a, variant_b, workload_name, kernel_file, param_flags, profile_code, program_name, plan_file, rows,
+             as_json):
     """Where the kernel (or a program) spends its time under two variants, and that code
     side by side."""
     if program_name:
@@ -44,12 +49,18 @@ def explain_(variant_a, variant_b, workload_name, param_flags, profile_code, pro
             print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
         return
     try:
+        # a plan's [kernel] tables and [variants] are known by name; a kernel file by its own
+        custom = plans.load(plan_file).custom_variants if plan_file else {}
+        if kernel_file:
+            workload_name, table = kernels.from_file(kernel_file)
+            kernels.register({workload_name: table}, "--kernel")
         w = workloads.get(workload_name)
-        va, vb = toolchain.get(variant_a), toolchain.get(variant_b)
-        given = plans.parse_param_flags(list(param_flags))
+        va, vb = toolchain.get(variant_a, custom), toolchain.get(variant_b, custom)
         # canonical values, unknown parameters refused, as for a run
-        swept = plans.from_flags([workload_name], [variant_a], given, variant_a).experiments[0].params
-        params = {k: v[0] for k, v in swept.get(workload_name, {}).items()}
+        given = canonical_params(w, plans.parse_param_flags(list(param_flags)), "--param ")
+        params = {k: v[0] for k, v in given.items()}
+    except kernels.KernelError as e:
+        fail(str(e))
     except KeyError as e:
         fail(e.args[0])
     except plans.PlanError as e:
