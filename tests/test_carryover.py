@@ -60,3 +60,15 @@ def test_a_round_of_one_sample_each_is_its_own_ratio():
     """A program's processes take one sample each (index 0): no pairs to read."""
     assert stats.round_ratio({0: 2.0}, {0: 1.0}, pairs=True) == 0.5
     assert stats.round_ratio({0: 2.0, 1: 4.0}, {0: 1.0, 1: 4.0}, pairs=True) == 1.0
+
+
+def test_a_run_stored_before_pairs_still_holds_back_a_tilted_verdict():
+    """Read from every sample, a comparison whose members' carry-over differs
+    significantly by as much as its effect is held back (estimates.hold_for_carryover)."""
+    from cpulab.estimates import hold_for_carryover
+    from cpulab.model import Comparison
+    c = Comparison("e", "w", {}, "A", "B", "slower", ratio=0.985, ci=[0.98, 0.99],
+                   carryover={"asymmetry": {"ratio": 0.97, "ci": [0.969, 0.971]}})
+    assert "carry-over" in hold_for_carryover(c)
+    c.carryover = {"asymmetry": {"ratio": 0.999, "ci": [0.99, 1.01]}}
+    assert hold_for_carryover(c) == ""
