@@ -11,9 +11,8 @@ import pytest
 from cpulab import workloads
 from cpulab.compile import artifacts, placement
 from cpulab.plan import plan as plans
-from conftest import SRC
 
-EXAMPLE = SRC.parent / "examples" / "own-kernel" / "find.toml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own-kernel" / "find.toml"
 FAST = ("--processes", "2", "--budget", "0", "--samples", "5", "--min-sample-time", "0.0005")
 
 KERNEL_C = """#include "cpulab.h"
