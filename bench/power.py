@@ -132,6 +132,15 @@ def rate(count: int, n: int) -> dict:
     return {"rate": count / n if n else math.nan, "count": count, "n": n, "ci95": [float(lo), float(hi)]}
 
 
+def show(doc: dict, as_json: bool) -> None:
+    """A benchmark's figures, as JSON or a line each."""
+    if as_json:
+        print(json.dumps(doc, indent=1))
+    else:
+        for k, v in doc.items():
+            print(f"{k}: {v}")
+
+
 def injected_pct(variant: str) -> str | None:
     return variant[3:].split("-")[0] if variant.startswith("inj") else None
 
@@ -232,11 +241,7 @@ def main() -> None:
                "cotenant_cpu": a.cotenant,
                "wall_s": run.finished - run.started, "loadavg_start": load0,
                "loadavg_end": os.getloadavg() if not a.from_db else None}
-    if a.json:
-        print(json.dumps(doc, indent=1))
-    else:
-        for k, v in doc.items():
-            print(f"{k}: {v}")
+    show(doc, a.json)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ run's wall time.  Usage: python bench/program_power.py [--twins 5] [--injected 1
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from power import rate  # noqa: E402
+from power import rate, show  # noqa: E402
 
 from cpulab import analysis  # noqa: E402
 from cpulab.compile import artifacts, placement  # noqa: E402
@@ -167,11 +166,7 @@ def main() -> None:
                 "rounds_median": statistics.median(c["rounds"] for c in comps if c["rounds"]),
                 "host": {"cpu_model": run.fingerprint.get("cpu_model"), "core_per_tsc": run.timing.get("core_per_tsc")},
                 "wall_s": run.finished - run.started, "loadavg_start": load0, "loadavg_end": os.getloadavg()}
-    if a.json:
-        print(json.dumps(doc, indent=1))
-    else:
-        for k, v in doc.items():
-            print(f"{k}: {v}")
+    show(doc, a.json)
 
 
 if __name__ == "__main__":

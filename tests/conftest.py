@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -176,6 +177,18 @@ def misbehave(monkeypatch):
 
 
 SRC = Path(artifacts.__file__).resolve().parents[2]
+
+
+def program_source(folder: Path, files: dict[str, str]) -> Path:
+    """A program's source tree of these files (one a Makefile) in folder/src; the calling
+    test skips where make is missing."""
+    if not shutil.which("make"):
+        pytest.skip("install make (the test programs build with a Makefile)")
+    src = folder / "src"
+    src.mkdir()
+    for name, text in files.items():
+        (src / name).write_text(text)
+    return src
 
 
 def cpulab(*args: str, db: Path | None = None, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cpulab
+from conftest import cpulab, program_source
 from cpulab.record import RunRecord
 from cpulab.compile import inputs
 from cpulab.compile.programs import build_program, run_argv
@@ -53,13 +53,7 @@ MAKEFILE = "prog: prog.c\n\t$(CC) $(CFLAGS) -o prog prog.c\n"
 
 @pytest.fixture
 def source(tmp_path):
-    if not shutil.which("make"):
-        pytest.skip("install make (the test programs build with a Makefile)")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "prog.c").write_text(PROGRAM_C)
-    (src / "Makefile").write_text(MAKEFILE)
-    return src
+    return program_source(tmp_path, {"prog.c": PROGRAM_C, "Makefile": MAKEFILE})
 
 
 def program_table(src: Path, mode: str = "ok", **over) -> dict:

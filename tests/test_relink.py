@@ -3,12 +3,12 @@ its links recorded by the {cc} wrapper, the same code in every layout, a reason 
 it keeps one layout, and a plan's rounds each running a layout never run before."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from conftest import program_source
 from cpulab.compile import artifacts, placement
 from cpulab.compile.programs import build_program
 from cpulab.compile.relink import Relink
@@ -47,14 +47,7 @@ MAKEFILE = ("prog: main.o work.o\n\t$(CC) $(LDFLAGS) -o prog main.o work.o\n"
 
 @pytest.fixture
 def source(tmp_path):
-    if not shutil.which("make"):
-        pytest.skip("install make (the test programs build with a Makefile)")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "main.c").write_text(MAIN_C)
-    (src / "work.c").write_text(WORK_C)
-    (src / "Makefile").write_text(MAKEFILE)
-    return src
+    return program_source(tmp_path, {"main.c": MAIN_C, "work.c": WORK_C, "Makefile": MAKEFILE})
 
 
 def program(src: Path, build: str = "make CC={cc} CFLAGS='{cflags}' LDFLAGS='{ldflags}'", run: str = "{build}/prog 5000"):
