@@ -67,17 +67,20 @@ def write_wrappers(home: Path, cc: str, cxx: str) -> dict[str, str]:
 
 
 def _output(argv: list[str], cwd: str) -> Path:
-    for i, a in enumerate(argv):
-        if a == "-o" and i + 1 < len(argv):
-            return Path(cwd, argv[i + 1]).resolve()
-        if a.startswith("-o") and len(a) > 2:
-            return Path(cwd, a[2:]).resolve()
-    return Path(cwd, "a.out").resolve()
+    """The file a link writes."""
+    i = _output_at(argv)
+    return Path(cwd, "a.out" if i is None else argv[i][2:] if argv[i] != "-o" else argv[i + 1]).resolve()
+
+
+def _output_at(argv: list[str]) -> int | None:
+    """Where a link's arguments name its output: the index of -o (or of -oFILE)."""
+    return next((i for i, a in enumerate(argv) if a == "-o" and i + 1 < len(argv) or a.startswith("-o") and len(a) > 2),
+                None)
 
 
 def program_link(home: Path, exe: str) -> tuple[dict | None, str]:
-    """The recorded link that made the program `exe`, and '' ; or None and why it keeps
-    one layout."""
+    """The recorded link that made the program `exe` (and ""), or None and why the
+    program keeps one layout."""
     log = home / "links.jsonl"
     target = Path(exe).resolve()
     links = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -88,7 +91,7 @@ def program_link(home: Path, exe: str) -> tuple[dict | None, str]:
     words = link["argv"][1:] + [w for text in link["rsp"].values() for w in shlex.split(text)]
     if any(w.startswith("-flto") and w != "-flto=none" and w != "-fno-lto" for w in words):
         return None, "one layout: link-time optimised (its code is generated at each link)"
-    if any(w.startswith("-fuse-ld=") and w not in ("-fuse-ld=bfd",) for w in words):
+    if any(w.startswith("-fuse-ld=") and w != "-fuse-ld=bfd" for w in words):
         return None, "one layout: linked by another linker than GNU ld"
     if any(Path(w).suffix in SOURCE_SUFFIXES and not w.startswith("-") for w in words):
         return None, "one layout: compiled and linked in one step (no objects kept to relink)"
@@ -105,12 +108,10 @@ def _objects(link: dict) -> dict[str, str]:
 
 def _with_output(argv: list[str], out: str) -> list[str]:
     """A link's arguments writing `out` instead of what it wrote."""
-    for i, a in enumerate(argv):
-        if a == "-o" and i + 1 < len(argv):
-            return [*argv[:i + 1], out, *argv[i + 2:]]
-        if a.startswith("-o") and len(a) > 2:
-            return [*argv[:i], "-o", out, *argv[i + 1:]]
-    return [*argv, "-o", out]
+    i = _output_at(argv)
+    if i is None:
+        return [*argv, "-o", out]
+    return [*argv[:i], "-o", out, *argv[i + (2 if argv[i] == "-o" else 1):]]
 
 
 @dataclass(frozen=True)
