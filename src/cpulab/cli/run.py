@@ -100,8 +100,10 @@ def run(plan_file, workload_names, kernel_files, variant_names, param_flags, bas
                                  plans.parse_param_flags(list(param_flags)), baseline, list(kernel_files))
         else:
             p = plans.load(plan_file or plans.DEFAULT_PLAN)
-        p = Overrides(processes, samples, min_sample_time, grid, timer, cold, budget, precision, method, against,
-                      None if from_flags else baseline, instructions, metric).apply(p)  # flags: --baseline is in
+        p = Overrides(processes=processes, samples=samples, min_sample_time=min_sample_time, grid=grid, timer=timer,
+                      cold=cold, budget=budget, precision=precision, method=method, against=against,
+                      baseline=None if from_flags else baseline,  # from flags: --baseline is in already
+                      instructions=instructions, metric=metric).apply(p)
         plans.validate(p, plan_file or "plan")
         probes.check_names(p.probe_tables, plan_file or "plan")
     except plans.PlanError as e:

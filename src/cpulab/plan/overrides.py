@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from cpulab.plan.plan import Plan
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Overrides:
     processes: int | None = None
     samples: int | None = None
