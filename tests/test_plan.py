@@ -218,3 +218,16 @@ def test_a_plan_without_processes_sizes_each_experiment_by_its_family(tmp_path):
     assert p.processes is None and p.comparisons_of(e) == 3  # 1 variant x 3 sizes
     assert p.processes_of("x") == p.decision_policy().first_look(3) == 10
     assert plans.load(write(tmp_path, GOOD)).processes_of("x") == 3  # given: as given
+
+
+def test_settings_from_the_command_line_make_a_new_plan_and_leave_the_old_one():
+    """`run --processes 5 --samples 7 --baseline O3`: the plan's settings and every
+    experiment's own counts and baseline give way; the plan read from the file is not
+    changed (it was, in place)."""
+    from cpulab.plan.overrides import Overrides
+    p = plans.load("seeds")
+    before = p.as_dict()
+    q = Overrides(processes=5, samples=7, baseline="O3").apply(p)
+    assert p.as_dict() == before
+    assert (q.processes, q.samples, q.budget) == (5, 7, 0.0)
+    assert all(e.processes is None and e.samples is None and e.baseline == "O3" for e in q.experiments)

@@ -6,7 +6,7 @@ means a fixed count (budget 0) unless a budget is given as well.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from cpulab.plan.plan import Plan
 
@@ -32,20 +32,19 @@ class Overrides:
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]
 
     def apply(self, plan: Plan) -> Plan:
-        """The plan with these settings over its own (not validated: validate the result)."""
+        """A copy of the plan with these settings over its own (not validated: validate the
+        result); the plan given is left as it was."""
         budget = 0.0 if self.processes is not None and self.budget is None else self.budget
         settings = {"processes": self.processes, "samples": self.samples, "min_sample_time": self.min_sample_time,
                     "grid": self.grid, "timer": self.timer, "cold": self.cold, "budget": budget,
                     "precision": self.precision, "method": self.method, "against": self.against,
                     "instructions": self.instructions, "metric": self.metric}
-        for key, value in settings.items():
-            if value is not None:
-                setattr(plan, key, value)
-        for e in plan.experiments:
-            if self.processes is not None:
-                e.processes = None
-            if self.samples is not None:
-                e.samples = None
-            if self.baseline is not None:
-                e.baseline = self.baseline
-        return plan
+        per_experiment: dict = {}  # a count on the command line wins over each experiment's own
+        if self.processes is not None:
+            per_experiment["processes"] = None
+        if self.samples is not None:
+            per_experiment["samples"] = None
+        if self.baseline is not None:
+            per_experiment["baseline"] = self.baseline
+        return replace(plan, **{k: v for k, v in settings.items() if v is not None},
+                       experiments=[replace(e, **per_experiment) for e in plan.experiments])
