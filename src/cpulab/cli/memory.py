@@ -3,6 +3,8 @@ colour) and `bandwidth`.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import click
 from rich.markup import escape
 
@@ -101,8 +103,7 @@ def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], process
         p = plans.from_flags([workload], [variant], sweep, variant)
     except plans.PlanError as e:
         fail(str(e))
-    p.processes, p.samples = processes, 3
-    return p
+    return dataclasses.replace(p, processes=processes, samples=3)
 
 
 COMMANDS = [memlat, bandwidth]
