@@ -36,7 +36,7 @@ from elftools.elf.elffile import ELFFile
 
 from cpulab import paths
 from cpulab.model import Status
-from cpulab.machine.toolchains import compiler_version
+from cpulab.machine.toolchains import compiler_version, cxx_driver
 from cpulab.plan.toolchain import Variant
 from cpulab.workloads import CXX_SUFFIXES, KERNEL_DIR, Workload
 
@@ -148,29 +148,42 @@ def code_sections(obj: Path) -> list[str]:
 
 
 def place(art: Artifact, i: int) -> str:
-    """The executable of the artifact's placement i, linked now if it is not yet: its
-    script written beside the artifact and the build's own link run again under it
-    (atomic: a concurrent linker of the same placement writes the same bytes)."""
+    """The executable of the artifact's placement i, linked now if it is not yet: the
+    build's own link run again under layout i (link_in_layout), beside the artifact."""
     exe = Path(art.placement_path(i))
-    if exe.exists():
-        return str(exe)
-    sections = {f"*/{Path(o).name}": code_sections(Path(o)) for o in linked_objects(art)}
-    script = Path(f"{exe}.ld")
-    tmp = f".{os.getpid()}.{threading.get_ident()}"
-    Path(f"{script}{tmp}").write_text(layout_script(art.hash, i, sections))
-    os.replace(f"{script}{tmp}", script)
-    link = list(art.commands[-1])
-    link[link.index("-o") + 1] = f"{exe}{tmp}"
-    run_step(link + [f"-Wl,-T,{script}"])
-    os.replace(f"{exe}{tmp}", exe)
-    keep_linked([exe, script])
+    if not exe.exists():
+        link_in_layout(list(art.commands[-1]), exe, art.hash, i,
+                       {f"*/{Path(o).name}": Path(o) for o in linked_objects(art)})
     return str(exe)
 
 
-def keep_linked(files: list[Path]) -> None:
-    """Placements (and their scripts) this process made: remove_placements removes them."""
+def link_in_layout(link: list[str], out: Path, key: str, i: int, objects: dict[str, Path],
+                   cwd: str | None = None) -> None:
+    """Run a link again (in `cwd`) into `out`, under layout i's script (layout_script: from
+    `key` and i) beside it; `objects` maps each object's pattern in the script to its file.
+    Atomic (a concurrent linker of the same layout writes the same bytes); the run's
+    remove_placements removes both files."""
+    script = Path(f"{out}.ld")
+    tmp = f".{os.getpid()}.{threading.get_ident()}"
+    sections = {pattern: code_sections(o) for pattern, o in objects.items()}
+    Path(f"{script}{tmp}").write_text(layout_script(key, i, sections))
+    os.replace(f"{script}{tmp}", script)
     with _linked_lock:
-        _linked.update(files)
+        _linked.update((out, script))
+    run_step([*with_output(link, f"{out}{tmp}"), f"-Wl,-T,{script}"], cwd)
+    os.replace(f"{out}{tmp}", out)
+
+
+def output_at(argv: list[str]) -> int | None:
+    """Where a link's arguments name its output: the index of -o (or of -oFILE)."""
+    return next((i for i, a in enumerate(argv)
+                 if a == "-o" and i + 1 < len(argv) or a.startswith("-o") and len(a) > 2), None)
+
+
+def with_output(argv: list[str], out: str) -> list[str]:
+    """A link's arguments writing `out` instead of what they wrote."""
+    i = output_at(argv)
+    return [*argv, "-o", out] if i is None else [*argv[:i], "-o", out, *argv[i + (2 if argv[i] == "-o" else 1):]]
 
 
 def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], version: str) -> str:
@@ -181,16 +194,6 @@ def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], ve
                          list(variant.cflags), list(variant.ldflags), list(variant.abi_flags),
                          list(libs)]).encode())
     return h.hexdigest()
-
-
-def cxx_driver(cc: str) -> str:
-    """The C++ driver beside a C compiler: gcc -> g++, aarch64-linux-gnu-gcc ->
-    aarch64-linux-gnu-g++, clang(-14) -> clang++(-14), cc -> c++."""
-    for c, cxx in (("gcc", "g++"), ("clang", "clang++"), ("cc", "c++")):
-        head, found, tail = cc.rpartition(c)
-        if found and (not tail or tail.startswith("-")):
-            return head + cxx + tail
-    return cc
 
 
 def kernel_objects(folder: Path) -> list[Path]:

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from cpulab import paths
 from cpulab.compile import relink
-from cpulab.compile.artifacts import cxx_driver
 from cpulab.model import Status
 from cpulab.plan.programs import Program
 from cpulab.plan.toolchain import Variant
@@ -84,7 +83,7 @@ class ProgramBuild:
 
 
 def template_values(v: Variant, tree: Path) -> dict[str, str]:
-    return {"cc": v.compiler, "cxx": cxx_driver(v.compiler), "cflags": " ".join((*v.abi_flags, *v.cflags)),
+    return {"cc": v.compiler, "cxx": toolchains.cxx_driver(v.compiler), "cflags": " ".join((*v.abi_flags, *v.cflags)),
             "ldflags": " ".join((*v.abi_flags, *v.ldflags)), "jobs": str(os.cpu_count() or 1), "build": str(tree)}
 
 

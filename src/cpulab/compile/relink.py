@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cpulab.compile.artifacts import SECTION_FLAGS, code_sections, keep_linked, layout_script, run_step
+from cpulab.compile.artifacts import SECTION_FLAGS, link_in_layout, output_at
 from cpulab.workloads import CXX_SUFFIXES
 
 SOURCE_SUFFIXES = (".c", ".s", ".S", ".i", ".ii", ".m", ".f", ".f90", *CXX_SUFFIXES)
@@ -68,14 +68,8 @@ def write_wrappers(home: Path, cc: str, cxx: str) -> dict[str, str]:
 
 def _output(argv: list[str], cwd: str) -> Path:
     """The file a link writes."""
-    i = _output_at(argv)
+    i = output_at(argv)
     return Path(cwd, "a.out" if i is None else argv[i][2:] if argv[i] != "-o" else argv[i + 1]).resolve()
-
-
-def _output_at(argv: list[str]) -> int | None:
-    """Where a link's arguments name its output: the index of -o (or of -oFILE)."""
-    return next((i for i, a in enumerate(argv) if a == "-o" and i + 1 < len(argv) or a.startswith("-o") and len(a) > 2),
-                None)
 
 
 def program_link(home: Path, exe: str) -> tuple[dict | None, str]:
@@ -106,14 +100,6 @@ def _objects(link: dict) -> dict[str, str]:
             if w.endswith(".o") and Path(link["cwd"], w).is_file()}
 
 
-def _with_output(argv: list[str], out: str) -> list[str]:
-    """A link's arguments writing `out` instead of what it wrote."""
-    i = _output_at(argv)
-    if i is None:
-        return [*argv, "-o", out]
-    return [*argv[:i], "-o", out, *argv[i + (2 if argv[i] == "-o" else 1):]]
-
-
 @dataclass(frozen=True)
 class Relink:
     """One program build's link, to place anew: `place(i)` links layout i (once) beside
@@ -133,10 +119,7 @@ class Relink:
         for at, text in self.link["rsp"].items():  # a response file the build removed since
             if not Path(cwd, at[1:]).exists():
                 Path(cwd, at[1:]).write_text(text)
-        script = Path(f"{out}.ld")
         # the objects named by their absolute paths, which the script's patterns match exactly
-        script.write_text(layout_script(self.key, i, {o: code_sections(Path(o)) for o in objects.values()}))
-        keep_linked([Path(out), script])
-        argv = _with_output([objects.get(w, w) for w in self.link["argv"]], out)
-        run_step([*argv, f"-Wl,-T,{script}"], cwd=cwd)
+        link_in_layout([objects.get(w, w) for w in self.link["argv"]], Path(out), self.key, i,
+                       {o: Path(o) for o in objects.values()}, cwd)
         return out

@@ -29,6 +29,16 @@ def resolved(v):
                                description=f"{v.description} ({I686_CROSS}, static)".strip())
 
 
+def cxx_driver(cc: str) -> str:
+    """The C++ driver beside a C compiler: gcc -> g++, aarch64-linux-gnu-gcc ->
+    aarch64-linux-gnu-g++, clang(-14) -> clang++(-14), cc -> c++."""
+    for c, cxx in (("gcc", "g++"), ("clang", "clang++"), ("cc", "c++")):
+        head, found, tail = cc.rpartition(c)
+        if found and (not tail or tail.startswith("-")):
+            return head + cxx + tail
+    return cc
+
+
 @cache
 def compiler_version(compiler: str) -> str:
     """The first line of `compiler --version`, e.g. 'gcc (Debian 12.2.0-14) 12.2.0'."""

@@ -112,7 +112,7 @@ class Plan:
 
     def record(self, kind: str = "plan", **more) -> RunRecord:
         """What a run of this plan was asked, as it is stored (a cluster run's: with `more`)."""
-        return RunRecord.make(kind, {**self.as_dict(), "turn_pairs": True, **more})
+        return RunRecord.make(kind, {**self.as_dict(), "turn_pairs": self.decision_policy().pairs, **more})
 
     def counts_instructions(self, experiment: str) -> bool:
         return self.instructions or self.metric == "instructions" or self.experiment(experiment).instructions
