@@ -20,7 +20,7 @@ import numpy as np
 from scipy import stats as sps
 
 from cpulab import stats
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 
 
 def simulate(true: float, sigma: float, family: int, trials: int, rng) -> dict[int, list[int]]:

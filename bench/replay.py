@@ -29,8 +29,8 @@ import numpy as np
 
 from cpulab import stats
 from cpulab.analysis.summary import result_summary
-from cpulab.policy import DecisionPolicy
-from cpulab.record import StoredResult, StoredSample
+from cpulab.spec.policy import DecisionPolicy
+from cpulab.spec.record import StoredResult, StoredSample
 from cpulab.store.db import Store
 
 

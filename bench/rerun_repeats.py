@@ -20,7 +20,7 @@ import numpy as np
 from cpulab import stats
 from cpulab.compile.artifacts import Artifact
 from cpulab.measure.schedule.targets import Target
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 
 
 def run(trial: int, seed: int, rounds: int, effect, noise: float, rng, drawn: bool) -> str:

@@ -11,7 +11,7 @@ from cpulab.compile import emulation
 from cpulab.plan import toolchain
 from cpulab import workloads
 from cpulab.analysis.summary import compare_results
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.model import Result, Status, Verdict
 from cpulab.measure.execute.executor import HarnessJob, default_executor
 from cpulab.machine import toolchains

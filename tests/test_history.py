@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 from cpulab.analysis import history
 from cpulab.estimates import result_summary
 from cpulab.model import Status

@@ -19,7 +19,7 @@ from cpulab.measure.explain.largest import executed_by_function
 from cpulab.report.analysis_views import explain_tables
 from cpulab.model import Comparison, Verdict
 from cpulab.plan.toolchain import Variant
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
                                     reason="valgrind is not installed (Debian package valgrind)")

@@ -12,8 +12,8 @@ import cpulab
 SRC = Path(cpulab.__file__).resolve().parent
 # In import order.  The store comes before the stages that write it (measure) and read it.
 LAYERS = ["shared", "store", "plan", "compile", "measure", "analysis", "report", "cli"]
-SHARED_FOLDERS = {"workloads", "machine"}  # catalogues of what can be measured, and this machine
-MAX_FLAT = 9
+SHARED_FOLDERS = {"workloads", "machine", "spec"}  # what can be measured, this machine, what a run is asked
+MAX_FLAT = 7
 MAX_LINES = 400
 # Imports allowed inside a function, with why: an optional dependency is imported only when
 # used; the result files' parsers (pydantic models) only by `cpulab import` and `export`
@@ -76,7 +76,7 @@ def test_no_import_from_a_later_stage():
 # The report draws from the Summary alone: it may import its own modules and these shared
 # values, nothing that measures, builds, stores or analyses.  Analysis reads the store and
 # runs nothing: no compiler, no measurement, no probe of this machine.
-REPORT_MAY_IMPORT = ("cpulab.report", "cpulab.model", "cpulab.record", "cpulab.policy", "cpulab.params",
+REPORT_MAY_IMPORT = ("cpulab.report", "cpulab.model", "cpulab.spec.record", "cpulab.spec.policy", "cpulab.params",
                      "cpulab.stats", "cpulab.time_split", "cpulab.workloads")
 ANALYSIS_MAY_NOT = ("cpulab.compile", "cpulab.measure", "cpulab.machine", "cpulab.plan")
 # Modules that start other programs: only the stages that build and measure do that.

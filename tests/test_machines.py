@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from cpulab.cli.kinds import VIEWS
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 from cpulab.analysis import between_runs
 from cpulab.model import Result, Status
 from cpulab.report import html

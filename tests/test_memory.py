@@ -521,7 +521,7 @@ def _colour_result(colour: str, rates: list[float] | None, error: str = ""):
 
 def test_memlat_colour_pairs_by_round_and_says_why_balanced_is_missing():
     from cpulab.analysis.memory import memlat_colour
-    from cpulab.policy import DecisionPolicy
+    from cpulab.spec.policy import DecisionPolicy
     policy = DecisionPolicy()
     arb = [1e8 * (1 + 0.2 * (i % 3)) for i in range(8)]  # rounds differ by up to 40%: the host's drift
     doc = memlat_colour([_colour_result("report", arb), _colour_result("balanced", [a * 1.1 for a in arb])], policy)

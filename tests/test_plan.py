@@ -2,7 +2,7 @@
 import pytest
 
 from cpulab.plan import plan as plans
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.machine import toolchains
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cpulab, program_source
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 from cpulab.compile import inputs
 from cpulab.compile.programs import build_program, run_argv
 from cpulab.measure.execute import processes
@@ -22,7 +22,7 @@ from cpulab.model import Status
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.plan.programs import Check
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.store.db import Store
 
 # One C program, told by its first argument how to behave, reading the input file it is given.

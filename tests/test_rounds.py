@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 from conftest import FakeExecutor
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 from cpulab.measure.execute import processes
 from cpulab.measure.execute.processes import ProcessTarget, Rounds
 from cpulab.measure.schedule.rounds import Schedule
 from cpulab.model import Status
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 
 FIRST = 8  # rounds at the first look: the signed-rank floor 2/2^8 clears 0.05/3 (2/2^6 would not)
 LOOKS = 3

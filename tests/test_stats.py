@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from cpulab import policy
+from cpulab.spec import policy
 from cpulab import stats
-from cpulab.policy import DecisionPolicy
-from cpulab.record import StoredSample
+from cpulab.spec.policy import DecisionPolicy
+from cpulab.spec.record import StoredSample
 
 
 @pytest.mark.parametrize("n", [10, 20, 50])
@@ -255,7 +255,7 @@ def test_the_interval_at_the_look_that_stopped_covers_its_printed_level():
     its printed level says, A/A and with effects, and never less than 1 - alpha."""
     import importlib.util
     from pathlib import Path
-    from cpulab.policy import DecisionPolicy
+    from cpulab.spec.policy import DecisionPolicy
     spec = importlib.util.spec_from_file_location("look_coverage", Path(__file__).parents[1] / "bench" / "look_coverage.py")
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)

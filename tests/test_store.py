@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 from cpulab.store.db import MIGRATIONS, Store, StoreError
 
 HARNESS_OUT = {"ns": [1.0, 2.0], "cycles": [3.0, None], "instructions": [None, None], "work": 10.0, "reps": 2,

@@ -11,8 +11,8 @@ import pytest
 from cpulab import stats
 from cpulab.estimates import carryover, carryover_ratios, compare_results
 from cpulab.model import Result, Status
-from cpulab.policy import DecisionPolicy
-from cpulab.record import StoredSample
+from cpulab.spec.policy import DecisionPolicy
+from cpulab.spec.record import StoredSample
 
 
 def brute_force_p(d: list[float]) -> float:
@@ -191,7 +191,7 @@ def test_whole_processes_that_wait_are_compared_in_wall_time_not_in_their_cycles
     counter excludes the kernel) are its start-up's, the same for both; its wall time is
     what differs.  Compared in cycles, they were `same`; in time, half the rate."""
     from cpulab.estimates import result_summary
-    from cpulab.record import StoredResult
+    from cpulab.spec.record import StoredResult
     rng = np.random.default_rng(3)
 
     def sleeper(variant: str, seconds: float) -> Result:
@@ -207,7 +207,7 @@ def test_whole_processes_that_wait_are_compared_in_wall_time_not_in_their_cycles
 
 def test_whole_processes_bound_by_their_cpu_are_compared_in_cycles():
     from cpulab.estimates import result_summary
-    from cpulab.record import StoredResult
+    from cpulab.spec.record import StoredResult
     rng = np.random.default_rng(4)
 
     def busy(variant: str, cycles: float) -> Result:

@@ -15,8 +15,8 @@ from cpulab.measure import probes
 from cpulab.analysis.summary import compare_results, geomeans
 from cpulab.analysis.memory import memlat_curves
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
-from cpulab.record import RunRecord, upgraded
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.record import RunRecord, upgraded
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.report import exports
 from cpulab.report import html
 from cpulab.report.tables import Cell, to_markdown, to_rich

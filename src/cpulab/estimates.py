@@ -17,8 +17,8 @@ import numpy as np
 
 from cpulab import stats, workloads
 from cpulab.model import Comparison, Geomean, Result, Status, Verdict
-from cpulab.policy import DecisionPolicy
-from cpulab.record import StoredResult, StoredSample
+from cpulab.spec.policy import DecisionPolicy
+from cpulab.spec.record import StoredResult, StoredSample
 from cpulab.workloads import UNITS
 
 

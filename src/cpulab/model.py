@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from cpulab.policy import DecisionPolicy
-from cpulab.record import RunRecord, StoredVariant
+from cpulab.spec.policy import DecisionPolicy
+from cpulab.spec.record import RunRecord, StoredVariant
 
 
 class Status(StrEnum):

@@ -21,7 +21,7 @@ from cpulab.model import (
     MachineRow, MachineRun, Machines, RankedMachine, Result, RunPair, RunPairRow, RunSide, Status,
     Verdict
 )
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.store.db import Store, StoreError
 from cpulab.store.rows import StoredRun
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from cpulab.estimates import ESTIMATOR, result_summary
 from cpulab.model import params_key
-from cpulab.record import StoredResult
+from cpulab.spec.record import StoredResult
 from cpulab.store.db import Store
 from cpulab.store.rows import RunListing
 

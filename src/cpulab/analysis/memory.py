@@ -10,7 +10,7 @@ from collections import defaultdict
 from cpulab import stats
 from cpulab.params import human_bytes
 from cpulab.model import Result, Status
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.workloads.memory import page_colours
 from cpulab.analysis.cache_levels import describe_levels, detect_levels, label_by_level
 from cpulab.analysis.steps import explain_curves

@@ -12,7 +12,7 @@ from cpulab.cli import complete
 from cpulab.cli.common import FiniteRange, db_option, fail, open_store
 from cpulab.cli.pipeline import carry_plan
 from cpulab.plan import plan as plans
-from cpulab.policy import METRICS
+from cpulab.spec.policy import METRICS
 from cpulab.plan.ci import ci_plan, parse_range, repository_of
 from cpulab.plan.origin import git_origin
 from cpulab.plan.overrides import Overrides

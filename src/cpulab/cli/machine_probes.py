@@ -17,7 +17,7 @@ from cpulab.measure.execute.executor import calibrate_timing
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.params import cache_label
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 from cpulab.report.terminal import print_analysis
 from cpulab.machine import toolchains
 from cpulab.cli.kinds import VIEWS

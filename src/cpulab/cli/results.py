@@ -12,7 +12,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from cpulab import analysis, policy
+from cpulab import analysis
+from cpulab.spec import policy
 from cpulab.analysis import between_runs
 from cpulab.cli import complete, pipeline
 from cpulab.cli.common import (

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from cpulab import machine, policy
+from cpulab import machine
+from cpulab.spec import policy
 from cpulab.analysis import between_runs
 from cpulab.cli import complete, pipeline
 from cpulab.cli.common import (

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cpulab import machine, policy, workloads
+from cpulab import machine, workloads
+from cpulab.spec import policy
 from cpulab.params import ParamError, human_bytes
 from cpulab.plan import kernels, toolchain
 from cpulab.plan.programs import CommandError, check_plan_programs

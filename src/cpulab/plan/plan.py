@@ -10,8 +10,9 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cpulab import paths, policy, workloads
-from cpulab.record import RunRecord
+from cpulab import paths, workloads
+from cpulab.spec import policy
+from cpulab.spec.record import RunRecord
 from cpulab.plan import kernels, toolchain
 from cpulab.plan.checks import LIMITS, PlanError, canonical_params, check, check_keys, str_list, validate  # noqa: F401 (plans.LIMITS, plans.validate)
 from cpulab.plan.programs import CommandError, Program, parse_programs

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cpulab.model import Analysis
 from cpulab.params import INT64_MAX
-from cpulab.record import RunRecord, StoredResult, StoredSample, StoredVariant
+from cpulab.spec.record import RunRecord, StoredResult, StoredSample, StoredVariant
 from cpulab.store.rows import RunListing, StoredArtifact, StoredRun, owner, shown_status
 from cpulab.store.schema import MIGRATIONS
 

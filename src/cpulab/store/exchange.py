@@ -18,7 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cpulab import paths, record
+from cpulab import paths
+from cpulab.spec import record
 from cpulab.model import Status
 from cpulab.params import INT64_MAX  # SQLite's INTEGER too
 from cpulab.store.db import Store

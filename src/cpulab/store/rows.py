@@ -10,7 +10,7 @@ import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 
 
 @dataclass(frozen=True)

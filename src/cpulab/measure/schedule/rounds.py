@@ -19,7 +19,7 @@ from typing import Callable, Protocol
 
 from cpulab.estimates import compare_results, result_summary
 from cpulab.model import params_key
-from cpulab.policy import DecisionPolicy
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.plan.plan import Plan
 from cpulab.store.db import Store
 

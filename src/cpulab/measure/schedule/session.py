@@ -14,7 +14,7 @@ from cpulab import machine, workloads
 from cpulab.compile import artifacts
 from cpulab.measure.execute.executor import Executor, LocalExecutor, calibrate_timing
 from cpulab.plan import toolchain
-from cpulab.record import RunRecord
+from cpulab.spec.record import RunRecord
 from cpulab.store.db import Store
 
 

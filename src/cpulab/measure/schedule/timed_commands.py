@@ -19,8 +19,8 @@ from cpulab.measure.schedule.session import recorded_run
 from cpulab.model import Status, params_key
 from cpulab.plan import plan as plans
 from cpulab.plan.programs import Check, CommandError
-from cpulab.policy import PRECISION, DecisionPolicy
-from cpulab.record import RunRecord
+from cpulab.spec.policy import PRECISION, DecisionPolicy
+from cpulab.spec.record import RunRecord
 from cpulab.store.db import Store
 
 

@@ -15,7 +15,7 @@ import functools
 import json
 from dataclasses import dataclass, field, fields
 
-from cpulab.policy import LIMITS, METHODS, METRICS, PRECISION, DecisionPolicy
+from cpulab.spec.policy import LIMITS, METHODS, METRICS, PRECISION, DecisionPolicy
 
 # plan: `cpulab run` (and ci, bisect, memlat, bandwidth: plans they make); time: `cpulab
 # time`; probe and align: the probe commands; cluster: a cluster run's parent (its
