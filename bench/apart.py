@@ -37,15 +37,14 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     plan = plans.from_flags(["sha256"], ["O2"], {"size": "16K"}, None)
-    plan.processes, plan.budget = a.processes, 0.0
-    plans.validate(plan)
+    plan = plan.given(processes=a.processes, budget=0.0)
     with tempfile.TemporaryDirectory() as d:
         store = Store(a.keep or Path(d) / "apart.sqlite")
         runs = []
         for i in range(2 * a.pairs + 1):
             busy = i % 2 == 1
             with cotenant(claimed_cpu() if busy else None, seed=i, always=not a.flicker):
-                runs.append((runner.run_plan(plan, store, seed=i), busy))
+                runs.append((runner.run_plan(plan.given(seed=i), store), busy))
         rows = []
         for (ra, busy_a), (rb, _) in zip(runs, runs[1:]):
             doc = machines.compare_runs(store, ra, rb)

@@ -55,6 +55,7 @@ from cotenant import cotenant  # noqa: E402
 from cpulab import analysis  # noqa: E402
 from cpulab.measure.schedule import runner  # noqa: E402
 from cpulab.plan import kernels as kernel_tables, plan as plans  # noqa: E402
+from cpulab.spec.settings import Settings  # noqa: E402
 from cpulab.plan.toolchain import Variant  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 
@@ -122,7 +123,7 @@ def make_plan(aa: int, injected: int, layout: int = 0, long: int = 0, kernels: t
         exps.append(plans.Experiment("align", ["inflated"], list(align), "align32",
                                      params={"inflated": {"point": points(AA_POINTS)}}))
     own = kernel_tables.resolved({k: KERNEL_TABLES[k] for k in kernels}, HERE, "bench/power.py")
-    return plans.validate(plans.Plan("power", exps, measure_identical=True, custom_variants=variants, kernels=own))
+    return plans.validate(plans.Plan("power", exps, Settings(measure_identical=True), custom_variants=variants, kernels=own))
 
 
 def rate(count: int, n: int) -> dict:
@@ -226,7 +227,7 @@ def main() -> None:
             run_id = store.latest_run()
         else:
             with cotenant(a.cotenant, seed=1):
-                run_id = runner.run_plan(plan, store, seed=1)
+                run_id = runner.run_plan(plan.given(seed=1), store)
         run = store.run(run_id)
         summary = analysis.summarise(store, run_id)
         comps = [c.to_dict() for c in summary.comparisons]

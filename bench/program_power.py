@@ -150,7 +150,7 @@ def main() -> None:
         src = source_tree(Path(d))
         doc = {"layouts": layouts_of_40(src, Path(d) / "cache")}
         store = Store(a.keep or Path(d) / "p.sqlite")
-        run_id = runner.run_plan(make_plan(src, a.twins, a.injected), store, seed=1)
+        run_id = runner.run_plan(make_plan(src, a.twins, a.injected).given(seed=1), store)
         run = store.run(run_id)
         comps = [c.to_dict() for c in analysis.summarise(store, run_id).comparisons]
         called = ("faster", "slower")

@@ -63,7 +63,7 @@ def main() -> None:
             "rc5-layout", ["rc5-pair"], ["new", "old"], "new", params={"rc5-pair": {"core": ["portable"]}})],
             custom_variants=variants))
         store = Store(Path(d) / "rc5.sqlite")
-        run_id = runner.run_plan(plan, store, seed=1)
+        run_id = runner.run_plan(plan.given(seed=1), store)
         s = analysis.summarise(store, run_id)
     [c] = s.comparisons
     doc = {"host": s.machine.get("cpu_model"), "core_per_tsc": s.timing.get("core_per_tsc"),

@@ -27,7 +27,7 @@ from power import rate  # noqa: E402
 
 from cpulab import analysis  # noqa: E402
 from cpulab.compile.artifacts import build_tool  # noqa: E402
-from cpulab.measure.schedule.timed_commands import time_commands  # noqa: E402
+from cpulab.measure.schedule.timed_commands import TIME_DEFAULTS, time_commands  # noqa: E402
 from cpulab.store.db import Store  # noqa: E402
 
 SPIN = Path(__file__).resolve().parent / "kernels" / "spin.c"
@@ -61,7 +61,7 @@ def main() -> None:
         store = Store(Path(d) / "time.sqlite")
         for i in range(a.tries):
             for kind, other in (("detect", int(n * (1 + a.more / 100))), ("aa", n)):
-                run_id = time_commands(store, [f"{spin} {n}", f"{spin} {other}"], names=["A", "B"], seed=i)
+                run_id = time_commands(store, [f"{spin} {n}", f"{spin} {other}"], TIME_DEFAULTS.given(seed=i), names=["A", "B"])
                 [c] = analysis.summarise(store, run_id).comparisons
                 verdicts[kind].append({"verdict": str(c.verdict), "ratio": c.ratio, "ci": c.ci, "rounds": c.rounds,
                                        "basis": c.basis})

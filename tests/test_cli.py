@@ -120,7 +120,7 @@ def test_resume_and_report_refusals(tmp_path):
     db = tmp_path / "db.sqlite"
     assert cpulab("run", "-w", "sha256", "-v", "O2", "-p", "size=64", "--runs", "1", "--samples", "1",
                   "--min-sample-time", "0.001", db=db).returncode == 0
-    for args, words in ((["run", "--resume", "1", "--runs", "3"], "drop --processes/--runs"),
+    for args, words in ((["run", "--resume", "1", "--runs", "3"], "drop --processes"),
                         (["run", "--resume", "1"], "the run is done"),
                         (["run", "--resume", "7"], "no run 7"),
                         (["report", "1", "-o", str(tmp_path / "file" / "r.html")], "cannot be drawn")):

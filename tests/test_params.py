@@ -168,7 +168,7 @@ def test_any_plan_is_valid_or_one_line_naming_the_file(d):
     event("valid")
     for e in p.experiments:
         assert_canonical(e.params)
-    assert 0 <= p.warmup <= 60 and isinstance(p.measure_identical, bool)
+    assert 0 <= p.settings.warmup <= 60 and isinstance(p.settings.measure_identical, bool)
     for e in p.experiments:  # given, or the first look the experiment's family needs
         assert 1 <= p.processes_of(e.name) <= 10000
     for e in p.experiments:

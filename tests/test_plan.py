@@ -28,7 +28,7 @@ size = "1024..4096"
 
 def test_good_plan_loads(tmp_path):
     p = plans.load(write(tmp_path, GOOD))
-    assert p.processes == 3 and p.variant("unrolled").cflags == ("-O2", "-funroll-loops")
+    assert p.settings.processes == 3 and p.variant("unrolled").cflags == ("-O2", "-funroll-loops")
     assert p.experiments[0].params == {"sha256": {"size": ["1024", "2048", "4096"]}}
 
 
@@ -146,7 +146,7 @@ def test_old_keys_read_as_the_new_words(tmp_path):
     f = tmp_path / "old.toml"
     f.write_text(GOOD.replace("runs = 3", "runs = 4\nprofile = \"full\""))
     p = plans.load(str(f))
-    assert p.processes == 4 and p.grid == "full"
+    assert p.settings.processes == 4 and p.settings.grid == "full"
     f.write_text(GOOD.replace("runs = 3", "runs = 4\nprocesses = 5"))
     with pytest.raises(plans.PlanError, match="'runs' is the old name of 'processes'"):
         plans.load(str(f))
@@ -194,7 +194,7 @@ def test_cpulabs_own_checkout_is_one_that_tracks_its_code_not_any_work_tree_arou
 
 def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_path):
     p = plans.load(write(tmp_path, 'metric = "instructions"\n' + GOOD))
-    assert p.metric == "instructions" and p.counts_instructions("x")
+    assert p.settings.metric == "instructions" and p.counts_instructions("x")
     assert p.record().policy.metric == "instructions"
     assert not plans.load(write(tmp_path, GOOD)).counts_instructions("x")
     with pytest.raises(plans.PlanError, match="metric: expected one of time, instructions, memory, got 'cycles'"):
@@ -215,8 +215,8 @@ def test_the_first_look_is_the_fewest_rounds_that_can_decide(budget, method, fam
 def test_a_plan_without_processes_sizes_each_experiment_by_its_family(tmp_path):
     p = plans.load(write(tmp_path, GOOD.replace("runs = 3", "")))
     e = p.experiments[0]
-    assert p.processes is None and p.comparisons_of(e) == 3  # 1 variant x 3 sizes
-    assert p.processes_of("x") == p.decision_policy().first_look(3) == 10
+    assert p.settings.processes is None and p.comparisons_of(e) == 3  # 1 variant x 3 sizes
+    assert p.processes_of("x") == p.settings.policy.first_look(3) == 10
     assert plans.load(write(tmp_path, GOOD)).processes_of("x") == 3  # given: as given
 
 
@@ -229,5 +229,5 @@ def test_settings_from_the_command_line_make_a_new_plan_and_leave_the_old_one():
     before = p.as_dict()
     q = Overrides(processes=5, samples=7, baseline="O3").apply(p)
     assert p.as_dict() == before
-    assert (q.processes, q.samples, q.budget) == (5, 7, 0.0)
+    assert (q.settings.processes, q.settings.samples, q.settings.budget) == (5, 7, 0.0)
     assert all(e.processes is None and e.samples is None and e.baseline == "O3" for e in q.experiments)

@@ -71,7 +71,7 @@ def plan_dict(progs: dict, variants=("O2", "O3"), **over) -> dict:
 def test_program_built_per_variant_checked_and_timed(source, tmp_path):
     p = plans.from_dict(plan_dict({"good": program_table(source)}), "t.toml")
     store = Store(tmp_path / "s.sqlite")
-    run_id = runner.run_plan(p, store, seed=1)
+    run_id = runner.run_plan(p.given(seed=1), store)
     results = store.results(run_id)
     assert {(r.variant, r.params["file"]) for r in results} == {(v, s) for v in ("O2", "O3") for s in ("4K", "64K")}
     assert all(r.status == "ok" and r.unit == "runs" for r in results), results
@@ -103,7 +103,7 @@ def test_build_failure_check_failure_crash_and_hang_are_recorded(source, tmp_pat
     d["timeout"] = 1
     p = plans.from_dict(d, "t.toml")
     store = Store(tmp_path / "s.sqlite")
-    run_id = runner.run_plan(p, store, seed=2)
+    run_id = runner.run_plan(p.given(seed=2), store)
     by = {}
     for r in store.results(run_id):
         by.setdefault(r.workload, set()).add(r.status)

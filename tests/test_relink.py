@@ -86,10 +86,9 @@ def test_a_program_that_cannot_be_relinked_keeps_one_layout_and_says_why(source,
 
 
 def test_a_plan_runs_each_round_of_a_program_in_a_layout_never_run_before(source, tmp_path):
-    p = program(source)
-    p.processes, p.budget, p.timeout = 5, 0.0, 10
+    p = program(source).given(processes=5, budget=0.0, timeout=10.0, seed=3)
     store = Store(tmp_path / "s.sqlite")
-    run_id = runner.run_plan(p, store, seed=3)
+    run_id = runner.run_plan(p, store)
     (r,) = store.results(run_id)
     layouts = [s.placement for s in store.samples(r.id)]
     assert r.status == "ok" and "one_layout" not in r.notes

@@ -69,13 +69,13 @@ def test_kernels_in_turns_without_processes(store):
     from cpulab import analysis
     from cpulab.measure.schedule import runner
     from cpulab.plan import plan as plans
+    from cpulab.spec.settings import Settings
     rng = random.Random(3)
     wall = lambda job: 0.001 * (0.97 if "-O3" in job.artifact_path else 1.0) * (1 + 0.002 * rng.random())  # noqa: E731
     p = plans.validate(plans.Plan("t", [plans.Experiment("t", ["sha256"], ["O2", "O3"], "O2",
-                                                         params={"sha256": {"size": ["256"]}})],
-                                  processes=FIRST, samples=6, budget=30.0))
+                                                         params={"sha256": {"size": ["256"]}})], Settings(processes=FIRST, samples=6, budget=30.0)))
     ex = FakeExecutor(wall)
-    run_id = runner.run_plan(p, store, site=FakeSite(ex), seed=4)
+    run_id = runner.run_plan(p.given(seed=4), store, site=FakeSite(ex))
     s = analysis.summarise(store, run_id)
     (c,) = s.comparisons
     assert c.verdict == "faster" and c.rounds == FIRST and abs(c.ratio - 1 / 0.97) < 0.005

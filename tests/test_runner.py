@@ -18,6 +18,7 @@ from conftest import cpulab
 from cpulab.cli.kinds import VIEWS
 from cpulab import analysis
 from cpulab.plan import plan as plans
+from cpulab.spec.settings import Settings
 from cpulab.measure.schedule import runner
 from cpulab.measure.schedule import targets
 from cpulab.measure.execute.executor import LocalExecutor
@@ -30,7 +31,7 @@ FAST = dict(processes=2, samples=2, min_sample_time=0.001, warmup=0.0, budget=0.
 
 def make_plan(workloads, variants, params=None, custom=None, **kw):
     exp = plans.Experiment("t", workloads, variants, variants[0], params=params or {})
-    p = plans.Plan("test", [exp], custom_variants=custom or {}, **{**FAST, **kw})
+    p = plans.Plan("test", [exp], Settings(**{**FAST, **kw}), custom_variants=custom or {})
     return plans.validate(p)
 
 
@@ -38,7 +39,7 @@ def test_every_failure_is_recorded_and_the_rest_goes_on(tmp_path, misbehave):
     modes = ["ok", "crash", "hang", "wrong", "nosetup", "skip", "garbage"]
     p = make_plan(["misbehave"], ["O2"], {"misbehave": {"mode": modes}}, timeout=2.0)
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, seed=1)
+    run_id = runner.run_plan(p.given(seed=1), store)
     status = {r.params["mode"]: (r.status, r.error) for r in store.results(run_id)}
     assert status["ok"][0] == "ok"
     assert status["crash"] == ("crash", "killed by SIGSEGV")
@@ -58,7 +59,7 @@ def test_build_failure_and_missing_toolchain_are_per_variant(tmp_path):
               "nocc": Variant("nocc", compiler="no-such-cc", package="no-such-package")}
     p = make_plan(["sha256"], ["O2", "broken", "nocc"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, seed=2)
+    run_id = runner.run_plan(p.given(seed=2), store)
     res = {r.variant: r for r in store.results(run_id)}
     assert res["O2"].status == "ok"
     assert res["broken"].status == "build-failed" and "no-such-option" in res["broken"].error
@@ -70,7 +71,7 @@ def test_identical_code_is_reported_not_measured(tmp_path):
     custom = {"O2-twin": Variant("O2-twin", cflags=("-O2", "-DUNUSED_MACRO=1"))}
     p = make_plan(["sha256"], ["O2", "O2-twin", "O0"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, seed=3)
+    run_id = runner.run_plan(p.given(seed=3), store)
     res = {r.variant: r for r in store.results(run_id)}
     assert res["O2-twin"].status == "identical" and res["O2-twin"].same_as == "O2"
     assert store.samples(res["O2-twin"].id) == []
@@ -122,10 +123,9 @@ def test_identical_builds_are_same(tmp_path):
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment(f"aa{i}", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["1024"]}})
             for i in range(20)]
-    p = plans.validate(plans.Plan("aa", exps, processes=8, samples=3, min_sample_time=0.002, warmup=0.0, budget=0.0,
-                                  measure_identical=True, custom_variants=custom))
+    p = plans.validate(plans.Plan("aa", exps, Settings(processes=8, samples=3, min_sample_time=0.002, warmup=0.0, budget=0.0, measure_identical=True), custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, seed=4)
+    run_id = runner.run_plan(p.given(seed=4), store)
     comps = analysis.summarise(store, run_id).comparisons
     assert len(comps) == 20
     # `inconclusive` (too many processes left out as preempted on a loaded machine) is
@@ -175,11 +175,10 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("far", ["sha256"], ["O2", "O0"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, processes=8, samples=3, budget=60.0, precision=0.00001,
-                                  measure_identical=True, custom_variants=custom))
+    p = plans.validate(plans.Plan("b", exps, Settings(processes=8, samples=3, budget=60.0, precision=0.00001, measure_identical=True), custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
-    run_id = runner.run_plan(p, store, site=FakeSite(FakeExecutor(wall)), progress=progress, seed=5)
+    run_id = runner.run_plan(p.given(seed=5), store, site=FakeSite(FakeExecutor(wall)), progress=progress)
     rounds = {(r.experiment, r.variant): len({s.process for s in store.samples(r.id)})
               for r in store.results(run_id)}
     assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
@@ -200,10 +199,9 @@ def test_budget_is_not_overspent(tmp_path):
     from cpulab.plan.toolchain import Variant
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, processes=4, samples=2, min_sample_time=0.0005, warmup=0.0, budget=0.01,
-                                  precision=0.00001, measure_identical=True, custom_variants=custom))
+    p = plans.validate(plans.Plan("b", exps, Settings(processes=4, samples=2, min_sample_time=0.0005, warmup=0.0, budget=0.01, precision=0.00001, measure_identical=True), custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, seed=6)
+    run_id = runner.run_plan(p.given(seed=6), store)
     assert all(len({s.process for s in store.samples(r.id)}) == 4 for r in store.results(run_id))
 
 
@@ -257,7 +255,7 @@ def test_variants_differing_only_in_environment_are_both_measured(tmp_path):
     custom = {"O2-env": Variant("O2-env", env=env), "O2-env-twin": Variant("O2-env-twin", env=env)}
     p = make_plan(["sha256"], ["O2", "O2-env", "O2-env-twin"], {"sha256": {"size": ["256"]}}, custom)
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, seed=5)
+    run_id = runner.run_plan(p.given(seed=5), store)
     res = {r.variant: r for r in store.results(run_id)}
     assert res["O2-env"].status == "ok" and len(store.samples(res["O2-env"].id)) == FAST["processes"] * FAST["samples"]
     assert res["O2-env-twin"].status == "identical" and res["O2-env-twin"].same_as == "O2-env"
@@ -424,7 +422,7 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
     one gets its repetitions (the same work per sample) and skips the test it passed."""
     p = make_plan(["sha256"], ["O2", "O3"], {"sha256": {"size": ["256"]}}, processes=3)
     ex = RecordingExecutor()
-    run_id = runner.run_plan(p, Store(tmp_path / "db.sqlite"), executor=ex, seed=3)
+    run_id = runner.run_plan(p.given(seed=3), Store(tmp_path / "db.sqlite"), executor=ex)
     store = Store(tmp_path / "db.sqlite")
     for r in store.results(run_id):
         home = os.path.dirname(store.artifact(r.artifact_hash).path)
@@ -456,11 +454,10 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     monkeypatch.setattr(instructions, "count", count)
     exps = [plans.Experiment(name, ["sha256"], ["O2", "O3"], "O2", params={"sha256": {"size": ["256"]}},
                              share_machine=name != "alone", instructions=True) for name in ("a", "b", "alone")]
-    p = plans.validate(plans.Plan("lanes", exps, **{**FAST, "processes": 4, "samples": 20},
-                                  probe_tables=["seed004-table3"]))
+    p = plans.validate(plans.Plan("lanes", exps, Settings(**{**FAST, "processes": 4, "samples": 20}), probe_tables=["seed004-table3"]))
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
-    run_id = runner.run_plan(p, store, seed=4, progress=progress)
+    run_id = runner.run_plan(p.given(seed=4), store, progress=progress)
     assert store.run(run_id).conditions["shared_machine"] == ["a", "b"]
     # the lanes' bar: as many steps as it announced, among them its lanes' rounds (4 of 2
     # variants each), counts (2 each) and the table
@@ -520,5 +517,5 @@ def test_lanes_take_the_longest_first_and_what_an_item_adds():
 def test_share_machine_must_be_true_or_false(tmp_path):
     f = tmp_path / "p.toml"
     f.write_text('[[experiment]]\nname = "x"\nworkloads = ["sha256"]\nvariants = ["O2"]\nshare_machine = "yes"\n')
-    with pytest.raises(plans.PlanError, match=r"experiment\[0\]\.share_machine: expected true or false"):
+    with pytest.raises(plans.PlanError, match=r"experiment 'x': share_machine: expected true or false"):
         plans.load(str(f))

@@ -133,6 +133,7 @@ def test_a_one_way_carry_over_does_not_enter_the_ratio(tmp_path):
     from cpulab import analysis
     from cpulab.measure.schedule import runner
     from cpulab.plan import plan as plans
+    from cpulab.spec.settings import Settings
     from cpulab.plan.toolchain import Variant
     from cpulab.store.db import Store
 
@@ -155,11 +156,10 @@ def test_a_one_way_carry_over_does_not_enter_the_ratio(tmp_path):
     custom = {"twin": Variant("twin", cflags=("-O2",)), "slow": Variant("slow", cflags=("-O2",))}
     exps = [plans.Experiment("carry", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("real", ["sha256"], ["O2", "slow"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("c", exps, processes=24, samples=8, measure_identical=True, custom_variants=custom))
+    p = plans.validate(plans.Plan("c", exps, Settings(processes=24, samples=8, measure_identical=True), custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
-    run_id = runner.run_plan(p, store, site=FakeSite(AfterOther(
-        lambda job: 0.001 * slow[job.artifact_path.rsplit("-", 1)[1].split(".")[0]] * (1 + 0.002 * rng.uniform(-1, 1)))),
-        seed=3)
+    run_id = runner.run_plan(p.given(seed=3), store, site=FakeSite(AfterOther(
+        lambda job: 0.001 * slow[job.artifact_path.rsplit("-", 1)[1].split(".")[0]] * (1 + 0.002 * rng.uniform(-1, 1)))))
     comps = {c.experiment: c for c in analysis.summarise(store, run_id).comparisons}
     carry, real = comps["carry"], comps["real"]
     assert carry.verdict == "same" and not carry.held, (carry.verdict, carry.ratio, carry.carryover)

@@ -51,11 +51,12 @@ def test_every_kind_of_run_record_reads_as_one_type():
     """A run's record is a plan's, `cpulab time`'s or an imported tool's; all three give the
     experiments, their baselines and the policy the record asks, and stay whole for --json."""
     from cpulab.measure.execute.processes import Rounds
-    from cpulab.measure.schedule.timed_commands import time_record
+    from cpulab.measure.schedule.timed_commands import TIME_DEFAULTS, time_record
     from cpulab.plan import plan as plans
     from cpulab.store.foreign import plan_of as imported_plan
     kinds = {"plan": (plans.load("core").record().stored, "turns"),
-             "time": (time_record(["true", "false"], ["t", "f"], {}, Rounds(), False, 0, 5, 0.0).stored, "paired"),
+             "time": (time_record(["true", "false"], ["t", "f"], {}, Rounds(), False, 0,
+                                      TIME_DEFAULTS.given(processes=5, budget=0.0)).stored, "paired"),
              "imported": (imported_plan("hyperfine", "1", "mean", [{"workload": "w", "variant": v, "processes": [1.0]}
                                                                   for v in ("x", "y")]), "unpaired")}
     kinds["imported"] = (RunRecord.make("imported", kinds["imported"][0]).stored, "unpaired")

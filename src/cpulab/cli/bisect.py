@@ -9,6 +9,7 @@ import click
 from cpulab.analysis.gate import REGRESSION, gate
 from cpulab.cli import complete
 from cpulab.cli.common import FiniteRange, db_option, emit_json, fail, json_option, open_store, out
+from cpulab.cli.flags import grouped, setting_options
 from cpulab.cli.pipeline import carry_plan
 from cpulab.model import Status, Verdict
 from cpulab.plan import plan as plans
@@ -23,42 +24,40 @@ from cpulab.report.tables import fmt_delta
 @click.argument("good")
 @click.argument("bad")
 @click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables (and [kernel] tables in git) are built at each commit.")
+@grouped("chosen", "variant", "threshold")
 @click.option("--variant", default=None, shell_complete=complete.variant_names,
               help="Build every commit with this variant (default: each experiment's baseline).")
 @click.option("--threshold", type=FiniteRange(0.0, 1.0), default=None,
               help="A regression is a significant slowdown of at least this much (default: the plan's precision).")
-@click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
-              help="Seconds per step for rounds beyond the first look (default: the plan's).")
-@click.option("--processes", type=click.IntRange(*plans.LIMITS["processes"]), default=None,
-              help="Rounds at each step's first look (default: the plan's).")
-@click.option("--random-seed", type=int, default=None)
+@setting_options("processes", "budget", "seed")
+@grouped("output", "db", "as_json")
 @db_option
 @json_option
-def bisect(good, bad, plan_file, variant, threshold, budget, processes, random_seed, db, as_json):
+def bisect(good, bad, plan_file, chosen, settings, output):
     """The first commit from GOOD to BAD at which the plan's programs are slower than at
     GOOD, beyond the plan's precision.  Each step measures a candidate against GOOD's build
     in one run, in turns, with the usual looks; a candidate that fails to build is skipped
     and named.  Exit 0: found, or no regression from GOOD to BAD; 3: a step stayed
     undecided within the budget (reported, never guessed); 2: usage or input error."""
     try:
-        p = Overrides(processes=processes, budget=budget).apply(plans.load(plan_file))
+        p = Overrides(**settings).apply(plans.load(plan_file))
         repo = repository_of(p)
         search = Bisection(commits_between(repo, good, bad))
     except plans.PlanError as e:
         fail(str(e))
-    threshold = p.precision if threshold is None else threshold
-    store = open_store(db)
+    threshold = p.settings.precision if chosen.threshold is None else chosen.threshold
+    store = open_store(output.db)
     steps = []
     while (commit := search.next()) is not None:
         try:
-            plan, _ = ci_plan(p, Range(good, commit), variant)
+            plan, _ = ci_plan(p, Range(good, commit), chosen.variant)
         except plans.PlanError as e:
             fail(str(e))
-        summary, _ = carry_plan(plan, store, random_seed, f"bisect {good}..{commit[:12]}", git_origin(repo))
+        summary, _ = carry_plan(plan, store, f"bisect {good}..{commit[:12]}", git_origin(repo))
         outcome, step = _step(summary, threshold)
         search.record(commit, outcome)
         steps.append({"commit": commit, "subject": subject(repo, commit), "outcome": outcome, "run_id": summary.run_id, **step})
-        if not as_json:
+        if not output.as_json:
             out.print(f"step {len(steps)}: {commit[:12]} {steps[-1]['subject'][:50]!r}: {outcome} "
                       f"{fmt_delta(step['ratio'], step['ci']) if step['ratio'] else ''}", soft_wrap=True)
     first = search.first_bad()
@@ -71,7 +70,7 @@ def bisect(good, bad, plan_file, variant, threshold, budget, processes, random_s
            "first_bad": next((s for s in steps if s["commit"] == first), None),
            "skipped": [s["commit"] for s in steps if s["outcome"] == SKIP],
            "maybe_first_bad": search.skipped_before(first) if first else []}
-    if as_json:
+    if output.as_json:
         emit_json(doc)
     else:
         out.print(_conclusion(doc, good, bad), soft_wrap=True)

@@ -10,6 +10,7 @@ import click
 from cpulab.analysis.gate import INSTRUCTION_THRESHOLD, UNDECIDED, gate
 from cpulab.cli import complete
 from cpulab.cli.common import FiniteRange, db_option, fail, open_store
+from cpulab.cli.flags import grouped, setting_options
 from cpulab.cli.pipeline import carry_plan
 from cpulab.plan import plan as plans
 from cpulab.spec.policy import METRICS
@@ -24,6 +25,7 @@ from cpulab.report.views import gate_table
 @click.argument("refs", metavar="BASE..HEAD")
 @click.option("--plan", "plan_file", required=True, help="The plan whose [program] tables (and [kernel] tables in git) are built at both commits.")
 @click.option("--variant", default=None, shell_complete=complete.variant_names, help="Build both with this variant (default: each experiment's baseline).")
+@grouped("gate_by", "metric", "threshold", "fail_on_unclear", "markdown_file")
 @click.option("--metric", type=click.Choice(METRICS), default="time", show_default=True,
               help="What decides: the time (a significant slowdown), the instructions per unit counted "
                    "under valgrind (exact, for noisy runners; a proxy for time, both are shown), or each run's "
@@ -32,16 +34,11 @@ from cpulab.report.views import gate_table
               help="A regression is a significant slowdown of at least this much (default: the plan's precision), "
                    f"or with --metric instructions this much more instructions (default {INSTRUCTION_THRESHOLD:.1%}).")
 @click.option("--fail-on-unclear", is_flag=True, help="Exit 3 when a comparison is still undecided within the budget.")
-@click.option("--budget", type=FiniteRange(*plans.LIMITS["budget"]), default=None,
-              help="Seconds per experiment for rounds beyond the first look (default: the plan's).")
-@click.option("--processes", type=click.IntRange(*plans.LIMITS["processes"]), default=None,
-              help="Rounds at the first look (default: the plan's).")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False), default=None,
               help="Write the Markdown summary here too (default: also $GITHUB_STEP_SUMMARY when set).")
-@click.option("--random-seed", type=int, default=None)
+@setting_options("processes", "budget", "seed")
 @db_option
-def ci(refs, plan_file, variant, metric, threshold, fail_on_unclear, budget, processes, markdown_file, random_seed,
-       db):
+def ci(refs, plan_file, variant, gate_by, settings, db):
     """Is HEAD slower than BASE?  Both commits of the plan's programs and kernels, measured in
     one run in turns.  Exit 0: no regression; 1: a significant regression beyond --threshold; 2: usage or
     input error; 3: undecided within the budget, or without an instruction count with --metric
@@ -49,18 +46,20 @@ def ci(refs, plan_file, variant, metric, threshold, fail_on_unclear, budget, pro
     try:
         r = parse_range(refs)
         p = plans.load(plan_file)
-        p = Overrides(processes=processes, budget=budget, instructions=metric == "instructions" or None,
+        metric = gate_by.metric
+        p = Overrides(**settings, instructions=metric == "instructions" or None,
                       metric=metric if metric == "memory" else None).apply(p)
         p, commits = ci_plan(p, r, variant)
     except plans.PlanError as e:
         fail(str(e))
-    summary, _ = carry_plan(p, open_store(db), random_seed, f"ci {refs}", git_origin(repository_of(p)))
+    summary, _ = carry_plan(p, open_store(db), f"ci {refs}", git_origin(repository_of(p)))
+    threshold = gate_by.threshold
     if threshold is None:
-        threshold = INSTRUCTION_THRESHOLD if metric == "instructions" else p.precision
-    outcome = gate(summary.comparisons, threshold, fail_on_unclear, metric)
+        threshold = INSTRUCTION_THRESHOLD if metric == "instructions" else p.settings.precision
+    outcome = gate(summary.comparisons, threshold, gate_by.fail_on_unclear, metric)
     text = markdown(refs, commits, summary, outcome, metric)
     click.echo(text)
-    for path in filter(None, (markdown_file, os.environ.get("GITHUB_STEP_SUMMARY"))):
+    for path in filter(None, (gate_by.markdown_file, os.environ.get("GITHUB_STEP_SUMMARY"))):
         with open(path, "a") as f:
             f.write(text)
     raise SystemExit(outcome.status)

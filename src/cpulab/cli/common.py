@@ -106,17 +106,6 @@ db_option = click.option("--db", type=click.Path(), default=None,
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
 
 
-def processes_option(**kw):
-    """Processes per result; --runs is its old name, still accepted."""
-    return click.option("--processes", "--runs", "processes", type=click.IntRange(1, kw.pop("most", 10000)),
-                        help=kw.pop("help", "Processes per result, in interleaved rounds (--runs: deprecated alias)."),
-                        **kw)
-
-
-grid_option = click.option("--grid", "--profile", "grid", type=click.Choice(["quick", "full"]), default="quick",
-                           help="quick or full: the default sizes and page modes (--profile: its old name).")
-
-
 def tls_options(f):
     """--tls-ca/--tls-cert/--tls-key: all three turn on TLS for every cluster connection."""
     for name, what in (("--tls-key", "this end's private key"), ("--tls-cert", "this end's certificate"),

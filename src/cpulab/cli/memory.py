@@ -3,16 +3,13 @@ colour) and `bandwidth`.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import click
 from rich.markup import escape
 
 from cpulab.plan import plan as plans
 from cpulab.cli import complete
-from cpulab.cli.common import (
-    db_option, emit_json, fail, grid_option, json_option, open_store, out, processes_option, size_option
-)
+from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out, size_option
+from cpulab.cli.flags import grouped, setting_options
 from cpulab.cli.pipeline import carry_plan
 from cpulab.report.terminal import print_analysis
 from cpulab.workloads.memory import memlat_sizes
@@ -20,6 +17,7 @@ from cpulab.cli.kinds import VIEWS
 
 
 @click.command()
+@grouped("sweep", "pages", "mode", "max_size", "per_octave", "colour")
 @click.option("--pages", default=None, help="Page modes, comma-separated: 4k, thp, huge (default: 4k,thp; full adds huge).")
 @click.option("--mode", default="random", show_default=True,
               help="Comma-separated: random (prefetchers defeated), sequential, pagestride (one load per page: the TLBs).")
@@ -29,21 +27,23 @@ from cpulab.cli.kinds import VIEWS
               help="Instead: the seeds plan's page-colour experiment: arbitrary against colour-balanced pages "
                    "at 0.5-1.25x the L2 and L3 sizes (balanced pages need root).")
 @click.option("--variant", default="O2", show_default=True, shell_complete=complete.variant_names)
-@processes_option(most=100, help="Processes per result (default 3; 8 with --colour, its comparison is paired by round).")
-@grid_option
+@setting_options("processes", "grid")
+@grouped("output", "db", "as_json")
 @db_option
 @json_option
-def memlat(pages, mode, max_size, per_octave, colour, variant, processes, grid, db, as_json):
-    """Load-to-use latency against working-set size, with the cache levels found in it."""
-    if colour:
-        memlat_colour(variant, processes, db, as_json)
+def memlat(sweep, variant, settings, output):
+    """Load-to-use latency against working-set size, with the cache levels found in it
+    (3 processes a size unless --processes; 8 with --colour, its comparison is paired by round)."""
+    if sweep.colour:
+        memlat_colour(variant, settings["processes"], output.db, output.as_json)
         return
-    processes = processes or 3
-    hi = size_option("--max-size", max_size) if max_size else (256 if grid == "full" else 64) * 1024 ** 2
-    page_modes = (pages or ("4k,thp,huge" if grid == "full" else "4k,thp")).split(",")
-    sizes = [str(x) for x in memlat_sizes(1024, hi, per_octave)]
-    summary, _ = carry_plan(sweep_plan("memlat", variant, {"size": sizes, "pages": page_modes, "mode": mode.split(",")},
-                                       processes), open_store(db))
+    full = settings["grid"] == "full"
+    hi = size_option("--max-size", sweep.max_size) if sweep.max_size else (256 if full else 64) * 1024 ** 2
+    page_modes = (sweep.pages or ("4k,thp,huge" if full else "4k,thp")).split(",")
+    sizes = [str(x) for x in memlat_sizes(1024, hi, sweep.per_octave)]
+    points = {"size": sizes, "pages": page_modes, "mode": sweep.mode.split(",")}
+    summary, _ = carry_plan(sweep_plan("memlat", variant, points, settings["processes"] or 3), open_store(output.db))
+    as_json = output.as_json
     curves = next(a.data for a in summary.analyses if a.kind == "memlat-levels")
     failed = [r for r in summary.results if not r.status.measured]
     doc = {"run_id": summary.run_id, "machine": summary.machine, "os_caches": summary.machine.get("caches", []),
@@ -76,22 +76,25 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
 
 
 @click.command()
+@grouped("sweep", "ops", "max_size", "per_octave")
 @click.option("--ops", default="read,write,copy,triad", show_default=True)
 @click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
 @click.option("--per-octave", type=click.IntRange(1, 16), default=1, show_default=True)
 @click.option("--variant", default="O3-native", show_default=True, shell_complete=complete.variant_names)
-@processes_option(default=3, show_default=True, most=100)
-@grid_option
+@setting_options("processes", "grid")
+@grouped("output", "db", "as_json")
 @db_option
 @json_option
-def bandwidth(ops, max_size, per_octave, variant, processes, grid, db, as_json):
-    """Read, write, copy and triad bandwidth against working-set size, labelled by cache level."""
-    hi = size_option("--max-size", max_size) if max_size else (256 if grid == "full" else 64) * 1024 ** 2
-    sizes = [str(x) for x in memlat_sizes(4096, hi, per_octave)]
-    summary, _ = carry_plan(sweep_plan("bandwidth", variant, {"size": sizes, "op": ops.split(",")}, processes),
-                            open_store(db))
+def bandwidth(sweep, variant, settings, output):
+    """Read, write, copy and triad bandwidth against working-set size, labelled by cache level
+    (3 processes a size unless --processes)."""
+    hi = size_option("--max-size", sweep.max_size) if sweep.max_size else \
+        (256 if settings["grid"] == "full" else 64) * 1024 ** 2
+    sizes = [str(x) for x in memlat_sizes(4096, hi, sweep.per_octave)]
+    summary, _ = carry_plan(sweep_plan("bandwidth", variant, {"size": sizes, "op": sweep.ops.split(",")},
+                                       settings["processes"] or 3), open_store(output.db))
     rows = next(a.data for a in summary.analyses if a.kind == "bandwidth")
-    if as_json:
+    if output.as_json:
         emit_json({"run_id": summary.run_id, "machine": summary.machine, "rows": rows})
         return
     print_analysis("bandwidth", rows, out, VIEWS)
@@ -103,7 +106,7 @@ def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], process
         p = plans.from_flags([workload], [variant], sweep, variant)
     except plans.PlanError as e:
         fail(str(e))
-    return dataclasses.replace(p, processes=processes, samples=3)
+    return p.given(processes=processes, samples=3)
 
 
 COMMANDS = [memlat, bandwidth]

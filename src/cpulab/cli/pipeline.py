@@ -68,13 +68,13 @@ def print_run(store: Store, summary: Summary | Machines, as_json: bool, tables, 
         fail(report_error)
 
 
-def measure_plan(p: Plan, store: Store, seed: int | None = None, resume: int | None = None, label: str = "",
+def measure_plan(p: Plan, store: Store, resume: int | None = None, label: str = "",
                  origin: dict | None = None) -> int:
     """A plan measured here with a progress bar; on Ctrl-C, SIGTERM or SIGHUP say where the
     measured part is and exit with 128 + the signal (130 for Ctrl-C)."""
     with progress_bar() as bar:
         try:
-            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, seed=seed, resume=resume,
+            return runner.run_plan(p, store, progress=RichProgress(bar), argv=sys.argv, resume=resume,
                                    label=label, origin=origin)
         except Interrupted as e:
             if e.run_id is not None:
@@ -84,7 +84,7 @@ def measure_plan(p: Plan, store: Store, seed: int | None = None, resume: int | N
             sys.exit(e.exit_status)
 
 
-def carry_plan(p: Plan, store: Store, seed: int | None = None, label: str = "",
+def carry_plan(p: Plan, store: Store, label: str = "",
                origin: dict | None = None) -> tuple[Summary, str]:
     """A plan carried through every stage (carry, measure_plan)."""
-    return carry(store, lambda: measure_plan(p, store, seed, label=label, origin=origin))
+    return carry(store, lambda: measure_plan(p, store, label=label, origin=origin))

@@ -129,7 +129,7 @@ def layout_script(key: str, i: int, sections: dict[str, list[str]]) -> str:
     # rounds a drawn gap up to it, so a function moves by multiples of its own alignment
     # and only what the build leaves open is drawn.  (A SUBALIGN here once erased them:
     # align64 and align32 builds then ran the same bytes in the same places.)
-    return (f"SECTIONS\n{{\n  .text.placed :\n  {{\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
+    return ("SECTIONS\n{\n  .text.placed :\n  {\n" + "\n".join(lines) + f"\n    {rest}\n  }}\n}} INSERT BEFORE .text;\n"
             + data(".rodata.placed", ".rodata .rodata.*", "AFTER .rodata")
             + data(".data.placed", ".data .data.[!r]*", "AFTER .data")  # .data.rel.ro* stays read-only
             + data(".bss.placed", ".bss .bss.* COMMON", "AFTER .bss"))

@@ -1,30 +1,16 @@
-"""A plan (plan.Plan) checked before anything runs: every field in its range, every workload, variant,
-parameter and program known, the machine able to hold its working sets, and one line
-naming the file and the field when something is wrong (PlanError)."""
+"""A plan (plan.Plan) checked before anything runs, for what its model's types cannot say
+(plan/model.py checks those): every workload, variant, parameter and program known, each
+baseline among its variants, the machine able to hold its working sets; one line naming
+the file and the field when something is wrong (PlanError)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from cpulab import machine, workloads
-from cpulab.spec import policy
 from cpulab.params import ParamError, human_bytes
 from cpulab.plan import kernels, toolchain
+from cpulab.plan.model import PlanError
 from cpulab.plan.programs import CommandError, check_plan_programs
-
-
-class PlanError(Exception):
-    pass
-
-
-# Accepted ranges of the measurement settings, for plans and command-line flags alike.
-LIMITS = {
-    "processes": (1, 10000),           # per result
-    "samples": (1, 10000),             # samples per process (the harness holds at most 10000)
-    "min_sample_time": (0.0001, 60.0),  # seconds one sample lasts at least
-    "warmup": (0.0, 60.0),             # seconds of untimed repetitions per process
-    "timeout": (0.1, 86400.0),         # seconds one process may take
-    **policy.LIMITS,                   # budget, precision: a stored run's record is held to them too
-}
 
 
 def check(cond: bool, where: str, msg: str) -> None:
@@ -32,38 +18,15 @@ def check(cond: bool, where: str, msg: str) -> None:
         raise PlanError(f"{where}: {msg}")
 
 
-def check_keys(d: dict, known: set[str], where: str) -> None:
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise PlanError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
-
-
 def _check_unique(values: list[str], where: str) -> None:
     for i, v in enumerate(values):
         check(v not in values[:i], where, f"{v!r} is listed twice")
 
 
-def _check_setting(value, key: str, where: str) -> None:
-    """A count (processes, samples) or a number of seconds, within LIMITS[key]."""
-    lo, hi = LIMITS[key]
-    whole = isinstance(lo, int)
-    check(not isinstance(value, bool) and isinstance(value, int if whole else (int, float)), f"{where}: {key}",
-           f"expected {'a whole number' if whole else 'a fraction' if key == 'precision' else 'a number of seconds'}, "
-           f"got {value!r}")
-    check(lo <= value <= hi, f"{where}: {key}", f"must be {lo}..{hi}, got {value!r}")
-
-
-def str_list(value, where: str) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    check(isinstance(value, list) and all(isinstance(v, str) for v in value), where, "expected a list of strings")
-    return list(value)
-
-
 def validate(plan, where: str = "plan"):
     """Check the whole plan before anything is built, and make every parameter value
     canonical (cpulab.params); PlanError names the first problem in one line."""
-    _check_settings(plan, where)
+    _check_unique(plan.probe_tables, f"{where}: probe_tables")
     try:  # first: the experiments name them
         kernels.register(plan.kernels, where)
     except kernels.KernelError as e:
@@ -80,32 +43,11 @@ def validate(plan, where: str = "plan"):
     return plan
 
 
-def _check_settings(plan, where: str) -> None:
-    for key in LIMITS:
-        if not (key == "processes" and plan.processes is None):  # None: policy.first_look
-            _check_setting(getattr(plan, key), key, where)
-    check(plan.grid in ("quick", "full"), f"{where}: grid", f"must be quick or full, got {plan.grid!r}")
-    check(plan.timer in ("auto", "perf", "tsc", "clock"), f"{where}: timer",
-           f"must be auto, perf, tsc or clock, got {plan.timer!r}")
-    check(plan.method in policy.METHODS, f"{where}: method",
-           f"expected one of {', '.join(policy.METHODS)}, got {plan.method!r}")
-    check(plan.metric in policy.METRICS, f"{where}: metric",
-           f"expected one of {', '.join(policy.METRICS)}, got {plan.metric!r}")
-    check(isinstance(plan.measure_identical, bool), f"{where}: measure_identical",
-           f"expected true or false, got {plan.measure_identical!r}")
-    check(isinstance(plan.instructions, bool), f"{where}: instructions",
-           f"expected true or false, got {plan.instructions!r}")
-    _check_unique(plan.probe_tables, f"{where}: probe_tables")
-
-
 def _check_experiment(plan, e, at: str) -> None:
     check(bool(e.workloads), at, "no workloads")
     check(bool(e.variants), at, "no variants")
     _check_unique(e.workloads, f"{at}: workloads")
     _check_unique(e.variants, f"{at}: variants")
-    for key in ("processes", "samples"):
-        if getattr(e, key) is not None:
-            _check_setting(getattr(e, key), key, at)
     for w in e.workloads:
         if w in plan.programs:
             continue  # checked by _validate_programs
@@ -150,7 +92,7 @@ def _check_resources(plan, where: str) -> None:
     for e in plan.experiments:
         for name in (w for w in e.workloads if w not in plan.programs):
             w = workloads.get(name)
-            for point in w.grid(plan.grid, e.params.get(name)):
+            for point in w.grid(plan.settings.grid, e.params.get(name)):
                 at = f"{where}: experiment {e.name!r}: {name} {_point_label(w, point)}"
                 need = w.memory(point) if w.memory else 0
                 check(available is None or need <= available, at,

@@ -1,50 +1,53 @@
-"""What the command line says over a plan: `cpulab run`'s settings flags as one typed value.
+"""What the command line says over a plan: the settings its flags gave, as one value.
 
-A flag left out (None) keeps the plan's own value.  A count given on the command line
+A setting not given keeps the plan's own value.  A count given on the command line
 (processes, samples) wins over every experiment's own count too, and `--processes` alone
 means a fixed count (budget 0) unless a budget is given as well.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 
+from pydantic import ValidationError
+
+from cpulab.plan.model import PlanError, one_line
 from cpulab.plan.plan import Plan
+from cpulab.spec.settings import Settings
 
 
-@dataclass(frozen=True, kw_only=True)
 class Overrides:
-    processes: int | None = None
-    samples: int | None = None
-    min_sample_time: float | None = None
-    grid: str | None = None
-    timer: str | None = None
-    cold: bool | None = None
-    budget: float | None = None
-    precision: float | None = None
-    method: str | None = None
-    against: int | None = None
-    baseline: str | None = None  # every experiment's baseline
-    instructions: bool | None = None  # count instructions per unit for every experiment
-    metric: str | None = None  # what the verdicts are read from (policy.METRICS)
+    """Settings given on the command line (spec.settings's names; None: not given), and
+    a baseline for every experiment."""
+
+    def __init__(self, *, baseline: str | None = None, **settings):
+        unknown = set(settings) - set(Settings.model_fields)
+        if unknown:
+            raise TypeError(f"not a run setting: {', '.join(sorted(unknown))}")
+        self.baseline = baseline
+        self.settings = {k: v for k, v in settings.items() if v is not None}
 
     def given(self) -> list[str]:
         """The settings given, by name."""
-        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+        return list(self.settings)
+
+    def over(self, settings: Settings) -> Settings:
+        """These settings over others (a plan's, or `cpulab time`'s defaults)."""
+        values = dict(self.settings)
+        if "processes" in values:
+            values.setdefault("budget", 0.0)
+        try:
+            return settings.given(**values)
+        except ValidationError as e:
+            raise PlanError(f"command line: {one_line(e, values)}") from None
 
     def apply(self, plan: Plan) -> Plan:
-        """A copy of the plan with these settings over its own (not validated: validate the
-        result); the plan given is left as it was."""
-        budget = 0.0 if self.processes is not None and self.budget is None else self.budget
-        settings = {"processes": self.processes, "samples": self.samples, "min_sample_time": self.min_sample_time,
-                    "grid": self.grid, "timer": self.timer, "cold": self.cold, "budget": budget,
-                    "precision": self.precision, "method": self.method, "against": self.against,
-                    "instructions": self.instructions, "metric": self.metric}
+        """A copy of the plan with these settings over its own; the plan given is left as it was."""
+        settings = self.over(plan.settings)
         per_experiment: dict = {}  # a count on the command line wins over each experiment's own
-        if self.processes is not None:
+        if "processes" in self.settings:
             per_experiment["processes"] = None
-        if self.samples is not None:
+        if "samples" in self.settings:
             per_experiment["samples"] = None
         if self.baseline is not None:
             per_experiment["baseline"] = self.baseline
-        return replace(plan, **{k: v for k, v in settings.items() if v is not None},
-                       experiments=[replace(e, **per_experiment) for e in plan.experiments])
+        return replace(plan, settings=settings, experiments=[replace(e, **per_experiment) for e in plan.experiments])

@@ -11,11 +11,15 @@ compares anything must say how (its method); nothing falls back to a default qui
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field, fields
 
-from cpulab.spec.policy import LIMITS, METHODS, METRICS, PRECISION, DecisionPolicy
+from pydantic import ValidationError
+
+from cpulab.spec.policy import DecisionPolicy
+from cpulab.spec.settings import Settings
 
 # plan: `cpulab run` (and ci, bisect, memlat, bandwidth: plans they make); time: `cpulab
 # time`; probe and align: the probe commands; cluster: a cluster run's parent (its
@@ -48,10 +52,11 @@ class RunRecord:
     stored: dict = field(repr=False)
 
     @classmethod
-    def make(cls, kind: str, spec: dict) -> "RunRecord":
-        """The record of a run of this kind asked `spec`; raises RecordError naming what
-        is missing or wrong (a stored spec may come from an imported file: every part a
-        reader takes is checked for its type here)."""
+    def make(cls, kind: str, spec: dict, settings: Settings | None = None) -> "RunRecord":
+        """The record of a run of this kind asked `spec`, whose policy is that of its
+        settings (given, or read from the spec); raises RecordError naming what is missing
+        or wrong (a stored spec may come from an imported file: every part a reader takes
+        is checked for its type here)."""
         if kind not in KINDS:
             raise RecordError(f"run record: kind {kind!r} is not one of {', '.join(KINDS)}")
         if not isinstance(spec, dict):
@@ -61,7 +66,8 @@ class RunRecord:
         commands = _typed(stored, "commands", dict, {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in commands.items()):
             raise RecordError("run record: commands: each label's command is a string")
-        return cls(kind, experiments, _policy(stored) if experiments else DecisionPolicy(),
+        policy = (_policy(stored, settings) if experiments else DecisionPolicy())
+        return cls(kind, experiments, policy,
                    _typed(stored, "against", str, None), dict(commands), stored)
 
     @classmethod
@@ -100,19 +106,24 @@ def _experiment(e) -> RecordedExperiment:
                               _typed(e, "tag", str, ""), _typed(e, "intro", str, ""))
 
 
-def _policy(d: dict) -> DecisionPolicy:
-    if d.get("method") not in METHODS:
-        raise RecordError(f"run record: method {d.get('method')!r} is not one of {', '.join(METHODS)}")
-    if d.get("metric", "time") not in METRICS:
-        raise RecordError(f"run record: metric {d.get('metric')!r} is not one of {', '.join(METRICS)}")
-    settings = {}
-    for key, (lo, hi) in LIMITS.items():
-        v = _typed(d, key, (int, float), None)
-        if v is not None and not lo <= v <= hi:  # NaN fails too
-            raise RecordError(f"run record: {key} must be {lo:g}..{hi:g}, got {v!r}")
-        settings[key] = v
-    return DecisionPolicy.of_settings(float(settings["budget"] or 0.0), float(settings["precision"] or PRECISION),
-                                      d["method"], d.get("metric", "time"), d.get("turn_pairs") is True)
+def _policy(d: dict, settings: Settings | None = None) -> DecisionPolicy:
+    """The policy of a record's settings (those given, else the ones it stores); samples
+    in pairs only where it says so (a run stored before pairs took them singly)."""
+    if settings is None:
+        if "method" not in d:  # said by every record that compares (`upgraded` fills in older ones)
+            raise RecordError("run record: method: not given")
+        try:  # a record without a budget ran a fixed count
+            settings = Settings.model_validate({**{k: d[k] for k in _POLICY_KEYS if d.get(k) is not None},
+                                                "budget": d.get("budget") or 0.0})
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise RecordError(f"run record: {'.'.join(map(str, err['loc']))}: {err['msg']}, "
+                              f"got {err.get('input')!r}") from None
+    return dataclasses.replace(settings.policy, pairs=d.get("turn_pairs") is True)
+
+
+# The settings a policy is made of, which every record that compares must hold.
+_POLICY_KEYS = ("budget", "precision", "method", "metric")
 
 
 def upgraded(d: dict) -> dict:

@@ -212,7 +212,7 @@ class MachineOutcome:
 
 
 def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str] | None = None,
-                   progress_for=None, argv: list[str] | None = None, seed: int | None = None,
+                   progress_for=None, argv: list[str] | None = None,
                    grace_s: float = GRACE_S, label: str = "", origin: dict | None = None) -> int:
     """Run the plan on every named (default: every) cpulab worker at once; returns the
     cluster run's id, whose per-machine runs hold the results.  Raises run.Stopped when
@@ -230,7 +230,7 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
     here = {"fingerprint": fp, "machine_id": machine.fingerprint_id(fp), "conditions": machine.conditions(),
             "timing": {}}
     record = plan.record("cluster", cluster=str(client.scheduler.address), machines=names)
-    with recorded_run(store, record, plan.timer, argv, identity=here, label=label, origin=origin) as parent:
+    with recorded_run(store, record, plan.settings.timer, argv, identity=here, label=label, origin=origin) as parent:
         sites = {n: MachineSite(client, n, parent, grace_s) for n in names}
         outcomes = {n: MachineOutcome(n) for n in names}
 
@@ -238,7 +238,7 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
             own = Store(store.path)  # sqlite connections stay in their thread
             try:
                 outcomes[name].run_id = run.run_plan(plan, own, progress=progress_for(name), argv=argv,
-                                                     seed=seed, site=sites[name], label=label, origin=origin)
+                                                     site=sites[name], label=label, origin=origin)
             except BaseException as e:  # reported by the main thread
                 outcomes[name].error = e
 

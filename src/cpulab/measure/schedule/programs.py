@@ -40,7 +40,7 @@ def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress,
         if not names:
             continue
         targets = _program_targets(plan, e, names, store, run_id, site, progress)
-        how = Rounds(warmup=1, timeout=plan.timeout, cold=plan.cold)
+        how = Rounds(warmup=1, timeout=plan.settings.timeout, cold=plan.settings.cold)
         processes.measure(store, targets, how, schedule, site.executor, progress, rng, evict=site.evict)
         ran += targets
     return ran

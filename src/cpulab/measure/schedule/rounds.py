@@ -49,9 +49,9 @@ class Schedule:
     @classmethod
     def of_plan(cls, plan: Plan) -> "Schedule":
         """The run's one schedule and policy, for every round and look."""
-        return cls({e.name: plan.processes_of(e.name) for e in plan.experiments}, plan.budget,
-                   plan.decision_policy(),
-                   {e.name: e.baseline for e in plan.experiments}, plan.against)
+        s = plan.settings
+        return cls({e.name: plan.processes_of(e.name) for e in plan.experiments}, s.budget, s.policy,
+                   {e.name: e.baseline for e in plan.experiments}, s.against)
 
 
 # One round of one point: run these targets (in this order), record what they gave,

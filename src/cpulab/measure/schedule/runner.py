@@ -80,39 +80,39 @@ class LocalSite:
 
 
 def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
-             argv: list[str] | None = None, seed: int | None = None, resume: int | None = None,
+             argv: list[str] | None = None, resume: int | None = None,
              site: Site | None = None, label: str = "", origin: dict | None = None) -> int:
     """Build and measure everything in the plan, then its probe tables; returns the run
     id.  On Ctrl-C, SIGTERM or SIGHUP the run is marked interrupted and everything
     measured stays.  resume: the id of a stopped run of this plan, to measure what it
     is missing.  site: where it runs (default: here, through `executor`)."""
-    if resume is not None:  # a stopped run goes on with its own seed (older runs stored none)
-        seed = store.run(resume).record.stored.get("seed", seed)
-    seed = randomness.new_seed() if seed is None else seed
+    seed = randomness.new_seed() if plan.settings.seed is None else plan.settings.seed  # a resumed run's: its own
+    plan = dataclasses.replace(plan, settings=plan.settings.given(seed=seed))
     site = site or LocalSite(executor or LocalExecutor(seed=randomness.derived(seed, "executor")))
     progress = progress or QuietProgress()
     if isinstance(site.executor, LocalExecutor):
         site.executor.on_wait = progress.note
     split = TimeSplit()
     with split.timing(time_split.RUN, "timing calibration"):
-        identity = site.identity(plan.timer) if resume is None else None
-    with recorded_run(store, plan.record(seed=seed), plan.timer, argv, resume, site.executor, identity, label,
+        identity = site.identity(plan.settings.timer) if resume is None else None
+    with recorded_run(store, plan.record(), plan.settings.timer, argv, resume, site.executor, identity, label,
                       origin) as run_id:
         if resume is not None:  # the stopped part's time counts too
             split = TimeSplit(store.run(run_id).conditions.get("time_split"))
         try:
             with shared_pages():
-                _measure_all(plan, store, run_id, site, progress, seed, split, resume)
+                _measure_all(plan, store, run_id, site, progress, split, resume)
         finally:  # interrupted too: the time spent so far is kept with what it measured
             store.add_conditions(run_id, {"time_split": split.to_dict()})
             site.remove_placements()
     return run_id
 
 
-def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Progress, seed: int,
+def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Progress,
                  split: TimeSplit, resume: int | None) -> None:
     targets = build_targets(plan, store, run_id, progress, site, split) if resume is None else \
         resumed_targets(plan, store, run_id, progress)
+    seed = plan.settings.seed
     for t in targets:
         t.seed = seed
     rng = randomness.stream(seed, "rounds")
@@ -123,7 +123,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
 
     def table_in_lane(name: str):  # most probes measure one fact of the core: they may share the machine
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
-            lane_store, run_id, name, LocalSite(executor).probe_table, plan.timer, split, progress, stop)
+            lane_store, run_id, name, LocalSite(executor).probe_table, plan.settings.timer, split, progress, stop)
 
     # The alone experiments' first AHEAD rounds' placements, linked in a lane beside the
     # shared experiments; the later ones by linking_ahead on the CPU that the alone rounds
@@ -174,7 +174,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             ran = programs.run_in_plan(plan, schedule, store, run_id, site, progress, rng)
     progress.phase("tables", len(tables))
     for name in tables:
-        _probe_table(store, run_id, name, site.probe_table, plan.timer, split, progress)
+        _probe_table(store, run_id, name, site.probe_table, plan.settings.timer, split, progress)
     spare = site.spare_executor()  # nothing is measured any more: both CPUs count and profile
     analyse(None, [site.executor] + ([spare] if spare else []), store, rng, progress, ran)
 
@@ -282,7 +282,7 @@ def _measure(plan: Plan, schedule: Schedule, store: Store, targets: list[Target]
             with on_cpu(executor.cpu) if isinstance(executor, LocalExecutor) else contextlib.nullcontext():
                 jobs = [(t, job) for t in order if (job := _job(plan, store, t, site, progress, prepared, tsc_hz))]
             orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
-            if plan.method == "turns" and len(jobs) > 1:
+            if plan.settings.method == "turns" and len(jobs) > 1:
                 for _, job in jobs:
                     job.turns = True
                 cycles = turns_in_pairs(len(jobs), plan.samples_of(k[0]), rng)
@@ -368,8 +368,8 @@ def _job(plan: Plan, store: Store, t: Target, site: Site, progress: Progress,
         store.set_status(t.result_id, Status.BUILD_FAILED, f"linking placement {p}: {e}")
         progress.advance(f"{t.workload} {t.variant}: build-failed")
         return None
-    return HarnessJob(exe, prepared[t.result_id], plan.samples_of(t.experiment), plan.min_sample_time,
-                      plan.warmup, plan.timer, plan.timeout, dict(v.env), emulator=t.emulator,
+    return HarnessJob(exe, prepared[t.result_id], plan.samples_of(t.experiment), plan.settings.min_sample_time,
+                      plan.settings.warmup, plan.settings.timer, plan.settings.timeout, dict(v.env), emulator=t.emulator,
                       tsc_hz=None if t.emulator else tsc_hz, reps=t.reps, verified=t.reps is not None,
                       # io-bound: the other member leaves nothing it would reuse.  qemu-user:
                       # carry-over -1.0% without the whole call, -0.5% with it, which took 6 s

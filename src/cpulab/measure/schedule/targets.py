@@ -102,14 +102,14 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
         status, error, art = built.status, built.error, built.artifact
         if art:
             store.add_artifact(art.as_dict())
-        for params in w.grid(plan.grid, exp.params.get(wname)):
+        for params in w.grid(plan.settings.grid, exp.params.get(wname)):
             t = Target(exp.name, wname, vname, params, artifact=art, live=status == Status.PENDING,
                        emulator=built.emulator if status == Status.PENDING else ())
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
                                            art.hash if art else None, experiment=exp.name)
             targets.append(t)
 
-    if plan.against is not None:
+    if plan.settings.against is not None:
         targets += against_targets(plan, store, run_id, targets)
 
     # Identical code run the same way: measure the first such variant, point the rest at it.
@@ -119,7 +119,7 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
             continue
         run_as = execution_key(plan.variant(t.variant), t.artifact)
         key = (t.experiment, t.workload, params_key(t.params), run_as)
-        if key in first_with and first_with[key] != t.variant and not plan.measure_identical:
+        if key in first_with and first_with[key] != t.variant and not plan.settings.measure_identical:
             t.live = False
             store.mark_identical(t.result_id, first_with[key])
         else:
@@ -241,7 +241,7 @@ def against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]
     rounds, as that variant's baseline (`VARIANT@RUN`).  One whose executable is gone
     from the cache is recorded skipped, saying so."""
     old = {(r.workload, r.variant, params_key(r.params)): r
-           for r in store.results(plan.against) if r.status in (Status.OK, Status.IDENTICAL)}
+           for r in store.results(plan.settings.against) if r.status in (Status.OK, Status.IDENTICAL)}
     out, named = [], set()
     for t in targets:
         r = old.get((t.workload, t.variant, params_key(t.params)))
@@ -249,13 +249,13 @@ def against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]
             continue
         if r.status == "identical":  # measured as its twin: the twin's build is the one
             r = old.get((t.workload, r.same_as, params_key(t.params))) or r
-        name = against_name(t.variant, plan.against)
+        name = against_name(t.variant, plan.settings.against)
         if name not in named:
             store.add_variant(run_id, {**plan.variant(t.variant).as_dict(), "name": name}, "")
             named.add(name)
         art = stored_artifact(store, r.artifact_hash)
         status = Status.PENDING if art else Status.SKIPPED
-        error = "" if art else f"run {plan.against}'s executable is no longer in this machine's artifact cache"
+        error = "" if art else f"run {plan.settings.against}'s executable is no longer in this machine's artifact cache"
         a = Target(t.experiment, t.workload, name, t.params, artifact=art, live=art is not None and t.live,
                    emulator=t.emulator)
         a.result_id = store.add_result(run_id, t.workload, name, t.params, workloads.get(t.workload).unit, status,

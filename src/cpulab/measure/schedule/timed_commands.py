@@ -17,10 +17,9 @@ from cpulab.measure.execute.processes import UNIT, ProcessJob, ProcessTarget, Ro
 from cpulab.measure.schedule.rounds import Schedule
 from cpulab.measure.schedule.session import recorded_run
 from cpulab.model import Status, params_key
-from cpulab.plan import plan as plans
 from cpulab.plan.programs import Check, CommandError
-from cpulab.spec.policy import PRECISION, DecisionPolicy
 from cpulab.spec.record import RunRecord
+from cpulab.spec.settings import DEFAULTS, Settings
 from cpulab.store.db import Store
 
 
@@ -78,18 +77,23 @@ def command_labels(commands: list[str], names: list[str]) -> list[str]:
     return labels
 
 
+# `cpulab time`'s settings before its flags: its processes are compared by round.
+TIME_DEFAULTS = DEFAULTS.given(method="paired")
+
+
 def time_record(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
-                cpu: int, processes: int | None, budget: float, metric: str = "time", seed: int = 0) -> RunRecord:
+                cpu: int, settings: Settings = TIME_DEFAULTS) -> RunRecord:
     """The run's record: what `cpulab time` was asked, as the rounds' schedule, summarise
-    and the report read it.  Processes are compared by round (method paired); processes None:
-    the first look, the fewest rounds at which its comparisons can be significant."""
+    and the report read it.  Processes None: the first look, the fewest rounds at which its
+    comparisons can be significant."""
     family = (len(labels) - 1) * len(scan_points(scans))
-    processes = processes or DecisionPolicy.of_settings(budget, PRECISION, "paired", metric).first_look(family)
+    processes = settings.processes or settings.policy.first_look(family)
     return RunRecord.make("time", {
-        "name": "time", "processes": processes, "budget": budget, "method": "paired", "metric": metric, "seed": seed,
-        "warmup_runs": how.warmup, "cpu": cpu, "shell": shell, "commands": dict(zip(labels, commands)), "scans": scans,
+        "name": "time", **settings.model_dump(include={"budget", "precision", "method", "metric", "seed", "timeout"}),
+        "processes": processes, "warmup_runs": how.warmup, "cpu": cpu, "shell": shell,
+        "commands": dict(zip(labels, commands)), "scans": scans,
         "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
-                         "baseline": labels[0]}]})
+                         "baseline": labels[0]}]}, settings)
 
 
 def time_targets(store: Store, run_id: int, commands: list[str], labels: list[str], scans: dict[str, list[str]],
@@ -115,38 +119,35 @@ def run_once(executor: Executor, argv: list[str], timeout: float, what: str) -> 
         raise CommandError(f"{what} {shlex.join(argv)}: {out.status}: {out.error}")
 
 
-def time_commands(store: Store, commands: list[str], *, names: list[str] = (), scans: dict[str, list[str]] = None,
-                  how: Rounds = Rounds(), processes: int | None = None, budget: float | None = None, shell: bool = False,
-                  prepare: str | None = None,
-                  setup: str | None = None, cleanup: str | None = None, check: Check | None = Check(),
-                  cpu: int | None = None, seed: int | None = None, progress=None, metric: str = "time",
+def time_commands(store: Store, commands: list[str], settings: Settings = TIME_DEFAULTS, *, names: list[str] = (),
+                  scans: dict[str, list[str]] = None, how: Rounds = Rounds(), shell: bool = False,
+                  prepare: str | None = None, setup: str | None = None, cleanup: str | None = None,
+                  check: Check | None = Check(), cpu: int | None = None, progress=None,
                   argv: list[str] | None = None, label: str = "", origin: dict | None = None) -> int:
     """`cpulab time`: every command at every scan point, checked, warmed up and timed in
     interleaved random rounds (processes of each at the first look; with a budget, more for undecided
     comparisons at the looks); the first command is the baseline.  Returns the run id.
     As `cpulab run` decides by default: without processes, the first look is the fewest rounds
-    at which the comparisons can be significant, and the budget is a plan's; with processes
-    alone, exactly that many (hyperfine's fixed count).  Bad input raises CommandError
+    at which the comparisons can be significant; with processes and no budget, exactly that
+    many (hyperfine's fixed count: plan/overrides.py).  Bad input raises CommandError
     before anything runs."""
     scans = scans or {}
     labels = command_labels(list(commands), list(names))
-    if budget is None:
-        budget = 0.0 if processes else plans.Plan.budget
     for text in [*commands, *(t for t in (prepare, setup, cleanup) if t)]:
         for point in scan_points(scans):
             program = command_argv(fill_scan(text, point), shell)[0]
             if not shell and not shutil.which(program):
                 raise CommandError(f"{program}: no such command (not in PATH, or not executable)")
-    seed = randomness.new_seed() if seed is None else seed
-    executor = LocalExecutor(cpu=cpu, seed=randomness.derived(seed, "executor"))
-    record = time_record(list(commands), labels, scans, how, shell, executor.cpu, processes, budget, metric, seed)
+    settings = settings.given(seed=randomness.new_seed()) if settings.seed is None else settings
+    executor = LocalExecutor(cpu=cpu, seed=randomness.derived(settings.seed, "executor"))
+    record = time_record(list(commands), labels, scans, how, shell, executor.cpu, settings)
     with recorded_run(store, record, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
         try:
-            schedule = Schedule({"time": record.stored["processes"]}, budget, record.policy, {"time": labels[0]})
-            measure(store, targets, how, schedule, executor, progress, randomness.stream(seed, "rounds"))
+            schedule = Schedule({"time": record.stored["processes"]}, settings.budget, record.policy, {"time": labels[0]})
+            measure(store, targets, how, schedule, executor, progress, randomness.stream(settings.seed, "rounds"))
         finally:
             if cleanup:
                 run_once(executor, command_argv(cleanup, shell), how.timeout, "--cleanup")
