@@ -231,3 +231,64 @@ def test_settings_from_the_command_line_make_a_new_plan_and_leave_the_old_one():
     assert p.as_dict() == before
     assert (q.settings.processes, q.settings.samples, q.settings.budget) == (5, 7, 0.0)
     assert all(e.processes is None and e.samples is None and e.baseline == "O3" for e in q.experiments)
+
+
+def _other_value(name: str):
+    """A valid value of a run setting other than its default, from its declaration."""
+    import typing
+    from cpulab.plan.model import bounds
+    from cpulab.spec.settings import Settings
+    f = Settings.model_fields[name]
+    if typing.get_origin(f.annotation) is typing.Literal:
+        return next(v for v in typing.get_args(f.annotation) if v != f.default)
+    if f.default is False:
+        return True
+    lo, hi, _ = bounds(f)
+    return lo + 1 if isinstance(lo, int) and not isinstance(f.default, float) else (lo + hi) / 2
+
+
+def test_a_setting_declared_once_is_a_plan_key_a_flag_and_stored(tmp_path):
+    """Each field of spec/settings.py, and nothing else, is read from a plan, kept in the run's
+    record, read back for --resume, and (where it names flags) a flag of `cpulab run`."""
+    from cpulab.cli.run import run
+    from cpulab.spec.record import RunRecord
+    from cpulab.spec.settings import Settings, declared
+    flags = {p.name: p.opts + p.secondary_opts for p in run.params}
+    for name in Settings.model_fields:
+        value, d = _other_value(name), declared(name)
+        assert set(d["flags"]) == set(flags.get(name, ())), name
+        text = f"{name} = {str(value).lower() if isinstance(value, bool) else repr(value)}\n" + GOOD.replace(
+            "runs = 3", "" if name == "processes" else "runs = 3")
+        if not d["plan"]:
+            with pytest.raises(plans.PlanError, match=f"{name}: not a plan key; give it on the command line"):
+                plans.load(write(tmp_path, text))
+            continue
+        p = plans.load(write(tmp_path, text))
+        assert getattr(p.settings, name) == value, name
+        stored = RunRecord.of_stored(p.record().stored)
+        assert stored.stored[name] == value and getattr(plans.from_stored(stored, "run").settings, name) == value
+
+
+def test_the_docs_table_of_plan_keys_is_made_from_the_declarations():
+    from pathlib import Path
+    from cpulab.plan.model import keys_table
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plan.md").read_text()
+    assert keys_table() in doc, "docs/plan.md: paste `cpulab schema --keys` between its markers"
+
+
+def test_plan_files_meet_the_schema_editors_read():
+    import tomllib
+    from pathlib import Path
+    import jsonschema
+    from cpulab.plan.model import schema
+    s = schema()
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    files = [*plans.PLAN_DIR.glob("*.toml"), *examples.rglob("*.toml")]
+    assert len(files) >= 4
+    for f in files:
+        jsonschema.validate(tomllib.loads(f.read_text()), s)
+    jsonschema.validate({"variants": {"v": {"cflags": "-O3"}}, "experiment": [{"variants": "O2"}]}, s)  # one string
+    for bad in ({"colour": 3}, {"processes": 0}, {"processes": 2.5}, {"grid": "huge"}, {"against": 1},
+                {"experiment": [{"share_machine": "yes"}]}, {"kernel": {"k": {"unit": "bytes"}}}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, s)

@@ -1,17 +1,22 @@
 """`cpulab new kernel NAME`: a commented kernel file and a plan that build and run as they
-are, the start of measuring code of your own (README: "Your own kernel")."""
+are, the start of measuring code of your own (README: "Your own kernel"); `cpulab schema`:
+the plan files' schema, for editors."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from string import Template
 
 import click
 
-from cpulab.cli.common import fail, out, write_output
+from cpulab.cli.common import emit_json, fail, out, write_output
 from cpulab.compile.artifacts import NATIVE_DIR
+from cpulab.plan import model
 
 STARTER = NATIVE_DIR / "starter"
+# Where `new kernel` writes the plan schema, named on its plan's first line for editors.
+SCHEMA_FILE = "cpulab-plan.schema.json"
 
 
 @click.group()
@@ -38,8 +43,22 @@ def kernel(name, folder):
     flags = where / "compile_flags.txt"
     if not flags.exists():
         write_output(str(flags), f"-I{NATIVE_DIR}\n")
+    write_output(str(where / SCHEMA_FILE), json.dumps(model.schema(), indent=1) + "\n")  # this version's keys
     out.print(f"wrote {' and '.join(str(f) for f in files)}; run it: cpulab run {where / f'{name}.toml'}",
               soft_wrap=True)
 
 
-COMMANDS = [new]
+@click.command()
+@click.option("--keys", is_flag=True, help="The plan keys as a Markdown table (docs/plan.md) instead.")
+def schema(keys):
+    """The JSON schema of plan files, made from the same declarations that read them.
+    Save it and name it on a plan's first line, `#:schema ./cpulab-plan.schema.json`:
+    editors' TOML plugins (taplo, Even Better TOML) then complete keys and underline
+    misspelt ones."""
+    if keys:
+        click.echo(model.keys_table(), nl=False)
+    else:
+        emit_json(model.schema())
+
+
+COMMANDS = [new, schema]

@@ -23,24 +23,16 @@ import re
 from pathlib import Path
 
 from cpulab import workloads
-from cpulab.params import KINDS, Param, ParamError
+from cpulab.params import Param, ParamError
+from cpulab.plan import model
+from cpulab.plan.model import KernelTable
 
-_KERNEL_KEYS = {"source", "library", "include", "libs", "unit", "description", "check_tolerance", "params"}
-_PARAM_KEYS = {"kind", "default", "min", "max", "choices"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 SOURCE_SUFFIXES = (".c", *workloads.CXX_SUFFIXES)
 
 
 class KernelError(ValueError):
     """A [kernel.NAME] table that cannot be a workload; one line naming the field."""
-
-
-def _strings(d: dict, key: str, where: str) -> list[str]:
-    v = d.get(key, [])
-    v = [v] if isinstance(v, str) else v
-    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-        raise KernelError(f"{where}.{key}: expected a list of strings")
-    return v
 
 
 def _path(text: str, base: Path, where: str, folder: bool = False) -> str:
@@ -52,69 +44,45 @@ def _path(text: str, base: Path, where: str, folder: bool = False) -> str:
     return str(p)
 
 
-def resolved(table, base: Path, where: str) -> dict[str, dict]:
-    """A plan's `kernel` tables, checked, with every path absolute (relative ones are read
-    from `base`, the plan's folder)."""
-    if table is None:
-        return {}
-    if not isinstance(table, dict):
-        raise KernelError(f"{where}: kernel: expected [kernel.NAME] tables")
+def resolved(tables: dict[str, KernelTable] | dict[str, dict], base: Path, where: str) -> dict[str, dict]:
+    """A plan's `kernel` tables (read by its model, plan/model.py), with every path absolute
+    (relative ones are read from `base`, the plan's folder) and every parameter parsed."""
+    if not all(isinstance(v, KernelTable) for v in tables.values()):  # a -k file's, a benchmark's: read as a plan's
+        try:
+            tables = model.read({"kernel": tables}, where).kernel
+        except model.PlanError as e:
+            raise KernelError(str(e)) from None
     out = {}
-    for name, d in table.items():
+    for name, table in tables.items():
         at = f"{where}: kernel.{name}"
         if not _NAME.fullmatch(name):
             raise KernelError(f"{at}: a kernel's name is letters, digits and _ . + -")
-        if not isinstance(d, dict):
-            raise KernelError(f"{at}: expected a table")
-        if unknown := sorted(set(d) - _KERNEL_KEYS):
-            raise KernelError(f"{at}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KERNEL_KEYS))})")
-        if not isinstance(d.get("source"), str) or not d["source"]:
-            raise KernelError(f"{at}.source: required, the kernel's source file")
+        d = table.model_dump(exclude_none=True)
         out[name] = {**d, "source": _path(d["source"], base, f"{at}.source"),
-                     "library": [_path(f, base, f"{at}.library") for f in _strings(d, "library", at)],
-                     "include": [_path(f, base, f"{at}.include", folder=True) for f in _strings(d, "include", at)],
-                     "libs": _strings(d, "libs", at)}
-        workload(name, out[name], where)  # every other field checked now, before anything is built
+                     "library": [_path(f, base, f"{at}.library") for f in d["library"]],
+                     "include": [_path(f, base, f"{at}.include", folder=True) for f in d["include"]]}
+        workload(name, out[name], where)  # every parameter parsed now, before anything is built
     return out
 
 
 def workload(name: str, d: dict, where: str) -> workloads.Workload:
     """One resolved table as a workload."""
     at = f"{where}: kernel.{name}"
-    unit = d.get("unit")
-    if unit not in workloads.UNITS:
-        raise KernelError(f"{at}.unit: expected one of {', '.join(workloads.UNITS)}, got {unit!r}")
     tolerance = d.get("check_tolerance")
-    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
-                                  or not 0 <= tolerance < 1):
-        raise KernelError(f"{at}.check_tolerance: expected a relative tolerance in [0, 1), got {tolerance!r}")
-    description = d.get("description", f"your kernel {Path(d['source']).name}")
-    if not isinstance(description, str):
-        raise KernelError(f"{at}.description: expected a string")
-    params = d.get("params") or {}
-    if not isinstance(params, dict):
-        raise KernelError(f"{at}.params: expected a table of NAME = {{ kind, default, ... }}")
     return workloads.Workload(
-        name=name, kernel=d["source"], unit=unit, description=description,
-        params={k: _param(spec, f"{at}.params.{k}") for k, spec in params.items()},
+        name=name, kernel=d["source"], unit=d["unit"], description=d.get("description") or
+        f"your kernel {Path(d['source']).name}",
+        params={k: _param(spec, f"{at}.params.{k}") for k, spec in d.get("params", {}).items()},
         libs=tuple(d["libs"]), library_sources=tuple(d["library"]), include_dirs=tuple(d["include"]),
         declared_in=where, check_tolerance=None if tolerance is None else float(tolerance),
         root=d.get("root", ""), trees=tuple(sorted(d.get("trees", {}).items())))
 
 
-def _param(spec, where: str) -> Param:
+def _param(spec: dict, where: str) -> Param:
     """{ kind = "size", default = "64K", min = "1K", max = "1G" } -> Param; a table with
     choices is a choice, one without a kind an int."""
-    if not isinstance(spec, dict) or "default" not in spec:
-        raise KernelError(f"{where}: expected {{ default = ..., kind = ..., min/max or choices }}")
-    if unknown := sorted(set(spec) - _PARAM_KEYS):
-        raise KernelError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_PARAM_KEYS))})")
     choices = spec.get("choices", [])
-    kind = spec.get("kind", "choice" if choices else "int")
-    if kind not in KINDS:
-        raise KernelError(f"{where}.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
-    if not isinstance(choices, list) or not all(isinstance(c, str) and c for c in choices):
-        raise KernelError(f"{where}.choices: expected a list of strings")
+    kind = spec.get("kind") or ("choice" if choices else "int")
     kw = {"kind": kind, "choices": tuple(choices)}
     try:
         if kind in ("int", "size"):

@@ -9,10 +9,12 @@ file on disk, working sets that fit -- is checked after, by plan/checks.py.
 """
 from __future__ import annotations
 
+import json
+import types
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 from cpulab import workloads
 from cpulab.params import KINDS
@@ -27,9 +29,12 @@ def _one_or_many(v):
     return [v] if isinstance(v, str) else v
 
 
-# A list of strings; one string alone is a list of one (`variants = "O2"`).
-Strings = Annotated[list[str], BeforeValidator(_one_or_many)]
 Text = Annotated[str, Field(min_length=1)]
+# A list of strings; one string alone is a list of one (`variants = "O2"`), as the schema says.
+Strings = Annotated[list[str], BeforeValidator(_one_or_many), WithJsonSchema(
+    {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})]
+Texts = Annotated[list[Text], BeforeValidator(_one_or_many), WithJsonSchema(
+    {"anyOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1}}]})]
 # TOML keys plans were written with before their words changed, and the key each now is.
 OLD_KEYS = {declared(k)["old"]: k for k in Settings.model_fields if declared(k)["old"]}
 
@@ -89,7 +94,8 @@ class CheckTable(Table):
 
 
 class InputTable(Table):
-    random_file: Annotated[list[str | int], BeforeValidator(lambda v: v if isinstance(v, list) else [v])]
+    random_file: Annotated[list[str | int], BeforeValidator(lambda v: v if isinstance(v, list) else [v]), WithJsonSchema(
+        {"anyOf": [{"type": ["string", "integer"]}, {"type": "array", "items": {"type": ["string", "integer"]}}]})]
 
 
 class ProgramTable(Table):
@@ -99,7 +105,6 @@ class ProgramTable(Table):
     run: Text
     check: CheckTable = CheckTable()
     inputs: dict[str, InputTable] = {}
-    timeout: Annotated[float, Field(gt=0)] | None = None
 
 
 class KernelParam(Table):
@@ -113,24 +118,31 @@ class KernelParam(Table):
 class KernelTable(Table):
     """[kernel.NAME]: a kernel of yours (plan/kernels.py)."""
     source: Text
-    library: list[Text] = []
-    include: list[Text] = []
-    libs: list[Text] = []
+    library: Texts = []  # the code being tuned, compiled under each variant beside the kernel
+    include: Texts = []  # directories its includes are found in
+    libs: Texts = []  # link flags
     unit: Literal[tuple(workloads.UNITS)]
     description: str | None = None
     check_tolerance: Annotated[float, Field(ge=0, lt=1)] | None = None
     params: dict[str, KernelParam] = {}
 
-    @model_validator(mode="before")
-    @classmethod
-    def _lists(cls, d):
-        return {k: _one_or_many(v) if k in ("library", "include", "libs") else v for k, v in d.items()} \
-            if isinstance(d, dict) else d
+
+def _editors_schema(schema: dict) -> None:
+    """The schema as a plan file meets it: no key a plan may not give, the old keys marked
+    deprecated, and the declarations' own words (flags, plan, old, words) left out."""
+    props = schema["properties"]
+    for name in Settings.model_fields:
+        if not declared(name)["plan"]:
+            del props[name]
+        for k in ("flags", "plan", "old", "words"):
+            props.get(name, {}).pop(k, None)
+    for old, new in OLD_KEYS.items():
+        props[old] = {**props[new], "deprecated": True, "description": f"The old name of {new!r}."}
 
 
 class PlanFile(Settings):
     """A plan file: its run settings, then its tables."""
-    model_config = ConfigDict(title="cpulab plan", frozen=False)
+    model_config = ConfigDict(title="cpulab plan", frozen=False, json_schema_extra=_editors_schema)
     name: str | None = None
     probe_tables: Strings = []
     variants: dict[str, VariantTable] = {}
@@ -277,3 +289,48 @@ def _choices(field) -> list[str]:
 def schema() -> dict:
     """The plan file's JSON schema."""
     return PlanFile.model_json_schema()
+
+
+def _kind(field) -> str:
+    """A field's values in words: 'quick, full', 'whole number 1..10000', 'true or false'."""
+    ann = field.annotation
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):  # X | None: X
+        some = [a for a in typing.get_args(ann) if a is not type(None)]
+        ann = some[0] if len(some) == 1 else typing.Any
+    if typing.get_origin(ann) is Annotated:
+        ann = typing.get_args(ann)[0]
+    if typing.get_origin(ann) is Literal:
+        return ", ".join(map(str, typing.get_args(ann)))
+    origin = typing.get_origin(ann)
+    words = {bool: "true or false", str: "string", int: "whole number", float: "number"}.get(ann) or \
+        ("tables" if origin is list and _model_of(ann) else "list of strings" if origin is list else
+         "table" if origin is dict or _model_of(ann) else "string or number")
+    lo, hi, open_hi = bounds(field)
+    if lo is None and hi is None:
+        return words
+    return f"{words} {'' if lo is None else lo}..{'' if hi is None else hi - 1 if open_hi and words != 'number' else hi}"
+
+
+def _default(field) -> str:
+    v = field.default
+    return "" if v is None or field.is_required() or isinstance(v, BaseModel) else json.dumps(v)
+
+
+def keys_table() -> str:
+    """The plan's keys as Markdown: the run settings (their flags beside them), then each
+    table's keys; docs/plan.md holds it (`cpulab schema --keys`)."""
+    lines = ["| key | values | default | flag | what it sets |", "|---|---|---|---|---|"]
+    for name, f in Settings.model_fields.items():
+        d = declared(name)
+        key = f"`{name}`" if d["plan"] else f"({name}: command line only)"
+        old = f" (`{d['old']}`: its old name)" if d["old"] else ""
+        lines.append(f"| {key}{old} | {_kind(f)} | {_default(f)} | {', '.join(f'`{x}`' for x in d['flags'])} | "
+                     f"{f.description} |")
+    for title, m in (("plan", PlanFile), ("[variants.NAME]", VariantTable), ("[[experiment]]", ExperimentTable),
+                     ("[program.NAME]", ProgramTable), ("[kernel.NAME]", KernelTable),
+                     ("[kernel.NAME.params] entries", KernelParam)):
+        own = [(k, f) for k, f in m.model_fields.items() if m is not PlanFile or k not in Settings.model_fields]
+        lines += ["", f"**{title}**: " + "; ".join(
+            f"`{k}` ({_kind(f)}{', required' if f.is_required() else ''}"
+            f"{', default ' + _default(f) if _default(f) else ''})" for k, f in own)]
+    return "\n".join(lines) + "\n"

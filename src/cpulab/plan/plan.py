@@ -159,9 +159,8 @@ def from_dict(d: dict, where: str) -> Plan:
     custom = {name: _variant(name, v) for name, v in f.variants.items()}
     exps = [_experiment(e, i, custom, f"{where}: experiment[{i}]") for i, e in enumerate(f.experiment)]
     try:
-        own_kernels = kernels.resolved({k: v.model_dump(exclude_none=True) for k, v in f.kernel.items()},
-                                       Path(where).parent, where)
-        programs = parse_programs({k: v.model_dump() for k, v in f.program.items()}, where)
+        own_kernels = kernels.resolved(f.kernel, Path(where).parent, where)
+        programs = parse_programs(f.program, where)
     except (kernels.KernelError, CommandError) as e:
         raise PlanError(str(e)) from None
     plan = Plan(name=f.name if f.name is not None else Path(where).stem, experiments=exps, settings=f.settings(),
