@@ -70,6 +70,43 @@ def test_no_import_from_a_later_stage():
     assert not wrong, "\n".join(wrong)
 
 
+# Inside a stage with folders of its own, the same rule: the folders in import order, its flat
+# modules (measure/randomness.py, instructions.py, stepmap.py) beneath all of them.
+SUBLAYERS = {"measure": ["execute", "probes", "explain", "schedule", "cluster"]}
+
+
+def sublayer(module: str) -> tuple[str, int] | None:
+    """(stage, the folder's place in its stage's order; -1 for a flat module), if the
+    stage has folders."""
+    parts = module.split(".")
+    folders = SUBLAYERS.get(parts[1] if len(parts) > 1 else "")
+    if folders is None or len(parts) < 3:
+        return None
+    return parts[1], folders.index(parts[2]) if parts[2] in folders else -1
+
+
+def imports_up_inside_stages(found) -> list[str]:
+    return [f"{a} imports {b} (a later folder of {sublayer(a)[0]}/) at line {line}" for a, b, line, _ in found
+            if sublayer(a) and sublayer(b) and sublayer(a)[0] == sublayer(b)[0] and sublayer(b)[1] > sublayer(a)[1]]
+
+
+def test_no_import_from_a_later_folder_of_the_same_stage():
+    assert sorted({m.split(".")[2] for m, *_ in edges() if m.startswith("cpulab.measure.") and
+                   (SRC / "measure" / m.split(".")[2]).is_dir()}) == sorted(SUBLAYERS["measure"])
+    wrong = imports_up_inside_stages(edges())
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_guard_catches_an_import_up_inside_a_stage():
+    """execute/processes.py once imported schedule/rounds.py (the rounds loop it ran in)."""
+    found = [("cpulab.measure.execute.processes", "cpulab.measure.schedule.rounds", 30, False),
+             ("cpulab.measure.schedule.runner", "cpulab.measure.execute.processes", 36, False),
+             ("cpulab.measure.randomness", "cpulab.measure.probes", 9, False)]
+    assert imports_up_inside_stages(found) == [
+        "cpulab.measure.execute.processes imports cpulab.measure.schedule.rounds (a later folder of measure/) at line 30",
+        "cpulab.measure.randomness imports cpulab.measure.probes (a later folder of measure/) at line 9"]
+
+
 # Stages that read what an earlier one stored and must not redo its work: analysis reads
 # the store and measures nothing (a stored or imported run analyses alike anywhere), and
 # the report draws the Summary and computes no analysis.

@@ -113,7 +113,7 @@ def test_an_alignment_the_build_asks_for_is_kept(cache):
         assert order and all(symbols[name] % 64 == 0 for name in order), (i, {n: symbols[n] % 64 for n in order})
 
 
-def _target(seed: int, size: str = "4096") -> "Target":
+def _target(seed: int, size: str = "4096"):
     from cpulab.measure.schedule.targets import Target
     art = artifacts.Artifact("/x", "h", "c", 1, "gcc", (), placeable=True)
     return Target("e", "sha256", "O2", {"size": size}, artifact=art, seed=seed)

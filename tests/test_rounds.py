@@ -6,9 +6,10 @@ import random
 
 from conftest import FakeExecutor
 from cpulab.spec.record import RunRecord
-from cpulab.measure.execute import processes
-from cpulab.measure.execute.processes import ProcessTarget, Rounds
-from cpulab.measure.schedule.rounds import Schedule
+from cpulab.measure.execute.processes import UNIT
+from cpulab.measure.schedule import process_rounds
+from cpulab.measure.schedule.process_rounds import ProcessTarget, Rounds
+from cpulab.spec.schedule import Schedule
 from cpulab.model import Status
 from cpulab.spec.policy import DecisionPolicy
 
@@ -27,13 +28,13 @@ def measure(store, wall, budget: float) -> tuple[FakeExecutor, dict[str, int]]:
     plan = {"name": "t", "processes": FIRST, "budget": budget, "method": "paired",
             "experiments": [{"name": "t", "workloads": ["time"], "variants": ["a", "b"], "baseline": "a"}]}
     run_id = store.start_run({}, "m", RunRecord.make("time", plan), {}, {}, [])
-    targets = [ProcessTarget(store.add_result(run_id, "time", v, {}, processes.UNIT, Status.PENDING, experiment="t"),
+    targets = [ProcessTarget(store.add_result(run_id, "time", v, {}, UNIT, Status.PENDING, experiment="t"),
                              v, ("t",), [v]) for v in ("a", "b")]
     schedule = Schedule(first={"t": FIRST}, budget=budget, policy=DecisionPolicy(looks=LOOKS if budget else 1,
                                                                                  method="paired"),
                         baselines={"t": "a"})
     ex = FakeExecutor(wall)
-    processes.measure(store, targets, Rounds(warmup=0), schedule, ex, rng=random.Random(2))
+    process_rounds.measure(store, targets, Rounds(warmup=0), schedule, ex, rng=random.Random(2))
     return ex, {t.label: len({s.process for s in store.samples(t.result_id)}) for t in targets}
 
 

@@ -5,6 +5,7 @@ import os
 import socket
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,33 @@ def test_signals_and_exclusions_round_trip(tmp_path):
     a, b = s.samples(rid)
     assert (a.invol_switches, b.invol_switches, b.offcpu_ns, b.canary_before) == (0, 3, 1.5, 2.0)
     assert a.excluded == "" and b.excluded.startswith("off-cpu")
+
+
+def test_every_declared_signal_is_printed_stored_exported_and_read_back(tmp_path):
+    """A signal is declared once in Python (spec/signals.py) and once in C (harness.c's
+    sample_columns): the harness prints each harness signal, a fresh store has its column,
+    the run file its field, and a stored sample reads it back; a signal with a rule leaves
+    its sample out, said in its own words."""
+    import re
+    from cpulab import stats
+    from cpulab.spec.signals import SIGNALS
+    from cpulab.store.exchange import SampleRecord
+    harness = (Path(stats.__file__).parent / "native" / "harness.c").read_text()
+    printed = set(re.findall(r'\{"(\w+)", (?:offsetof|CYCLES)', harness))
+    assert {x.name for x in SIGNALS if x.by == "harness"} <= printed
+    assert printed - {x.name for x in SIGNALS} == {"ns", "t_ns", "cycles", "instructions", "user_s", "sys_s"}
+    s = Store(tmp_path / "db.sqlite")
+    columns = {r[1] for r in s.con.execute("PRAGMA table_info(samples)")}
+    run = new_run(s)
+    rid = s.add_result(run, "sha256", "O2", {"size": "64"}, "bytes", "pending")
+    s.add_process(rid, 0, {**HARNESS_OUT, **{x.name: [i + 1.0, 0.0] for i, x in enumerate(SIGNALS)}}, 0)
+    first, second = s.samples(rid)
+    for i, x in enumerate(SIGNALS):
+        assert x.name in columns and x.name in SampleRecord.model_fields, x.name
+        assert (getattr(first, x.name), getattr(second, x.name)) == (i + 1.0, 0.0), x.name
+        if x.leaves_out:
+            assert stats.contamination({"ns": 1e6, x.name: 2.0}) == x.leaves_out.format(2.0)
+            assert stats.contamination({"ns": 1e6, x.name: 0.0}) == ""
 
 
 def test_not_a_database(tmp_path):

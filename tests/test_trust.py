@@ -63,7 +63,7 @@ def test_a_local_build_replaces_the_row_an_import_left(store):
            "commands": [], "placements": [], "placeable": False}
     doc = run_file(artifacts=[art])
     doc["runs"][0]["results"][0]["artifact_hash"] = "h1"
-    store.import_runs([exchange.RunRecord.model_validate(doc["runs"][0]).model_dump()], "cpulab")
+    store.import_runs([exchange.ExportedRun.model_validate(doc["runs"][0]).model_dump()], "cpulab")
     assert store.artifact("h1").path == ""
     store.add_artifact({**art, "path": "/cache/mine"})
     assert store.artifact("h1").path == "/cache/mine"

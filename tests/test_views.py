@@ -50,7 +50,7 @@ def test_json_document_round_trips(doc, summary):
 def test_every_kind_of_run_record_reads_as_one_type():
     """A run's record is a plan's, `cpulab time`'s or an imported tool's; all three give the
     experiments, their baselines and the policy the record asks, and stay whole for --json."""
-    from cpulab.measure.execute.processes import Rounds
+    from cpulab.measure.schedule.process_rounds import Rounds
     from cpulab.measure.schedule.timed_commands import TIME_DEFAULTS, time_record
     from cpulab.plan import plan as plans
     from cpulab.store.foreign import plan_of as imported_plan

@@ -20,6 +20,9 @@ from typing import Protocol
 
 import numpy as np
 
+from cpulab.spec.signals import SIGNALS
+
+
 def scipy_stats():
     """scipy.stats, imported when a test is first computed: its 0.6 s would otherwise
     start every command (`cpulab --help`, `list`, a refused plan)."""
@@ -109,10 +112,9 @@ def contamination(sample: dict, io_bound: bool = False) -> str:
     is used.  Only signals that predicted slow samples here are rules (README).  An
     IO-bound sample's off-CPU time is mostly its own wait for the device (voluntary
     switches): it counts as time, and only involuntary switches (preemption) leave it out."""
-    if sample.get("migrated"):
-        return "migrated between CPUs"
-    if sample.get("steal_ticks"):
-        return f"steal {sample['steal_ticks']:g} ticks"
+    for signal in SIGNALS:
+        if signal.leaves_out and sample.get(signal.name):
+            return signal.leaves_out.format(sample[signal.name])
     off = sample.get("offcpu_ns")
     if off is None or off <= OFFCPU_LIMIT * sample["ns"]:
         return ""

@@ -17,7 +17,7 @@ from cpulab.cli.common import (
 )
 from cpulab.cli.flags import grouped, setting_options
 from cpulab.measure import probes
-from cpulab.measure.schedule import runner
+from cpulab.measure.schedule.session import Stopped
 from cpulab.plan import plan as plans
 from cpulab.plan.origin import origin_of, source_dirs
 from cpulab.plan.overrides import Overrides
@@ -137,7 +137,7 @@ def execute_on_cluster(p: plans.Plan, store: Store, address: str, machine_names:
                                               argv=sys.argv, label=label, origin=origin)
     except distributed.ClusterError as e:
         fail(str(e))
-    except runner.Stopped as e:
+    except Stopped as e:
         rid = store.latest_run()
         console.print(f"[red]run {rid} stopped: {e}; it keeps what came home (cpulab compare --by machine {rid})[/]")
         sys.exit(1)

@@ -13,7 +13,7 @@ from cpulab.cli.common import (
 )
 from cpulab.cli.flags import grouped, setting_options
 from cpulab.cli.pipeline import carry, print_run
-from cpulab.measure.execute.processes import Rounds
+from cpulab.measure.schedule.process_rounds import Rounds
 from cpulab.measure.schedule.session import Interrupted
 from cpulab.measure.schedule.timed_commands import TIME_DEFAULTS, list_values, scan_values, time_commands
 from cpulab.plan.model import PlanError

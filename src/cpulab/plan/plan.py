@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from cpulab import paths, workloads
 from cpulab.spec.record import RunRecord
+from cpulab.spec.schedule import Schedule
 from cpulab.spec.settings import DEFAULTS, Settings
 from cpulab.plan import kernels, model, toolchain
 from cpulab.plan.checks import PlanError, canonical_params, check, validate  # noqa: F401 (plans.validate)
@@ -80,6 +81,12 @@ class Plan:
         """How many comparisons the experiment's one Holm family holds: every variant but
         the baseline at every point of every workload."""
         return (len(e.variants) - 1) * self.points_of(e)
+
+    def schedule(self) -> Schedule:
+        """The run's one schedule and policy, for every round and look."""
+        s = self.settings
+        return Schedule({e.name: self.processes_of(e.name) for e in self.experiments}, s.budget, s.policy,
+                        {e.name: e.baseline for e in self.experiments}, s.against)
 
     def given(self, **settings) -> "Plan":
         """This plan with some settings replaced (validated)."""

@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 from pydantic import ValidationError
 
 from cpulab.spec.policy import DecisionPolicy
 from cpulab.spec.settings import Settings
+from cpulab.spec.signals import SIGNALS
 
 # plan: `cpulab run` (and ci, bisect, memlat, bandwidth: plans they make); time: `cpulab
 # time`; probe and align: the probe commands; cluster: a cluster run's parent (its
@@ -186,12 +187,7 @@ class StoredVariant:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredSample:
-    """One timed sample: which process (round) of a result and which sample in it, its
-    time, cycles and work, the signals seen around it (store/db.py SIGNALS), why it is
-    left out of estimates ('' when used) and where and when it ran (PLACED).  A run of an
-    earlier version has None in the columns added since; the defaults are for samples
-    made by hand (tests, benchmarks)."""
+class _Sample:
     process: int = 0
     idx: int = 0
     ns: float = 0.0
@@ -206,17 +202,6 @@ class StoredSample:
     core_per_tsc: float | None = None
     layout_pad: int = 0
     result_id: int = 0
-    invol_switches: float | None = None
-    vol_switches: float | None = None
-    offcpu_ns: float | None = None
-    migrated: float | None = None
-    steal_ticks: float | None = None
-    ratio_before: float | None = None
-    ratio_after: float | None = None
-    canary_before: float | None = None
-    canary_after: float | None = None
-    max_rss_kb: float | None = None
-    page_faults: float | None = None
     excluded: str = ""
     placement: int | None = None
     code_offset: int | None = None
@@ -227,6 +212,14 @@ class StoredSample:
     @classmethod
     def of_row(cls, row) -> "StoredSample":
         return cls(**{name: row[name] for name in _stored_fields(cls, tuple(row.keys()))})
+
+
+StoredSample = make_dataclass("StoredSample", [(s.name, float | None, None) for s in SIGNALS], bases=(_Sample,),
+                              frozen=True, slots=True, namespace={"__doc__": """One timed sample: which process
+    (round) of a result and which sample in it, its time, cycles and work, why it is left out
+    of estimates ('' when used), where and when it ran (store/db.py PLACED), and a field for
+    each signal seen around it (SIGNALS).  A run of an earlier version has None in the
+    columns added since; the defaults are for samples made by hand (tests, benchmarks)."""})
 
 
 @functools.cache

@@ -18,14 +18,14 @@ from pathlib import Path
 
 from cpulab.model import Analysis
 from cpulab.params import INT64_MAX
+from cpulab.spec import signals
 from cpulab.spec.record import RunRecord, StoredResult, StoredSample, StoredVariant
 from cpulab.store.rows import RunListing, StoredArtifact, StoredRun, owner, shown_status
 from cpulab.store.schema import MIGRATIONS
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them), and
-# a whole process's peak memory and page faults as the launcher saw them.
-SIGNALS = ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_ticks", "ratio_before", "ratio_after",
-           "canary_before", "canary_after", "max_rss_kb", "page_faults")
+# a whole process's peak memory and page faults as the launcher saw them: their columns.
+SIGNALS = tuple(s.name for s in signals.SIGNALS)
 # Where and when each sample ran (migration 6; NULL in older runs).
 PLACED = ("placement", "code_offset", "start_ns", "turn", "follows")
 
@@ -271,7 +271,7 @@ class Store:
             c.execute("INSERT OR REPLACE INTO analyses VALUES (?, ?, ?, ?)", (run_id, kind, key, json.dumps(data)))
 
     def import_runs(self, runs: list[dict], source: str) -> list[tuple[int, bool]]:
-        """Copy checked runs (exchange.RunRecord documents, parents before children) in one
+        """Copy checked runs (exchange.ExportedRun documents, parents before children) in one
         transaction: all or nothing.  source: what they came from ("cpulab", or another
         tool's name and its file's digest), kept with each run.  A run already here (a
         cpulab run: the same machine id, start time and worker name; another tool's: the

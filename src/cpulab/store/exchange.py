@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from cpulab import paths
 from cpulab.spec import record
+from cpulab.spec.signals import SIGNALS
 from cpulab.model import Status
 from cpulab.params import INT64_MAX  # SQLite's INTEGER too
 from cpulab.store.db import Store
@@ -150,19 +151,8 @@ class SampleRecord(_Strict):
     tsc_hz: Finite | None
     core_per_tsc: Finite | None
     layout_pad: Count
-    # What the harness saw around the sample (store.SIGNALS; absent in older runs), and
-    # why the sample is left out of estimates ('' = used).
-    invol_switches: Finite | None = None
-    vol_switches: Finite | None = None
-    offcpu_ns: Finite | None = None
-    migrated: Finite | None = None
-    steal_ticks: Finite | None = None
-    ratio_before: Finite | None = None
-    ratio_after: Finite | None = None
-    canary_before: Finite | None = None
-    canary_after: Finite | None = None
-    max_rss_kb: Finite | None = None
-    page_faults: Finite | None = None
+    # Why the sample is left out of estimates ('' = used); after these fields, one per
+    # signal seen around it (spec/signals.py, absent in older runs).
     excluded: Annotated[str, Field(max_length=500)] = ""
     # Where and when it ran (store.PLACED; absent in older runs).
     placement: Count | None = None
@@ -170,6 +160,10 @@ class SampleRecord(_Strict):
     start_ns: Finite | None = None
     turn: Count | None = None
     follows: Annotated[str, Field(max_length=200)] | None = None
+
+
+SampleRecord = create_model("SampleRecord", __base__=SampleRecord,
+                            **{s.name: (Finite | None, None) for s in SIGNALS})
 
 
 class ResultRecord(_Strict):
@@ -210,7 +204,9 @@ class AnalysisRecord(_Strict):
     data: Any
 
 
-class RunRecord(_Strict):
+class ExportedRun(_Strict):
+    """One run of a run file, as `export --format cpulab` writes it and `import` checks it
+    (its `plan` is the spec.record.RunRecord the run stored)."""
     parent: int | None  # index of the cluster run in this file's runs
     machine: Annotated[str, Field(max_length=200)]
     machine_id: Annotated[str, Field(pattern=r"^[0-9a-f]{1,64}$")]
@@ -266,7 +262,7 @@ class DocumentRecord(_Strict):
     format: str
     version: int
     exported: Timestamp
-    runs: Annotated[list[RunRecord], Field(min_length=1)]
+    runs: Annotated[list[ExportedRun], Field(min_length=1)]
 
     @model_validator(mode="before")
     @classmethod

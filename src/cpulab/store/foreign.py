@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cpulab.model import Status
 from cpulab.store import formats
 from cpulab.store.db import Store
-from cpulab.store.exchange import RunFileError, RunRecord, first_error, validated
+from cpulab.store.exchange import ExportedRun, RunFileError, first_error, validated
 
 TOOLS = formats.JSON_TOOLS
 UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -220,7 +220,7 @@ def _pyperf(f: PyperfFile, variant: str, path: Path) -> Parsed:
 
 
 def run_document(parsed: Parsed, argv: list[str]) -> dict:
-    """A parsed file as one run of cpulab's own run file (exchange.RunRecord): every import
+    """A parsed file as one run of cpulab's own run file (exchange.ExportedRun): every import
     is checked by the one schema and written by the one all-or-nothing write."""
     plan, fp, results = parsed
     now = time.time()
@@ -255,7 +255,7 @@ def checked(parsed: Parsed, argv: list[str], path: Path) -> dict:
     consistent); ForeignFileError naming the benchmark and field at fault."""
     doc = run_document(parsed, argv)
     try:
-        return RunRecord.model_validate(doc).model_dump()
+        return ExportedRun.model_validate(doc).model_dump()
     except ValidationError as e:
         loc, msg = first_error(e)
         if loc[:1] == ["results"] and len(loc) > 1:  # named as the file names it: its benchmark

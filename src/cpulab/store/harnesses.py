@@ -113,7 +113,7 @@ def parse(path: Path, tool: str, variant: str | None = None) -> Parsed:
 def read_runs(path: Path, fmt: str = "auto", variant: str | None = None,
               argv: list[str] = ()) -> tuple[list[dict], str]:
     """A file to import, read whole and checked, nothing written: (its runs as
-    exchange.RunRecord documents, parents first; what they came from, for
+    exchange.ExportedRun documents, parents first; what they came from, for
     Store.import_runs).  ForeignFileError (a RunFileError) names the file and the field."""
     tool = fmt if fmt != "auto" else detect(path)
     if tool is None:

@@ -3,6 +3,8 @@ with why it was added.  A store of any earlier version is brought up to this one
 is opened; one of a later version is refused (store/db.py)."""
 from __future__ import annotations
 
+from cpulab.spec.signals import SIGNALS
+
 MIGRATIONS: list[str] = [
     # 1: the first schema
     """
@@ -158,3 +160,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN imported TEXT NOT NULL DEFAULT '';
     """,
 ]
+# Each per-sample signal declared since (spec/record.py SIGNALS, append only): a column
+# of its own, one migration each.
+_SIGNALS_IN_MIGRATIONS = 11
+MIGRATIONS += [f"ALTER TABLE samples ADD COLUMN {s.name} REAL" for s in SIGNALS[_SIGNALS_IN_MIGRATIONS:]]

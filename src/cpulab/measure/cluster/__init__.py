@@ -17,7 +17,7 @@ in the client's store under a per-machine run tied to that machine's fingerprint
 Faults: a worker that dies in the middle of a task is restarted by its nanny and the
 task is retried once (the scheduler's allowed-failures is 1); a second death, or the
 machine gone for longer than its grace period, records the job `lost`.  The scheduler
-gone stops the run (run.Stopped).  A worker runs whatever plan it is sent: never let
+gone stops the run (session.Stopped).  A worker runs whatever plan it is sent: never let
 anyone untrusted reach the scheduler.
 """
 from cpulab.measure.cluster.client import (  # noqa: F401  what the CLI and the tests use

@@ -26,7 +26,7 @@ from cpulab.measure.cluster.servers import (
 )
 from cpulab.measure.execute.executor import Outcome
 from cpulab.measure.execute.processes import evict
-from cpulab.measure.schedule.session import recorded_run
+from cpulab.measure.schedule.session import Stopped, recorded_run
 from cpulab.model import Status
 from cpulab.plan.plan import Plan
 from cpulab.store.db import Store
@@ -41,7 +41,7 @@ CONNECT_TIMEOUT_S = 15
 
 def connect(address: str, sec: Security | None) -> Client:
     """A client of the scheduler at `address`.  Its logging is silenced: a lost
-    connection is reported once, as run.Stopped, not as dask's reconnect tracebacks."""
+    connection is reported once, as Stopped, not as dask's reconnect tracebacks."""
     # Every distributed logger: the tree's root, and the children dask's config gave
     # a level of their own (distributed.batched logged a CommClosedError traceback
     # when only a named few were silenced).
@@ -141,9 +141,9 @@ class MachineSite:
 
     def _call(self, fn, *args):
         """Run fn(*args) on this machine; MachineGone when it died twice in it or left,
-        run.Stopped when the scheduler is gone or the run was cancelled."""
+        Stopped when the scheduler is gone or the run was cancelled."""
         if self.cancelled:
-            raise run.Stopped("cancelled")
+            raise Stopped("cancelled")
         if self.gone:
             raise MachineGone(self.gone)
         try:
@@ -163,11 +163,11 @@ class MachineSite:
                 except KilledWorker:
                     raise MachineGone(f"worker {self.name} died in the middle of it, and again when retried") from None
                 except FutureCancelledError as e:
-                    raise (run.Stopped("cancelled") if self.cancelled else self._stopped(e)) from None
+                    raise (Stopped("cancelled") if self.cancelled else self._stopped(e)) from None
                 except Exception as e:  # the task's own error, unless the scheduler went away under it
                     raise self._stopped(e) from None
                 if self.client.status not in ("running", "connecting"):
-                    raise run.Stopped(f"the scheduler is gone ({self.client.status})")
+                    raise Stopped(f"the scheduler is gone ({self.client.status})")
                 if self.name in self._machines():
                     absent_since = None
                     continue
@@ -181,9 +181,9 @@ class MachineSite:
                 self._pending.discard(fut)
 
     def _stopped(self, e: Exception) -> Exception:
-        """run.Stopped if the scheduler is gone, else the error itself."""
+        """Stopped if the scheduler is gone, else the error itself."""
         if self.client.status != "running":
-            return run.Stopped(f"the scheduler is gone ({self.client.status})")
+            return Stopped(f"the scheduler is gone ({self.client.status})")
         return e
 
     def _machines(self) -> dict[str, str]:
@@ -215,7 +215,7 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
                    progress_for=None, argv: list[str] | None = None,
                    grace_s: float = GRACE_S, label: str = "", origin: dict | None = None) -> int:
     """Run the plan on every named (default: every) cpulab worker at once; returns the
-    cluster run's id, whose per-machine runs hold the results.  Raises run.Stopped when
+    cluster run's id, whose per-machine runs hold the results.  Raises Stopped when
     the scheduler went away and KeyboardInterrupt on Ctrl-C (after cancelling the
     cluster's work); what came home stays either way."""
     available = cluster_machines(client)
@@ -258,7 +258,7 @@ def run_on_cluster(plan: Plan, store: Store, client: Client, machines: list[str]
             for t in threads:
                 t.join(30)
             raise
-        stopped = [o.error for o in outcomes.values() if isinstance(o.error, run.Stopped)]
+        stopped = [o.error for o in outcomes.values() if isinstance(o.error, Stopped)]
         if stopped:
             raise stopped[0]
         for o in outcomes.values():

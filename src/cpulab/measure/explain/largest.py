@@ -17,7 +17,7 @@ from cpulab import workloads
 from cpulab.estimates import compare_results, result_summary
 from cpulab.measure.execute.executor import Executor
 from cpulab.measure.explain import compare
-from cpulab.measure.schedule.rounds import Schedule
+from cpulab.spec.schedule import Schedule
 from cpulab.model import Comparison, Verdict, params_key
 from cpulab.store.db import Store
 

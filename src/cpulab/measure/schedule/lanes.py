@@ -1,5 +1,5 @@
 """Two lanes of work at once, one per CPU: the experiments that may share the machine
-(plan: share_machine) and the probe tables beside them (runner._measure)."""
+(plan: share_machine) and the probe tables beside them (runner._measure, kernel_rounds.py)."""
 from __future__ import annotations
 
 import contextlib

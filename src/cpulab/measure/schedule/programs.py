@@ -11,10 +11,11 @@ from pathlib import Path
 from cpulab.compile import inputs
 from cpulab.compile.programs import ProgramBuild, run_argv, template_values
 from cpulab.compile.relink import Relink
-from cpulab.measure.execute import processes
+from cpulab.measure.execute.processes import UNIT
+from cpulab.measure.schedule import process_rounds
 from cpulab.measure.execute.executor import LocalExecutor
-from cpulab.measure.execute.processes import ProcessTarget, Rounds
-from cpulab.measure.schedule.rounds import Schedule
+from cpulab.measure.schedule.process_rounds import ProcessTarget, Rounds
+from cpulab.spec.schedule import Schedule
 from cpulab.model import Status, params_key
 from cpulab.plan.programs import CommandError, Program, parse_size
 from cpulab.plan.toolchain import Variant
@@ -41,7 +42,7 @@ def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress,
             continue
         targets = _program_targets(plan, e, names, store, run_id, site, progress)
         how = Rounds(warmup=1, timeout=plan.settings.timeout, cold=plan.settings.cold)
-        processes.measure(store, targets, how, schedule, site.executor, progress, rng, evict=site.evict)
+        process_rounds.measure(store, targets, how, schedule, site.executor, progress, rng, evict=site.evict)
         ran += targets
     return ran
 
@@ -60,7 +61,7 @@ def _program_targets(plan, e, names: list[str], store, run_id: int, site, progre
             store.add_artifact(b.artifact())
         status, error = (Status.PENDING, "") if b.status == Status.OK else (b.status, b.error)
         for point in p.grid(e.params.get(pname)):
-            rid = store.add_result(run_id, pname, vname, point, processes.UNIT, status, error,
+            rid = store.add_result(run_id, pname, vname, point, UNIT, status, error,
                                    b.hash if b.status == Status.OK else None, experiment=e.name)
             if status != Status.PENDING:
                 continue

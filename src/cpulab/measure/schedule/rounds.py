@@ -14,13 +14,11 @@ from __future__ import annotations
 import random
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from cpulab.estimates import compare_results, result_summary
 from cpulab.model import params_key
-from cpulab.spec.policy import DecisionPolicy
-from cpulab.plan.plan import Plan
+from cpulab.spec.schedule import Schedule
 from cpulab.store.db import Store
 
 
@@ -36,22 +34,6 @@ class QuietProgress:
     def grow(self, more): pass
     def advance(self, label): pass
     def note(self, text): pass
-
-
-@dataclass(frozen=True)
-class Schedule:
-    first: dict[str, int]  # experiment -> rounds at the first look
-    budget: float  # seconds per experiment for rounds beyond the first look (0: none)
-    policy: DecisionPolicy
-    baselines: dict[str, str]  # experiment -> its baseline variant
-    against: int | None = None  # run --against: each variant against VARIANT@RUN
-
-    @classmethod
-    def of_plan(cls, plan: Plan) -> "Schedule":
-        """The run's one schedule and policy, for every round and look."""
-        s = plan.settings
-        return cls({e.name: plan.processes_of(e.name) for e in plan.experiments}, s.budget, s.policy,
-                   {e.name: e.baseline for e in plan.experiments}, s.against)
 
 
 # One round of one point: run these targets (in this order), record what they gave,

@@ -136,7 +136,7 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
 
 def link_placement(site: Site, art: artifacts.Artifact, i: int) -> None:
     """Placement i of `art` linked ahead of its round, if it can be: one that cannot
-    fails its round, which says why (runner._job)."""
+    fails its round, which says why (kernel_rounds.KernelRounds._job)."""
     try:
         site.place(art, i)
     except artifacts.BuildError:

@@ -13,8 +13,9 @@ import shutil
 
 from cpulab.measure import randomness
 from cpulab.measure.execute.executor import Executor, LocalExecutor
-from cpulab.measure.execute.processes import UNIT, ProcessJob, ProcessTarget, Rounds, launcher, measure
-from cpulab.measure.schedule.rounds import Schedule
+from cpulab.measure.execute.processes import UNIT, ProcessJob, launcher
+from cpulab.measure.schedule.process_rounds import ProcessTarget, Rounds, measure
+from cpulab.spec.schedule import Schedule
 from cpulab.measure.schedule.session import recorded_run
 from cpulab.model import Status, params_key
 from cpulab.plan.programs import Check, CommandError

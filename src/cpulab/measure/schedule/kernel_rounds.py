@@ -1,0 +1,142 @@
+"""The kernels' rounds: each round of a point runs its targets' processes, in turns or
+back to back, and stores what they measured (rounds.measure_rounds calls `round`).
+
+With the method "turns" a point's targets run as one group: processes alive together on
+one CPU taking their samples in turns, two in a row each, in a fresh random order each
+turn, so sample j of a variant and of its baseline are milliseconds apart and share the
+host's state.  Otherwise they run back to back in the round's random order.  A target
+whose point cannot be prepared, whose placement cannot be linked or whose process fails
+is recorded with its reason and dropped from later rounds while the others go on.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from cpulab import stats, workloads
+from cpulab.compile.artifacts import BuildError
+from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu
+from cpulab.measure.schedule.auto_check import checked
+from cpulab.measure.schedule.rounds import Progress, measure_rounds, turn_order, turns_in_pairs
+from cpulab.measure.schedule.session import Stopped
+from cpulab.measure.schedule.site import Site
+from cpulab.measure.schedule.targets import Target
+from cpulab.model import Status, params_key
+from cpulab.plan.plan import Plan
+from cpulab.spec.schedule import Schedule
+from cpulab.store.db import SIGNALS, Store
+from cpulab.time_split import TimeSplit
+
+
+def points_of(live: list[Target]) -> dict[tuple, list[Target]]:
+    """The live targets grouped by comparison point: (experiment, workload, params)."""
+    points: dict[tuple, list[Target]] = defaultdict(list)
+    for t in live:
+        points[(t.experiment, t.workload, params_key(t.params))].append(t)
+    return points
+
+
+@dataclass
+class KernelRounds:
+    """A run's kernel rounds, wherever they run (this CPU, a lane's): what every round
+    reads.  tsc_hz: the run's TSC rate, handed to native processes so that none spins
+    30 ms to measure it again."""
+    plan: Plan
+    site: Site
+    split: TimeSplit
+    tsc_hz: float | None
+    points: dict[tuple, list[Target]]
+    prepared: dict[int, dict[str, str]] = field(default_factory=dict)  # result id -> its parameters made ready
+
+    def measure(self, experiments: set[str], executor: Executor, store: Store, rng: random.Random,
+                progress: Progress, schedule: Schedule, stop: threading.Event | None = None) -> None:
+        """The experiments' points, in rounds and looks as the schedule says, on the executor."""
+        def one(k: tuple, order: list[Target]) -> float:
+            return self.round(k, order, executor, store, rng, progress, stop)
+        measure_rounds(store, {k: ts for k, ts in self.points.items() if k[0] in experiments}, schedule, one,
+                       progress, rng, stop)
+
+    def round(self, k: tuple, order: list[Target], executor: Executor, store: Store, rng: random.Random,
+              progress: Progress, stop: threading.Event | None) -> float:
+        """One round of the point k: its targets' processes run and stored; the seconds it took."""
+        t0, waited0 = time.perf_counter(), getattr(executor, "waited_s", 0.0)
+        # A placement not linked yet is linked on this lane's CPU, which is idle until the
+        # round starts (the other may be measuring)
+        with on_cpu(executor.cpu) if isinstance(executor, LocalExecutor) else contextlib.nullcontext():
+            jobs = [(t, job) for t in order if (job := self._job(store, t, progress))]
+        orders: list[list[tuple[int, str]] | None] = [None] * len(jobs)
+        if self.plan.settings.method == "turns" and len(jobs) > 1:
+            for _, job in jobs:
+                job.turns = True
+            cycles = turns_in_pairs(len(jobs), self.plan.samples_of(k[0]), rng)
+            outs = executor.execute_group([job for _, job in jobs], cycles)
+            seconds = max((o.process.wall_s for o in outs if o.process), default=0.0)
+            orders = turn_order(cycles, [t.variant for t, _ in jobs])
+        else:
+            outs = [executor.execute(job) for _, job in jobs]
+            seconds = sum(o.process.wall_s for o in outs if o.process)
+        if stop is not None and stop.is_set():  # stopped under it: its processes were killed, not failed
+            return seconds
+        self.split.add_round(k[0], time.perf_counter() - t0, getattr(executor, "waited_s", 0.0) - waited0, outs)
+        outs = checked(self.plan.experiment(k[0]).baseline, [t.variant for t, _ in jobs], k[1], outs)
+        for (t, _), out, turns in zip(jobs, outs, orders):
+            _record(store, t, out, progress, turns)
+        return seconds
+
+    def _job(self, store: Store, t: Target, progress: Progress) -> HarnessJob | None:
+        """The next process of one target, or None when its point cannot be prepared or its
+        placement linked (then the target fails, saying which).  After the target's first
+        process, its repetitions and its passed known-answer test are handed on too."""
+        w = workloads.get(t.workload)
+        if t.result_id not in self.prepared:
+            try:
+                self.prepared[t.result_id] = self.site.prepare(w, t.params)
+            except Stopped:  # not this point's failure: the whole run stops
+                raise
+            except Exception as e:  # a data file that cannot be made fails this point only
+                _fail(store, t, progress, Status.SETUP_FAILED, f"preparing {t.workload}: {e}")
+                return None
+        p = t.placement()
+        try:
+            exe = t.artifact.path if p is None else self.site.place(t.artifact, p)
+        except BuildError as e:  # this build's placements cannot be linked: it fails alone
+            _fail(store, t, progress, Status.BUILD_FAILED, f"linking placement {p}: {e}")
+            return None
+        s = self.plan.settings
+        return HarnessJob(exe, self.prepared[t.result_id], self.plan.samples_of(t.experiment), s.min_sample_time,
+                          s.warmup, s.timer, s.timeout, dict(self.plan.variant(t.variant).env), emulator=t.emulator,
+                          tsc_hz=None if t.emulator else self.tsc_hz, reps=t.reps, verified=t.reps is not None,
+                          # io-bound: the other member leaves nothing it would reuse.  qemu-user:
+                          # carry-over -1.0% without the whole call, -0.5% with it, which took 6 s
+                          # of 8 s of samples (model 167, float-abi-arm at 16 Ki elements)
+                          rewarm_calls=0 if w.io_bound or t.emulator else 1)
+
+
+def _fail(store: Store, t: Target, progress: Progress, status: str, error: str) -> None:
+    t.live = False
+    store.set_status(t.result_id, status, error)
+    progress.advance(f"{t.workload} {t.variant}: {status}")
+
+
+def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:
+    """Store one process of a target (its round: t.rounds): its samples, each with why it
+    is left out if the signals around it say it was disturbed (stats.contamination), its
+    placement and turns, or the failure, which ends the target."""
+    round_ = t.rounds
+    if out.status == Status.OK and out.data.get("ns"):
+        d = out.data
+        io = workloads.get(t.workload).io_bound
+        excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
+                    for i, ns in enumerate(d["ns"])]
+        store.add_process(t.result_id, round_, d, out.layout_pad, excluded, t.placement(), turns)
+        t.rounds += 1
+        t.reps = t.reps or d.get("reps")
+    else:
+        t.live = False
+        store.set_status(t.result_id, out.status if out.status != Status.OK else Status.ERROR, out.error or "no samples")
+    progress.advance(f"round {round_ + 1}  {t.workload} {t.variant}"
+                     + (f"  {out.status}: {out.error[:60]}" if out.status != Status.OK else ""))

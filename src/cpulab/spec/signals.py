@@ -1,0 +1,42 @@
+"""The signals seen around each timed sample, declared once on this side of the C line.
+
+A signal's declaration here is all Python needs: its samples column (store/schema.py adds
+one per signal declared since), its field in an exported run file (store/exchange.py) and
+in a stored sample (record.StoredSample), and, where it has one, the rule that leaves a
+sample out of estimates (stats.contamination).  On the C side, native/harness.c's
+`struct sample` and its `sample_columns` table print it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A per-sample signal: what the harness (native/harness.c's sample_columns) or the
+    launcher saw around one sample, stored in a samples column of its name, exported with
+    the run and read back as a field of StoredSample, all from this declaration."""
+    name: str
+    meaning: str
+    # Where nonzero, the sample is left out of estimates and its `excluded` says this
+    # (formatted with the value); '' if the signal alone never leaves a sample out.
+    leaves_out: str = ""
+    by: str = "harness"  # or "launcher" (native/launch.c, a whole process's, wait4)
+
+
+# Append only: each one declared after the first eleven becomes a store migration of its
+# own (store/schema.py).  Off-CPU time's rule weighs several of them (stats.contamination).
+SIGNALS = (
+    Signal("invol_switches", "involuntary context switches of the thread during the sample"),
+    Signal("vol_switches", "voluntary context switches of the thread during the sample"),
+    Signal("offcpu_ns", "wall time minus the thread's CPU time"),
+    Signal("migrated", "1: the CPU differed before and after", leaves_out="migrated between CPUs"),
+    Signal("steal_ticks", "/proc/stat steal of the CPU during the sample, USER_HZ ticks",
+           leaves_out="steal {:g} ticks"),
+    Signal("ratio_before", "core/TSC clock ratio just before"),
+    Signal("ratio_after", "core/TSC clock ratio just after"),
+    Signal("canary_before", "independent adds per core cycle just before"),
+    Signal("canary_after", "independent adds per core cycle just after"),
+    Signal("max_rss_kb", "a whole process's peak RSS, KiB (programs and cpulab time)", by="launcher"),
+    Signal("page_faults", "a whole process's page faults", by="launcher"),
+)
