@@ -168,3 +168,22 @@ def test_a_cluster_without_dask_is_one_line():
         assert p.returncode == 2 and "Traceback" not in p.stderr
         assert p.stderr.strip().splitlines() == ["cpulab: error: clusters need dask.distributed: "
                                                  "pip install 'cpulab[distributed]'"]
+
+
+def test_no_command_function_takes_more_than_six_values():
+    """Options reach a command in groups (cli/flags.grouped) and run settings as one value
+    (cli/flags.setting_options): a command's signature stays readable and two swapped
+    options cannot pass unnoticed."""
+    import inspect
+    import click
+    from cpulab.cli.main import cli
+
+    def commands(group, prefix=""):
+        for name, c in group.commands.items():
+            yield from commands(c, f"{prefix}{name} ") if isinstance(c, click.Group) else [(prefix + name, c)]
+    long = {}
+    for name, c in commands(cli):
+        f = inspect.unwrap(c.callback)
+        if len(inspect.signature(f).parameters) > 6:
+            long[name] = list(inspect.signature(f).parameters)
+    assert not long, long

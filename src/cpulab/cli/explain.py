@@ -12,6 +12,7 @@ from cpulab.compile import artifacts
 from cpulab.compile.programs import build_program
 from cpulab.cli import complete
 from cpulab.cli.common import emit_json, fail, json_option, out
+from cpulab.cli.flags import grouped
 from cpulab.measure.schedule.programs import point_argv
 from cpulab.model import Status
 from cpulab.plan import kernels, plan as plans
@@ -24,35 +25,37 @@ from cpulab.machine import toolchains
 @click.command("explain")
 @click.argument("variant_a", shell_complete=complete.variant_names)
 @click.argument("variant_b", shell_complete=complete.variant_names)
+@grouped("what", "workload_name", "kernel_file", "param_flags", "program_name", "plan_file")
 @click.option("-w", "--workload", "workload_name", default="sha256", show_default=True,
               shell_complete=complete.workload_names)
 @click.option("-k", "--kernel", "kernel_file", default=None, type=click.Path(dir_okay=False),
               help="A kernel file of your own (cpulab.h), instead of --workload.")
 @click.option("-p", "--param", "param_flags", multiple=True, help="key=value: the parameter point to profile at.")
-@click.option("--profile-code/--no-profile-code", default=True, show_default=True,
-              help="Find the hot region from a sampled profile of both builds (else a static guess).")
 @click.option("--program", "program_name", default=None,
               help="Explain two builds of this program of --plan instead of a kernel.")
 @click.option("--plan", "plan_file", default=None,
               help="The plan that declares --program, or the [kernel] named by --workload and its variants.")
+@click.option("--profile-code/--no-profile-code", default=True, show_default=True,
+              help="Find the hot region from a sampled profile of both builds (else a static guess).")
+@grouped("output", "rows", "as_json")
 @click.option("--rows", type=int, default=60, show_default=True, help="Rows of the side-by-side listing to print.")
 @json_option
-def explain_(variant_a, variant_b, workload_name, kernel_file, param_flags, profile_code, program_name, plan_file, rows,
-             as_json):
+def explain_(variant_a, variant_b, what, profile_code, output):
     """Where the kernel (or a program) spends its time under two variants, and that code
     side by side."""
-    if program_name:
-        doc = explain_program(variant_a, variant_b, program_name, plan_file, param_flags, profile_code)
-        if as_json:
-            emit_json({"program": program_name, "a": variant_a, "b": variant_b, **doc})
+    workload_name, param_flags, plan_file = what.workload_name, what.param_flags, what.plan_file
+    if what.program_name:
+        doc = explain_program(variant_a, variant_b, what.program_name, plan_file, param_flags, profile_code)
+        if output.as_json:
+            emit_json({"program": what.program_name, "a": variant_a, "b": variant_b, **doc})
         else:
-            print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
+            print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, output.rows, out)
         return
     try:
         # a plan's [kernel] tables and [variants] are known by name; a kernel file by its own
         custom = plans.load(plan_file).custom_variants if plan_file else {}
-        if kernel_file:
-            workload_name, table = kernels.from_file(kernel_file)
+        if what.kernel_file:
+            workload_name, table = kernels.from_file(what.kernel_file)
             kernels.register({workload_name: table}, "--kernel")
         w = workloads.get(workload_name)
         va, vb = toolchain.get(variant_a, custom), toolchain.get(variant_b, custom)
@@ -78,10 +81,10 @@ def explain_(variant_a, variant_b, workload_name, kernel_file, param_flags, prof
                                        profile.PROFILE_SECONDS if profile_code else 0, (variant_a, variant_b)))
     except RuntimeError as e:
         fail(str(e))
-    if as_json:
+    if output.as_json:
         emit_json({"workload": workload_name, "a": variant_a, "b": variant_b, **doc})
         return
-    print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, rows, out)
+    print_explain({**doc, "a_name": variant_a, "b_name": variant_b}, output.rows, out)
 
 
 def explain_program(variant_a: str, variant_b: str, name: str, plan_file: str | None, param_flags,

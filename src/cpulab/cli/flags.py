@@ -14,7 +14,7 @@ from typing import Literal
 
 import click
 
-from cpulab.cli.common import FiniteRange
+from cpulab.cli.common import FiniteRange, db_option, json_option
 from cpulab.plan.model import bounds
 from cpulab.spec.settings import Settings, declared
 
@@ -48,6 +48,11 @@ def setting_options(*names: str):
     command receives them as one dict `settings`, by name, None where not given."""
     names = names or tuple(n for n in Settings.model_fields if declared(n)["flags"])
     return grouped("settings", *names, make=dict, options=[_setting_option(n) for n in names])
+
+
+def output_options(f):
+    """--db and --json, passed as one value `output` (output.db, output.as_json)."""
+    return grouped("output", "db", "as_json")(db_option(json_option(f)))
 
 
 def grouped(into: str, *names: str, make=SimpleNamespace, options=()):

@@ -10,7 +10,8 @@ from rich.table import Table
 from cpulab import machine, workloads
 from cpulab.compile import artifacts
 from cpulab.cli.pipeline import carry
-from cpulab.cli.common import db_option, emit_json, fail, json_option, open_store, out
+from cpulab.cli.common import emit_json, fail, json_option, open_store, out
+from cpulab.cli.flags import grouped, output_options, setting_options
 from cpulab.measure import probes
 from cpulab.measure.schedule import runner
 from cpulab.measure.execute.executor import calibrate_timing
@@ -18,6 +19,7 @@ from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.params import cache_label
 from cpulab.spec.record import RunRecord
+from cpulab.spec.settings import DEFAULTS
 from cpulab.report.terminal import print_analysis
 from cpulab.machine import toolchains
 from cpulab.cli.kinds import VIEWS
@@ -94,37 +96,39 @@ def doctor(as_json):
 
 @click.command()
 @click.argument("body", required=False)
+@grouped("loop", "att", "as_loop", "counter", "table", "mca", "repeats")
 @click.option("--att", is_flag=True, help="The body is AT&T syntax (default: Intel).")
 @click.option("--as-loop", is_flag=True, help="The body is its own loop: it decrements --counter and jumps back with 'jnz LOOP'.")
 @click.option("--counter", default="rcx", show_default=True, help="The loop counter register with --as-loop.")
 @click.option("--table", type=click.Choice(["seed004"]), default=None, help="Reproduce seed 004's table 2 instead.")
 @click.option("--mca", is_flag=True, help="Put llvm-mca's prediction for the same loop beside the measurement.")
 @click.option("--repeats", type=click.IntRange(1, 100), default=5, show_default=True, help="Runs of each length (N and 2N).")
-@click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default="auto")
-@db_option
-@json_option
-def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
+@setting_options("timer")
+@output_options
+def probe(body, loop, settings, output):
     """Cycles per iteration, IPC and ns of a few x86-64 instructions, e.g. 'imul rax, rbx'.
 
     The body is unrolled in an aligned loop and run at two lengths (N and 2N) in several
     processes; the median run per execution, less the call's fixed cost, is the headline.
     Registers: rsi points at a zeroed 4 KiB buffer whose first qword holds its own
     address; rax = rsi (so 'mov rax, [rax]' chases in L1)."""
+    table, mca, as_loop = loop.table, loop.mca, loop.as_loop
+    syntax, timer = "att" if loop.att else "intel", settings["timer"] or DEFAULTS.timer
     if (body is None) == (table is None):
         fail("give an instruction sequence or --table seed004 (one of them)")
-    store = open_store(db)
+    store = open_store(output.db)
 
     def measure() -> int:
         with runner.recorded_run(store, RunRecord.make("probe", {"name": "probe", "body": body, "table": table}),
                                  timer) as run_id:
             try:
                 if table:
-                    doc = {"run_id": run_id, "rows": probes.seed004_table(mca=mca, repeats=repeats, timer=timer)}
+                    doc = {"run_id": run_id, "rows": probes.seed004_table(mca=mca, repeats=loop.repeats, timer=timer)}
                 else:
-                    doc = {"run_id": run_id, **probes.measure_loop(body, "att" if att else "intel", repeats=repeats,
-                                                                   timer=timer, as_loop=as_loop, counter=counter)}
+                    doc = {"run_id": run_id, **probes.measure_loop(body, syntax, repeats=loop.repeats, timer=timer,
+                                                                   as_loop=as_loop, counter=loop.counter)}
                     if mca:
-                        doc["mca"] = probes.mca_predict(body, "att" if att else "intel", as_loop=as_loop)
+                        doc["mca"] = probes.mca_predict(body, syntax, as_loop=as_loop)
             except probes.ProbeError as e:
                 fail(str(e).replace("\n", "; "))
             store.add_analysis(run_id, "probe", doc, key=table or body)
@@ -132,7 +136,7 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
 
     summary, _ = carry(store, measure)
     doc = next(a.data for a in summary.analyses if a.kind == "probe")
-    if as_json:
+    if output.as_json:
         emit_json(doc)
         return
     print_analysis("probe", doc, out, VIEWS)
@@ -140,13 +144,12 @@ def probe(body, att, as_loop, counter, table, mca, repeats, timer, db, as_json):
 
 @click.command()
 @click.option("--full", is_flag=True, help="Every offset 0..63 (default: a few per group).")
-@click.option("--timer", type=click.Choice(["auto", "perf", "tsc", "clock"]), default="auto")
-@db_option
-@json_option
-def align(full, timer, db, as_json):
+@setting_options("timer")
+@output_options
+def align(full, settings, output):
     """Latency of a dependent load by alignment (seed 004 table 3): L1 hit and L2 hit,
     4- and 8-byte loads, grouped as the seed groups them."""
-    store = open_store(db)
+    store, timer = open_store(output.db), settings["timer"] or DEFAULTS.timer
 
     def measure() -> int:
         with runner.recorded_run(store, RunRecord.make("align", {"name": "align", "full": full}), timer) as run_id:
@@ -155,7 +158,7 @@ def align(full, timer, db, as_json):
 
     summary, _ = carry(store, measure)
     doc = next(a.data for a in summary.analyses if a.kind == "align")
-    if as_json:
+    if output.as_json:
         emit_json(doc)
         return
     print_analysis("align", doc, out, VIEWS)

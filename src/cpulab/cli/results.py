@@ -19,6 +19,7 @@ from cpulab.cli import complete, pipeline
 from cpulab.cli.common import (
     db_option, default_report_path, emit_json, fail, json_option, open_store, out, run_id_or_latest, write_output
 )
+from cpulab.cli.flags import grouped, output_options
 from cpulab.model import Machines, RunPair, Verdict
 from cpulab.report import exports, html, machine_views
 from cpulab.report.tables import to_rich
@@ -31,6 +32,7 @@ from cpulab.cli.kinds import VIEWS
 
 @click.command()
 @click.argument("run_ids", type=int, nargs=-1, shell_complete=complete.run_ids)
+@grouped("how", "baseline", "by", "against", "method")
 @click.option("--baseline", default=None, help="Compare against this variant instead of the plan's baseline.")
 @click.option("--by", type=click.Choice(["variant", "machine"]), default="variant", show_default=True,
               help="machine: machines ranked, and machines x workloads (a cluster run, or RUN RUN ...).")
@@ -41,17 +43,16 @@ from cpulab.cli.kinds import VIEWS
 @click.option("--method", type=click.Choice(list(policy.METHODS)), default=None,
               help="Override the run's method: turns (per-turn ratios of processes that took samples in turns), "
                    "paired (signed-rank over per-round ratios) or unpaired (Mann-Whitney over processes).")
-@db_option
-@json_option
-def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
+@output_options
+def compare(run_ids, how, fail_on, output):
     """Compare a run's variants against a baseline (default: the latest run), the same
     workloads in two runs (RUN_A RUN_B), or machines ranked (--by machine: a cluster run's,
     or any number of runs, imported ones too)."""
-    store = open_store(db, create=False)
+    store, by, as_json = open_store(output.db, create=False), how.by, output.as_json
     if len(run_ids) > 2 and by != "machine":
         fail("more than two runs: give --by machine to rank their machines")
     if by == "machine":
-        doc = machines_document(store, run_ids, against)
+        doc = machines_document(store, run_ids, how.against)
         verdicts = [r.verdict for r in doc.machine_table]
         if as_json:
             emit_json(doc.to_dict())
@@ -70,9 +71,9 @@ def compare(run_ids, baseline, by, against, fail_on, method, db, as_json):
             print_run_comparison(doc)
     else:
         run_id = run_id_or_latest(store, run_ids[0] if run_ids else None)
-        summary = analysis.summarise(store, run_id, baseline, method)
-        if baseline and not any(r.variant == baseline for r in summary.results):
-            fail(f"--baseline {baseline}: run {run_id} has no such variant")
+        summary = analysis.summarise(store, run_id, how.baseline, how.method)
+        if how.baseline and not any(r.variant == how.baseline for r in summary.results):
+            fail(f"--baseline {how.baseline}: run {run_id} has no such variant")
         verdicts = [c.verdict for c in summary.comparisons]
         if as_json:
             emit_json(summary.to_dict())

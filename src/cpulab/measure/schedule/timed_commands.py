@@ -85,13 +85,10 @@ TIME_DEFAULTS = DEFAULTS.given(method="paired")
 def time_record(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
                 cpu: int, settings: Settings = TIME_DEFAULTS) -> RunRecord:
     """The run's record: what `cpulab time` was asked, as the rounds' schedule, summarise
-    and the report read it.  Processes None: the first look, the fewest rounds at which its
-    comparisons can be significant."""
-    family = (len(labels) - 1) * len(scan_points(scans))
-    processes = settings.processes or settings.policy.first_look(family)
+    and the report read it."""
     return RunRecord.make("time", {
-        "name": "time", **settings.model_dump(include={"budget", "precision", "method", "metric", "seed", "timeout"}),
-        "processes": processes, "warmup_runs": how.warmup, "cpu": cpu, "shell": shell,
+        "name": "time", **settings.model_dump(include={"processes", "budget", "precision", "method", "metric", "seed",
+                                                       "timeout"}), "warmup_runs": how.warmup, "cpu": cpu, "shell": shell,
         "commands": dict(zip(labels, commands)), "scans": scans,
         "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
                          "baseline": labels[0]}]}, settings)
@@ -139,7 +136,9 @@ def time_commands(store: Store, commands: list[str], settings: Settings = TIME_D
             program = command_argv(fill_scan(text, point), shell)[0]
             if not shell and not shutil.which(program):
                 raise CommandError(f"{program}: no such command (not in PATH, or not executable)")
-    settings = settings.given(seed=randomness.new_seed()) if settings.seed is None else settings
+    family = (len(labels) - 1) * len(scan_points(scans))  # no processes given: the first look that can decide
+    settings = settings.given(seed=randomness.new_seed() if settings.seed is None else settings.seed,
+                              processes=settings.processes or settings.policy.first_look(family))
     executor = LocalExecutor(cpu=cpu, seed=randomness.derived(settings.seed, "executor"))
     record = time_record(list(commands), labels, scans, how, shell, executor.cpu, settings)
     with recorded_run(store, record, "clock", argv, executor=executor, label=label, origin=origin) as run_id:
@@ -147,7 +146,7 @@ def time_commands(store: Store, commands: list[str], settings: Settings = TIME_D
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
         try:
-            schedule = Schedule({"time": record.stored["processes"]}, settings.budget, record.policy, {"time": labels[0]})
+            schedule = Schedule({"time": settings.processes}, settings.budget, record.policy, {"time": labels[0]})
             measure(store, targets, how, schedule, executor, progress, randomness.stream(settings.seed, "rounds"))
         finally:
             if cleanup:
