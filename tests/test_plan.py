@@ -1,4 +1,6 @@
 """Plans: loading, the built-in plans, and one-line errors naming the field."""
+import json
+
 import pytest
 
 from cpulab.plan import plan as plans
@@ -243,6 +245,8 @@ def _other_value(name: str):
         return next(v for v in typing.get_args(f.annotation) if v != f.default)
     if f.default is False:
         return True
+    if f.default == []:
+        return ["page-faults", "task-clock"]
     lo, hi, _ = bounds(f)
     return lo + 1 if isinstance(lo, int) and not isinstance(f.default, float) else (lo + hi) / 2
 
@@ -257,7 +261,9 @@ def test_a_setting_declared_once_is_a_plan_key_a_flag_and_stored(tmp_path):
     for name in Settings.model_fields:
         value, d = _other_value(name), declared(name)
         assert set(d["flags"]) == set(flags.get(name, ())), name
-        text = f"{name} = {str(value).lower() if isinstance(value, bool) else repr(value)}\n" + GOOD.replace(
+        toml = str(value).lower() if isinstance(value, bool) else json.dumps(value) if isinstance(value, list) \
+            else repr(value)
+        text = f"{name} = {toml}\n" + GOOD.replace(
             "runs = 3", "" if name == "processes" else "runs = 3")
         if not d["plan"]:
             with pytest.raises(plans.PlanError, match=f"{name}: not a plan key; give it on the command line"):

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from cpulab import stats, workloads
+from cpulab.machine.events import level1
 from cpulab.model import Comparison, Geomean, Result, Status, Verdict
 from cpulab.spec.policy import DecisionPolicy
 from cpulab.spec.record import StoredResult, StoredSample
@@ -100,6 +101,7 @@ def result_summary(r: StoredResult, samples: list[StoredSample]) -> Result:
         "cycle_observations": stats.per_process(
             samples, lambda s: s.work / s.cycles if s.timer == "wait4" and s.cycles and _on_its_cpu(s) else None),
         "memory_observations": stats.per_process(samples, lambda s: 1 / s.max_rss_kb if s.max_rss_kb else None),
+        **_events_summary(samples, notes),
     }
     # real/user/sys of one repetition (one pass over a file, one block of keys ...); an
     # imported tool's samples may carry no user/sys time (None: left out)
@@ -109,6 +111,21 @@ def result_summary(r: StoredResult, samples: list[StoredSample]) -> Result:
         obs = list(stats.per_process(samples, fn).values())
         out[key] = float(np.median(obs)) if obs else None
     return Result.from_dict(out)
+
+
+def _events_summary(samples: list[StoredSample], notes: dict) -> dict:
+    """A result's named counters per unit of work (events.h counts them around each
+    sample): per process the median of its used samples' count over work, then the
+    median of those and its interval; the level-1 top-down shares where counted."""
+    names = list(dict.fromkeys(k for s in samples if s.events for k in s.events))
+    obs = {name: stats.per_process(samples, lambda s, n=name: s.events[n] / s.work
+                                   if s.events and s.events.get(n) is not None and s.work else None)
+           for name in names}
+    obs = {k: v for k, v in obs.items() if v}
+    per_unit = {k: float(np.median(list(v.values()))) for k, v in obs.items()}
+    return {"event_observations": obs, "events_per_unit": per_unit,
+            "events_per_unit_ci": {k: list(stats.median_ci(list(v.values()))) for k, v in obs.items() if len(v) > 1},
+            "topdown": level1(per_unit), "events_unavailable": notes.get("events_unavailable") or {}}
 
 
 def placement_bands(results: list[Result]) -> None:
@@ -205,7 +222,31 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
             if b.instructions_per_unit and m.instructions_per_unit:
                 row.instruction_ratio = m.instructions_per_unit / b.instructions_per_unit
                 row.witness = witness_words(row.verdict, row.instruction_ratio)
+    for fam in families.values():
+        compare_events(fam, policy)
     return rows
+
+
+def compare_events(family: list[tuple], policy: DecisionPolicy) -> None:
+    """Each named counter both sides of a comparison counted: its count per unit, variant
+    over baseline, tested as the policy tests a time (paired by round: the same rounds as
+    the time), Holm over the experiment's comparisons of that event; larger or smaller
+    where significant, same within the precision, unclear otherwise.  A count is not a
+    rate: a ratio above 1 is more of the event."""
+    def counted(r: Result, name: str) -> dict[int, float]:  # a ratio needs a count: rounds of zero are left out
+        return {k: v for k, v in r.event_observations.get(name, {}).items() if v > 0}
+    by_event: dict[str, list[tuple]] = defaultdict(list)
+    for row, b, m in family:
+        for name in b.event_observations.keys() & m.event_observations.keys():
+            if len(counted(b, name).keys() & counted(m, name).keys()) > 1:
+                by_event[name].append((row, b, m))
+    for name, members in by_event.items():
+        tests = [stats.compare_pair(counted(b, name), counted(m, name), policy.confidence,
+                                    "unpaired" if policy.method == "unpaired" else "paired") for _, b, m in members]
+        for (row, b, m), t, (p_adj, verdict) in zip(members, tests, policy.decide(tests, [0.0] * len(tests))):
+            row.events[name] = {"ratio": t.ratio, "ci": list(t.ci), "p": p_adj, "rounds": t.n,
+                                "verdict": {"faster": "larger", "slower": "smaller"}.get(verdict, verdict),
+                                "per_unit": [b.events_per_unit.get(name), m.events_per_unit.get(name)]}
 
 
 def count_verdicts(rows: list[Comparison], policy: DecisionPolicy) -> None:

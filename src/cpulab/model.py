@@ -121,6 +121,15 @@ class Result:
     # Whole processes: 1 / peak memory (kB) of each, higher is better as a rate is
     # (metric memory); not part of the document.
     memory_observations: dict[int, float] = field(default_factory=dict, repr=False)
+    # Named counters (--events) per unit of work: each event's median over processes of
+    # its per-sample count over the sample's work, with its interval, and the level-1
+    # top-down shares where the top-down events were counted; which events did not count
+    # here and why.  The per-process figures are not part of the document.
+    events_per_unit: dict[str, float] = field(default_factory=dict)
+    events_per_unit_ci: dict[str, list[float]] = field(default_factory=dict)
+    topdown: dict[str, float] | None = None
+    events_unavailable: dict[str, str] = field(default_factory=dict)
+    event_observations: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> tuple:
@@ -133,7 +142,8 @@ class Result:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for hidden in ("observations", "turn_rates", "carryover_ratios", "cycle_observations", "memory_observations"):
+        for hidden in ("observations", "turn_rates", "carryover_ratios", "cycle_observations", "memory_observations",
+                       "event_observations"):
             del d[hidden]
         return d
 
@@ -176,6 +186,10 @@ class Comparison:
     # has them (the host moves the core clock between processes), or "peak memory" under
     # the memory metric (estimates._basis)
     basis: str = "time"
+    # Each named counter both sides counted (--events), from the same rounds: its count per
+    # unit, variant over baseline, with its interval, and larger/smaller/same/unclear as
+    # the policy decides a time (Holm over the experiment's comparisons of that event).
+    events: dict[str, dict] = field(default_factory=dict)
 
     @property
     def point(self) -> tuple:

@@ -90,7 +90,7 @@ def cause(c: Comparison, base: Result, var: Result, hot_b: dict | None, hot_v: d
     where the working set lives (a build read without a profile: how it does its floating
     point, `floats`); it says when these do not settle it."""
     figures: dict = {"cycles_per_unit": [base.cycles_per_unit, var.cycles_per_unit]}
-    said = [_measured(base, var), _work(base, var, figures)]
+    said = [_measured(base, var), _work(base, var, figures), _events(c, base, var, figures)]
     said.append(_loops(c, base, var, hot_b, hot_v, figures))
     said.append(_floating_point(c, *floats, figures))
     settled = any(said[1:])
@@ -132,6 +132,22 @@ def _work(base: Result, var: Result, figures: dict) -> str:
     if abs(math.log(iv / ib)) >= abs(math.log(ipc_v / ipc_b)):
         return moved + (f" at about the same {rate}" if abs(ipc_v / ipc_b - 1) < ALIKE else f", {rate}")
     return f"{rate}, with {'the same work' if abs(iv / ib - 1) < ALIKE else moved}: the rate moved, not the work"
+
+
+def _events(c: Comparison, base: Result, var: Result, figures: dict) -> str:
+    """The named counters that moved, measured in the same rounds (--events): each one
+    significantly larger or smaller, with its interval; top-down level 1 of both builds
+    where it was counted."""
+    moved = {n: e for n, e in c.events.items() if e["verdict"] in ("larger", "smaller")}
+    if moved:
+        figures["events"] = {n: {"ratio": e["ratio"], "ci": e["ci"]} for n, e in moved.items()}
+    said = [f"{abs(e['ratio'] - 1):.1%} {'more' if e['ratio'] > 1 else 'fewer'} {n} {_a(var.unit)} "
+            f"[{100 * (e['ci'][0] - 1):+.1f}, {100 * (e['ci'][1] - 1):+.1f}%]" for n, e in moved.items()]
+    if base.topdown and var.topdown:
+        figures["topdown"] = [base.topdown, var.topdown]
+        said.append("top-down " + ", ".join(f"{k} {100 * base.topdown[k]:.0f}% -> {100 * var.topdown[k]:.0f}%"
+                                            for k in base.topdown))
+    return ", ".join(said)
 
 
 def _loops(c: Comparison, base: Result, var: Result, hb: dict | None, hv: dict | None, figures: dict) -> str:

@@ -23,6 +23,8 @@ def _click_type(name: str):
     field = Settings.model_fields[name]
     if typing.get_origin(field.annotation) is Literal:
         return click.Choice([str(x) for x in typing.get_args(field.annotation)])
+    if typing.get_origin(field.annotation) is list:
+        return "list"
     kinds = [a for a in typing.get_args(field.annotation) or (field.annotation,) if a is not type(None)]
     kind = typing.get_args(kinds[0])[0] if typing.get_origin(kinds[0]) is typing.Annotated else kinds[0]
     lo, hi, open_hi = bounds(field)
@@ -39,6 +41,10 @@ def _setting_option(name: str):
     help = Settings.model_fields[name].description
     if kind is None:
         return click.option(*flags, name, is_flag=True, default=None, help=help)
+    if kind == "list":  # a comma list, or the flag given again
+        return click.option(*flags, name, multiple=True, default=None, help=help, metavar="A,B,...",
+                            callback=lambda ctx, param, v: [x.strip() for s in v for x in s.split(",") if x.strip()]
+                            or None)
     return click.option(*flags, name, type=kind, default=None, help=help,
                         metavar="RUN" if name == "against" else None)
 

@@ -15,6 +15,7 @@ from cpulab.cli.flags import grouped, output_options, setting_options
 from cpulab.measure import probes
 from cpulab.measure.schedule import runner
 from cpulab.measure.execute.executor import calibrate_timing
+from cpulab.measure.execute.processes import events_here
 from cpulab.plan import plan as plans
 from cpulab.plan import toolchain
 from cpulab.params import cache_label
@@ -70,7 +71,8 @@ def doctor(as_json):
     for name in ("gcc", "clang", "musl-gcc", "llvm-mca", "llvm-objdump", "objdump", "perf",
                  "arm-linux-gnueabi-gcc", "arm-linux-gnueabihf-gcc", "aarch64-linux-gnu-gcc", "qemu-arm", "qemu-aarch64"):
         tools[name] = toolchains.compiler_version(name) or None
-    doc = {"machine": fp, "conditions": cond, "timing": timing, "tools": tools,
+    counting = events_here(DOCTOR_EVENTS)
+    doc = {"machine": fp, "conditions": cond, "timing": timing, "tools": tools, "events": counting,
            "warnings": machine.warnings(cond, fp)}
     if as_json:
         emit_json(doc)
@@ -89,9 +91,20 @@ def doctor(as_json):
         t.add_row(k, str(v))
     for k, v in tools.items():
         t.add_row(k, escape(v) if v else "[yellow]not found[/]")
+    t.add_row("events", ", ".join(n for n, why in counting.items() if not why) or "[yellow]none[/]")
+    for why in dict.fromkeys(counting.values()):
+        if why:
+            t.add_row("", f"[yellow]not counted:[/] {', '.join(n for n, w in counting.items() if w == why)}: "
+                          f"{escape(why)}")
     out.print(t)
     for w in doc["warnings"]:
         out.print(f"[yellow]warning:[/] {w}")
+
+
+# What `doctor` tries: the software events, perf's generic hardware and cache events, top-down.
+DOCTOR_EVENTS = ["task-clock", "page-faults", "context-switches", "cpu-migrations", "cycles", "instructions",
+                 "branches", "branch-misses", "cache-references", "cache-misses", "L1-dcache-load-misses",
+                 "LLC-load-misses", "dTLB-load-misses", "topdown"]
 
 
 @click.command()

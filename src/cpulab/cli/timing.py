@@ -13,6 +13,7 @@ from cpulab.cli.common import (
 )
 from cpulab.cli.flags import grouped, setting_options
 from cpulab.cli.pipeline import carry, print_run
+from cpulab.machine import events
 from cpulab.measure.schedule.process_rounds import Rounds
 from cpulab.measure.schedule.session import Interrupted
 from cpulab.measure.schedule.timed_commands import TIME_DEFAULTS, list_values, scan_values, time_commands
@@ -61,6 +62,10 @@ def time_(commands, settings, how, scans, output):
         settings = Overrides(**settings).over(TIME_DEFAULTS)
     except PlanError as e:
         fail(str(e))
+    try:
+        counted = events.spec(events.resolve(settings.events))
+    except events.EventError as e:
+        fail(f"--events: {e}")
     if how.cpu is not None and how.cpu not in os.sched_getaffinity(0):
         fail(f"--cpu {how.cpu}: not one of the CPUs this process may use")
     try:
@@ -79,7 +84,7 @@ def time_(commands, settings, how, scans, output):
             try:
                 return time_commands(
                     store, list(commands), settings, names=list(how.names), scans=points,
-                    how=Rounds(warmup=how.warmup, timeout=settings.timeout), shell=how.shell, prepare=how.prepare,
+                    how=Rounds(how.warmup, settings.timeout, events=counted), shell=how.shell, prepare=how.prepare,
                     setup=how.setup, cleanup=how.cleanup, check=Check(exit=None) if how.ignore_failure else Check(),
                     cpu=how.cpu, progress=RichProgress(bar), argv=sys.argv, label=output.label,
                     origin=origin_of([Path.cwd()]))

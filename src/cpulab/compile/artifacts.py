@@ -42,7 +42,7 @@ from cpulab.workloads import CXX_SUFFIXES, KERNEL_DIR, Workload
 
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 HARNESS_SOURCES = [NATIVE_DIR / "harness.c", NATIVE_DIR / "cpulab.h", NATIVE_DIR / "profile.h", NATIVE_DIR / "coreclock.h",
-                   NATIVE_DIR / "stepcount.h"]
+                   NATIVE_DIR / "stepcount.h", NATIVE_DIR / "events.h"]
 HARNESS_CFLAGS = ("-O2", "-std=gnu11")
 # Every function in a section of its own, so that a placement can order them: the same
 # instructions (a call between two functions of one file gets a relocation instead of a

@@ -4,6 +4,10 @@
  *                 [--min-sample-time SEC] [--timer auto|perf|tsc|clock]
  *                 [--calibrate-only] [--profile-code SEC] [--turns] [--tsc-hz HZ]
  *                 [--reps N] [--verified] [--rewarm-calls N] [--step-count ADDRESS:LIMIT:MAP]
+ *                 [--events NAME=TYPE:CONFIG,...]
+ *
+ * --events: named counters (events.h) read around each sample's timed call, printed as
+ * "events": {NAME: [per sample]}; one that does not open is named in "event_errors".
  *
  * --step-count: the first k_run call's instructions counted on the core (stepcount.h;
  * ADDRESS is k_run's in the symbol table, LIMIT the most stops, MAP the instructions' map),
@@ -59,6 +63,7 @@
 #endif
 
 #include "coreclock.h" /* HAVE_TSC, tsc_begin/tsc_end, add_chain, fastest_chain_ratio */
+#include "events.h"    /* --events: named counters around each sample */
 
 /* A kernel may leave k_verify out (a user's, cpulab.h): its check is then cpulab's, the
  * checksum of one k_run call on a fresh context, which every variant must share with
@@ -443,7 +448,10 @@ struct sample {
     double steal_ticks;                  /* /proc/stat steal of that CPU (USER_HZ ticks) */
     double ratio_before, ratio_after;    /* core/TSC ratio just before and after */
     double canary_before, canary_after;  /* independent adds per core cycle */
+    double events[MAX_EVENTS];           /* --events: each counter's count in the window */
 };
+
+static struct events events; /* --events (none: no counter is read) */
 
 /* Steal time of one CPU from /proc/stat, in USER_HZ ticks (usually 10 ms), or NAN.
  * One pread of an fd kept open (about 20 us for a few CPUs): before and after each
@@ -494,6 +502,7 @@ static void take_sample(void *ctx, uint64_t reps, enum timer timer, struct sampl
     /* Thread CPU time in ns (a syscall, ~0.3 us, outside the timed region): wall minus
      * CPU time is the time other threads had the CPU.  getrusage's times only move at
      * scheduler ticks and cannot say that for a sample of a few ms. */
+    events_mark(&events); /* outside the timed window: a read() each, ~0.5 us */
     uint64_t u0 = thread_cpu_ns();
     uint64_t t0 = now_ns();
     if (timer == T_PERF) {
@@ -513,6 +522,7 @@ static void take_sample(void *ctx, uint64_t reps, enum timer timer, struct sampl
     }
     uint64_t t1 = now_ns();
     uint64_t u1 = thread_cpu_ns();
+    events_since(&events, s->events);
     getrusage(RUSAGE_THREAD, &r1);
     int cpu1 = sched_getcpu();
     double steal1 = steal_of_cpu(cpu1);
@@ -631,7 +641,7 @@ static int usage(const char *why)
     fprintf(stderr, "usage: artifact [--param k=v]... [--samples N] [--warmup SEC] "
                     "[--min-sample-time SEC] [--timer auto|perf|tsc|clock] [--calibrate-only] "
                     "[--profile-code SEC] [--turns] [--tsc-hz HZ] [--reps N] [--verified] "
-                    "[--rewarm-calls N] [--step-count ADDRESS:LIMIT:MAP]\n");
+                    "[--rewarm-calls N] [--step-count ADDRESS:LIMIT:MAP] [--events NAME=TYPE:CONFIG,...]\n");
     return report_status("usage", why, 2);
 }
 
@@ -675,6 +685,22 @@ static void json_samples(const struct sample *s, int samples, enum timer timer)
         }
         json_array(sample_columns[c].key, column, samples);
     }
+    if (!events.n)
+        return;
+    printf(",\"events\":{");
+    for (int e = 0; e < events.n; e++) {
+        for (int i = 0; i < samples; i++)
+            column[i] = s[i].events[e];
+        printf("%s\"%s\":[", e ? "," : "", events.name[e]);
+        for (int i = 0; i < samples; i++) {
+            if (i)
+                putchar(',');
+            json_num(column[i]);
+        }
+        putchar(']');
+    }
+    printf("}");
+    events_print_errors(&events, stdout);
 }
 #undef CYCLES
 
@@ -683,7 +709,7 @@ struct options {
     int samples, calibrate_only, turns, verified, rewarm_calls;
     uint64_t given_reps;
     double warmup_s, min_sample_s, profile_s, given_tsc_hz;
-    const char *timer_arg, *step_map;
+    const char *timer_arg, *step_map, *events;
     unsigned long long step_at, step_limit;
 };
 
@@ -748,6 +774,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (sscanf(v, "%llx:%llu:%n", &o->step_at, &o->step_limit, &at) != 2 || !at || !v[at])
                 return usage("--step-count wants ADDRESS:LIMIT:MAP");
             o->step_map = v + at;
+        } else if (strcmp(a, "--events") == 0) {
+            o->events = v;
         } else if (strcmp(a, "--tsc-hz") == 0) {
             if (parse_num(v, &o->given_tsc_hz) != 0 || !(o->given_tsc_hz >= 1e6 && o->given_tsc_hz <= 1e11))
                 return usage("--tsc-hz wants the TSC rate in Hz");
@@ -806,6 +834,9 @@ int main(int argc, char **argv)
     enum timer timer = T_CLOCK; /* set by choose_timer */
     if ((status = choose_timer(o.timer_arg, &timer)))
         return status;
+    char events_error[256];
+    if (o.events && events_open(&events, o.events, 0, events_error, sizeof events_error) != 0)
+        return usage(events_error);
 
     /* Where a process's time goes outside its samples (the run's time split): the TSC
      * ratio, set-up and known-answer test, warm-up and calibration, then the work around

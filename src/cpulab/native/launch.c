@@ -1,6 +1,6 @@
 /* launch: run one command and report how long it took, as hyperfine would see it.
  *
- *   launch [--null-stdout] PROGRAM [ARG...]
+ *   launch [--null-stdout] [--events NAME=TYPE:CONFIG,...] PROGRAM [ARG...]
  *
  * cpulab runs this through its executor (which pins it and gives it its own session);
  * the command inherits the pinning.  Python's subprocess costs about a millisecond
@@ -13,6 +13,8 @@
  * On x86 it also reads the core clock against the TSC right before the spawn and right
  * after the reap, and the TSC ticks between them: the host moves the core clock between
  * processes, and core cycles (ticks times the ratio) do not move with it.
+ * --events: named counters (events.h) of the command alone, in "events" (and
+ * "event_errors" for those that did not open).
  * The command's own stdout and stderr pass through unless --null-stdout.
  */
 #define _GNU_SOURCE
@@ -32,6 +34,7 @@
 #include <sys/syscall.h>
 #endif
 #include "coreclock.h"
+#include "events.h"
 
 extern char **environ;
 
@@ -71,12 +74,20 @@ static double seconds(struct timeval tv) { return tv.tv_sec + tv.tv_usec * 1e-6;
 int main(int argc, char **argv)
 {
     int first = 1, null_stdout = 0;
-    if (first < argc && strcmp(argv[first], "--null-stdout") == 0) {
-        null_stdout = 1;
-        first++;
+    const char *event_spec = NULL;
+    for (;; first++) {
+        if (first < argc && strcmp(argv[first], "--null-stdout") == 0)
+            null_stdout = 1;
+        else if (first + 1 < argc && strcmp(argv[first], "--events") == 0)
+            event_spec = argv[++first];
+        else
+            break;
     }
-    if (first >= argc) {
-        fprintf(stderr, "usage: launch [--null-stdout] PROGRAM [ARG...]\n");
+    static struct events events;
+    char events_error[256];
+    if (first >= argc || (event_spec && events_open(&events, event_spec, 1, events_error, sizeof events_error))) {
+        fprintf(stderr, "usage: launch [--null-stdout] [--events NAME=TYPE:CONFIG,...] PROGRAM [ARG...]%s%s\n",
+                event_spec && first < argc ? ": " : "", event_spec && first < argc ? events_error : "");
         return 2;
     }
     posix_spawn_file_actions_t fa;
@@ -126,6 +137,17 @@ int main(int argc, char **argv)
             WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     counter_print("cycles", fd_cycles);
     counter_print("instructions", fd_instr);
+    if (events.n) {
+        double counted[MAX_EVENTS];
+        events_since(&events, counted); /* from zero: each was off until the child's exec */
+        fprintf(stderr, ",\"events\":{");
+        for (int i = 0; i < events.n; i++) {
+            fprintf(stderr, "%s\"%s\":", i ? "," : "", events.name[i]);
+            fprintf(stderr, isfinite(counted[i]) ? "%.17g" : "null", counted[i]);
+        }
+        fprintf(stderr, "}");
+        events_print_errors(&events, stderr);
+    }
 #ifdef HAVE_TSC
     fprintf(stderr, ",\"tsc_ticks\":%llu,\"ratio_before\":%.6f,\"ratio_after\":%.6f", (unsigned long long)ticks,
             ratio_before, ratio_after);

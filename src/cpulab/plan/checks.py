@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cpulab import machine, workloads
+from cpulab.machine import events
 from cpulab.params import ParamError, human_bytes
 from cpulab.plan import kernels, toolchain
 from cpulab.plan.model import PlanError
@@ -27,6 +28,11 @@ def validate(plan, where: str = "plan"):
     """Check the whole plan before anything is built, and make every parameter value
     canonical (cpulab.params); PlanError names the first problem in one line."""
     _check_unique(plan.probe_tables, f"{where}: probe_tables")
+    _check_unique(plan.settings.events, f"{where}: events")
+    try:
+        events.resolve(plan.settings.events)
+    except events.EventError as e:
+        raise PlanError(f"{where}: events: {e}") from None
     try:  # first: the experiments name them
         kernels.register(plan.kernels, where)
     except kernels.KernelError as e:

@@ -18,6 +18,7 @@ from cpulab.report import plots
 from cpulab.report.tables import FOLD_ROWS
 from cpulab.report.analysis_views import Views, analysis_plots, analysis_tables
 from cpulab.report.machine_views import drift_sentence, machine_tables
+from cpulab.report.event_views import event_tables
 from cpulab.report.views import (
     carryover_line, comparison_list, fmt_params, geomean_table, pivot_table, time_split_table, workload_of,
     workload_tables
@@ -71,7 +72,7 @@ def _part(title: str, plots_=(), why=(), tables=()) -> dict:
 
 def sections(s: Summary, views: Views) -> list[dict]:
     caches = s.machine.get("caches", [])
-    tables = workload_tables(s)
+    tables, counted = workload_tables(s), event_tables(s)
     shown: set[int] = set()
 
     def analysis(kind: str, key: str):
@@ -90,7 +91,7 @@ def sections(s: Summary, views: Views) -> list[dict]:
         for wname in e.workloads:
             ok = [r for r in exp_results if r.workload == wname and r.median is not None]
             w = workload_of(wname)
-            part = _part(wname, tables=[tables[(e.name, wname)]] if (e.name, wname) in tables else [])
+            part = _part(wname, tables=[t[(e.name, wname)] for t in (tables, counted) if (e.name, wname) in t])
             own = [a for kind in (w.analyses if w else ()) if (a := analysis(kind, e.name)) is not None]
             for a in own:
                 part["plots"] += analysis_plots(a.kind, a.data, caches, views)

@@ -11,6 +11,7 @@ from cpulab.model import Machines, Summary
 from cpulab.report.tables import fmt_num, to_rich
 from cpulab.report.analysis_views import Views, analysis_tables, explain_tables
 from cpulab.report.machine_views import machine_tables
+from cpulab.report.event_views import event_tables
 from cpulab.report.views import carryover_line, geomean_table, process_table, time_split_line, workload_tables
 
 
@@ -30,8 +31,11 @@ def print_summary(summary: Summary, console: Console, views: Views) -> None:
                   f"TSC {fmt_num((timing.get('tsc_hz') or 0) / 1e9)} GHz, core/TSC {fmt_num(timing.get('core_per_tsc'))}")
     if summary.status != "done":
         console.print(f"[yellow]{escape(run_status_note(summary))}[/]", soft_wrap=True)
-    for t in workload_tables(summary).values():
+    counted = event_tables(summary)
+    for key, t in workload_tables(summary).items():
         console.print(to_rich(t))
+        if key in counted:
+            console.print(to_rich(counted[key]))
     if (g := geomean_table(summary)) is not None:
         console.print(to_rich(g))
     if (pt := process_table(summary)) is not None:

@@ -208,10 +208,14 @@ class _Sample:
     start_ns: float | None = None
     turn: int | None = None
     follows: str | None = None  # the variant that ran just before it, when it ran in turns
+    events: dict | None = None  # named counters around it (--events): name -> count (None: not counted)
 
     @classmethod
     def of_row(cls, row) -> "StoredSample":
-        return cls(**{name: row[name] for name in _stored_fields(cls, tuple(row.keys()))})
+        d = {name: row[name] for name in _stored_fields(cls, tuple(row.keys()))}
+        if d.get("events"):
+            d["events"] = json.loads(d["events"])
+        return cls(**d)
 
 
 StoredSample = make_dataclass("StoredSample", [(s.name, float | None, None) for s in SIGNALS], bases=(_Sample,),

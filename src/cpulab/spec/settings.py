@@ -67,6 +67,12 @@ class Settings(BaseModel):
     metric: Literal[METRICS] = setting(
         "time", "What the verdicts are read from: time; instructions (counted under valgrind, a change of at least "
                 "--precision is faster/slower); memory (each process's peak RSS).", flags=("--metric",))
+    events: list[str] = setting(
+        [], "Counters read around each sample (a kernel's timed call) and each whole process, as perf names them: "
+            "task-clock, page-faults, context-switches (every Linux), cycles, instructions, branch-misses, "
+            "L1-dcache-load-misses, a PMU's own (cpu/topdown-retiring/, rNNNN), or topdown; a comma list on the "
+            "command line. Each result shows them per unit, each comparison their ratio with its interval.",
+        flags=("--events",))
     against: int | None = setting(None, "Measure this stored run's executables (built on this machine) beside the "
                                         "new builds, in the same rounds: each variant against its own build from it.",
                                   flags=("--against",), plan=False, ge=1, words="a run id")

@@ -21,7 +21,7 @@ from cpulab.params import INT64_MAX
 from cpulab.spec import signals
 from cpulab.spec.record import RunRecord, StoredResult, StoredSample, StoredVariant
 from cpulab.store.rows import RunListing, StoredArtifact, StoredRun, owner, shown_status
-from cpulab.store.schema import MIGRATIONS
+from cpulab.store.schema import MIGRATIONS, missing_signal_columns
 
 # Per-sample signals the harness prints as arrays (older harness output lacks them), and
 # a whole process's peak memory and page faults as the launcher saw them: their columns.
@@ -130,7 +130,7 @@ class Store:
         if version > len(MIGRATIONS):
             raise StoreError(f"{self.path}: schema version {version} is newer than this cpulab "
                              f"({len(MIGRATIONS)}); upgrade cpulab")
-        if version == len(MIGRATIONS):
+        if version == len(MIGRATIONS) and not missing_signal_columns(self._sample_columns()):
             return
         self.con.execute("PRAGMA journal_mode = WAL")  # only on a store that is ours (or empty)
         with self.tx() as c:
@@ -139,9 +139,14 @@ class Store:
                 for stmt in sql.split(";"):
                     if stmt.strip():
                         c.execute(stmt)
+            for stmt in missing_signal_columns(self._sample_columns()):
+                c.execute(stmt)
             c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             c.execute("DELETE FROM schema_version")
             c.execute("INSERT INTO schema_version VALUES (?)", (len(MIGRATIONS),))
+
+    def _sample_columns(self) -> set[str]:
+        return {r[1] for r in self.con.execute("PRAGMA table_info(samples)")}
 
     def schema_version(self) -> int:
         return self.con.execute("SELECT version FROM schema_version").fetchone()[0]
@@ -221,16 +226,18 @@ class Store:
         which placement of the artifact ran; order: each sample's (turn, the variant
         just before it) when it ran in turns."""
         rows = []
+        events = out.get("events") or {}
         for i, ns in enumerate(out["ns"]):
             signals = [out[k][i] if k in out else None for k in SIGNALS]
+            counted = json.dumps({k: v[i] for k, v in events.items()}) if events else None
             turn, follows = order[i] if order else (None, None)
             start = out["t_ns"][i] if "t_ns" in out else None
             rows.append((result_id, process, i, ns, out["cycles"][i], out["instructions"][i], out["work"], out["reps"],
                          out["user_s"][i], out["sys_s"][i], out["timer"], out.get("tsc_hz"),
                          out.get("core_per_tsc"), layout_pad, *signals, excluded[i] if excluded else "",
-                         placement, out.get("code_offset"), start, turn, follows))
+                         placement, out.get("code_offset"), start, turn, follows, counted))
         cols = ("result_id, process, idx, ns, cycles, instructions, work, reps, user_s, sys_s, timer, tsc_hz,"
-                " core_per_tsc, layout_pad, " + ", ".join(SIGNALS) + ", excluded, " + ", ".join(PLACED))
+                " core_per_tsc, layout_pad, " + ", ".join(SIGNALS) + ", excluded, " + ", ".join(PLACED) + ", events")
         with self.tx() as c:
             c.executemany(f"INSERT INTO samples ({cols}) VALUES ({', '.join('?' * len(rows[0]))})", rows)
             c.execute("UPDATE results SET notes = ?, status = 'ok' WHERE id = ? AND status = 'pending'",
@@ -310,9 +317,10 @@ class Store:
                          json.dumps(x["notes"]))).lastrowid
                     cols = ["process", "idx", "ns", "cycles", "instructions", "work", "reps", "user_s", "sys_s",
                             "timer", "tsc_hz", "core_per_tsc", "layout_pad", *SIGNALS, "excluded", *PLACED]
-                    c.executemany(f"INSERT INTO samples (result_id, {', '.join(cols)})"
-                                  f" VALUES ({', '.join('?' * (len(cols) + 1))})",
-                                  [(rid, *(s.get(k) for k in cols)) for s in x["samples"]])
+                    c.executemany(f"INSERT INTO samples (result_id, {', '.join(cols)}, events)"
+                                  f" VALUES ({', '.join('?' * (len(cols) + 2))})",
+                                  [(rid, *(s.get(k) for k in cols), json.dumps(s["events"]) if s.get("events") else None)
+                                   for s in x["samples"]])
                 for a in r["analyses"]:
                     c.execute("INSERT INTO analyses VALUES (?, ?, ?, ?)",
                               (run_id, a["kind"], a["key"], json.dumps(a["data"])))

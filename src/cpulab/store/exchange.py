@@ -160,6 +160,8 @@ class SampleRecord(_Strict):
     start_ns: Finite | None = None
     turn: Count | None = None
     follows: Annotated[str, Field(max_length=200)] | None = None
+    # Named counters read around it (--events), by name; absent where none was asked.
+    events: Annotated[dict[Annotated[str, Field(max_length=64)], Finite | None], Field(max_length=16)] | None = None
 
 
 SampleRecord = create_model("SampleRecord", __base__=SampleRecord,

@@ -159,8 +159,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN imported TEXT NOT NULL DEFAULT '';
     """,
+    # 12: named counters read around each sample (--events): {name: count} as JSON, NULL
+    # where none was asked
+    """
+    ALTER TABLE samples ADD COLUMN events TEXT;
+    """,
 ]
-# Each per-sample signal declared since (spec/record.py SIGNALS, append only): a column
-# of its own, one migration each.
-_SIGNALS_IN_MIGRATIONS = 11
-MIGRATIONS += [f"ALTER TABLE samples ADD COLUMN {s.name} REAL" for s in SIGNALS[_SIGNALS_IN_MIGRATIONS:]]
+
+
+def missing_signal_columns(columns: set[str]) -> list[str]:
+    """What makes a store's samples table hold every declared per-sample signal
+    (spec/signals.py): a column for each one it lacks (Store._migrate adds them after the
+    numbered migrations, on any store, whatever its version)."""
+    return [f"ALTER TABLE samples ADD COLUMN {s.name} REAL" for s in SIGNALS if s.name not in columns]

@@ -69,6 +69,7 @@ class HarnessJob:
     reps: int | None = None  # repetitions per sample, from an earlier process: no calibration
     verified: bool = False  # an earlier process of this executable passed the known-answer test here
     rewarm_calls: int = 1  # turns: whole calls at least re-warmed after another member (0: io-bound)
+    events: str = ""  # named counters around each sample (machine/events.spec), "": none
 
     def argv(self) -> list[str]:
         args = [*self.emulator, self.artifact_path, "--timer", self.timer]
@@ -82,6 +83,8 @@ class HarnessJob:
             args += ["--reps", str(self.reps)]
         if self.verified:
             args.append("--verified")
+        if self.events:
+            args += ["--events", self.events]
         if self.profile_code:
             args += ["--profile-code", repr(self.profile_code)]
         args += ["--samples", str(self.samples), "--min-sample-time", repr(self.min_sample_time),
@@ -117,6 +120,8 @@ def parse_harness_output(done: Finished) -> Outcome:
         return Outcome(Status.ERROR, f"exit status {done.returncode}, no result" + (f": {detail}" if detail else ""))
     status = data.get("status", "error")
     if status == "ok" and done.returncode == 0:
+        if data.get("event_errors"):  # said once per result, in its notes
+            data["notes"] = {**data.get("notes", {}), "events_unavailable": data["event_errors"]}
         return Outcome(Status.OK, data=data)
     try:
         st = Status(status) if status != "ok" else Status.ERROR

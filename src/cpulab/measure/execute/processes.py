@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpulab.compile import artifacts
-from cpulab.measure.execute.executor import Finished, Outcome
+from cpulab.machine import events
+from cpulab.measure.execute.executor import Finished, LocalExecutor, Outcome
 from cpulab.model import Status
 from cpulab.plan.programs import Check
 
@@ -32,7 +33,8 @@ UNIT = "runs"  # workloads.UNITS: one run of the command is one unit of work
 
 
 def launcher() -> str:
-    return str(artifacts.build_tool(LAUNCH_SOURCE, headers=(artifacts.NATIVE_DIR / "coreclock.h",)))
+    return str(artifacts.build_tool(LAUNCH_SOURCE, headers=(artifacts.NATIVE_DIR / "coreclock.h",
+                                                            artifacts.NATIVE_DIR / "events.h")))
 
 
 @dataclass
@@ -45,9 +47,11 @@ class ProcessJob:
     capture_stdout: bool = False
     timeout: float = 300.0
     env: dict[str, str] = field(default_factory=dict)
+    events: str = ""  # named counters of the command alone (machine/events.spec), "": none
 
     def argv(self) -> list[str]:
-        return [self.launcher, *([] if self.capture_stdout else ["--null-stdout"]), *self.command]
+        return [self.launcher, *([] if self.capture_stdout else ["--null-stdout"]),
+                *(["--events", self.events] if self.events else []), *self.command]
 
     def outcome(self, done: Finished) -> Outcome:
         if done.timed_out:
@@ -88,8 +92,26 @@ def process_record(data: dict) -> dict:
         cycles = data["tsc_ticks"] * (ratios[0] + ratios[1]) / 2
     return {"ns": [data["wall_s"] * 1e9], "cycles": [cycles], "instructions": [data.get("instructions")],
             "work": 1, "reps": 1, "user_s": [data["user_s"]], "sys_s": [data["sys_s"]], "timer": "wait4",
-            "notes": {}, "max_rss_kb": [data.get("max_rss_kb")], "page_faults": [data.get("page_faults")],
+            "notes": {"events_unavailable": data["event_errors"]} if data.get("event_errors") else {},
+            "max_rss_kb": [data.get("max_rss_kb")], "page_faults": [data.get("page_faults")],
+            **({"events": {k: [v] for k, v in data["events"].items()}} if data.get("events") else {}),
             **({"ratio_before": [ratios[0]], "ratio_after": [ratios[1]]} if all(ratios) else {})}
+
+
+def events_here(names: list[str]) -> dict[str, str]:
+    """Which of these events count on this machine: name -> "" where one opens, else why
+    not (the launcher opens each around /bin/true, as it does around a program)."""
+    out, known = {}, []
+    for name in names:
+        try:
+            known += events.resolve([name])
+        except events.EventError as e:
+            out[name] = str(e).partition(": ")[2]
+    if known:
+        done = LocalExecutor().execute(ProcessJob(["true"], launcher(), Check(), events=events.spec(known)))
+        errors = (done.data or {}).get("event_errors", {})
+        out.update({e.name: errors.get(e.name, "") for e in known})
+    return out
 
 
 PROCESS_NOTES = ("max_rss_kb", "voluntary_switches", "involuntary_switches")

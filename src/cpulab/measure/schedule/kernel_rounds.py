@@ -50,6 +50,7 @@ class KernelRounds:
     split: TimeSplit
     tsc_hz: float | None
     points: dict[tuple, list[Target]]
+    events: str = ""  # named counters around each sample (machine/events.spec), "": none
     prepared: dict[int, dict[str, str]] = field(default_factory=dict)  # result id -> its parameters made ready
 
     def measure(self, experiments: set[str], executor: Executor, store: Store, rng: random.Random,
@@ -113,7 +114,8 @@ class KernelRounds:
                           # io-bound: the other member leaves nothing it would reuse.  qemu-user:
                           # carry-over -1.0% without the whole call, -0.5% with it, which took 6 s
                           # of 8 s of samples (model 167, float-abi-arm at 16 Ki elements)
-                          rewarm_calls=0 if w.io_bound or t.emulator else 1)
+                          rewarm_calls=0 if w.io_bound or t.emulator else 1,
+                          events="" if t.emulator else self.events)  # qemu-user's counts are the emulator's
 
 
 def _fail(store: Store, t: Target, progress: Progress, status: str, error: str) -> None:

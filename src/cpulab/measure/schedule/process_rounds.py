@@ -53,11 +53,13 @@ class Rounds:
     warmup: int = 1
     timeout: float = 300.0
     cold: bool = False
+    events: str = ""  # named counters of each timed run (machine/events.spec), "": none
 
 
 def _run(executor: Executor, t: ProcessTarget, argv: list[str], check: Check | None, capture: bool,
-         timeout: float, env: dict[str, str] | None = None) -> Outcome:
-    return executor.execute(ProcessJob(argv, launcher(), check, capture, timeout, t.env if env is None else env))
+         timeout: float, env: dict[str, str] | None = None, events: str = "") -> Outcome:
+    return executor.execute(ProcessJob(argv, launcher(), check, capture, timeout, t.env if env is None else env,
+                                       events))
 
 
 def _fail(store: Store, t: ProcessTarget, status: str, error: str) -> None:
@@ -76,7 +78,7 @@ def _prepare_and_run(store: Store, executor: Executor, t: ProcessTarget, how: Ro
             return None
     if how.cold and t.cold_files:
         t.evicted_with = evict(t.cold_files)
-    return _run(executor, t, command or t.command, t.check, False, how.timeout, env)
+    return _run(executor, t, command or t.command, t.check, False, how.timeout, env, how.events)
 
 
 HEAP_PAD_SOURCE = artifacts.NATIVE_DIR / "heap_pad.c"

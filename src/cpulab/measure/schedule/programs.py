@@ -11,6 +11,7 @@ from pathlib import Path
 from cpulab.compile import inputs
 from cpulab.compile.programs import ProgramBuild, run_argv, template_values
 from cpulab.compile.relink import Relink
+from cpulab.machine import events
 from cpulab.measure.execute.processes import UNIT
 from cpulab.measure.schedule import process_rounds
 from cpulab.measure.execute.executor import LocalExecutor
@@ -41,7 +42,8 @@ def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress,
         if not names:
             continue
         targets = _program_targets(plan, e, names, store, run_id, site, progress)
-        how = Rounds(warmup=1, timeout=plan.settings.timeout, cold=plan.settings.cold)
+        how = Rounds(warmup=1, timeout=plan.settings.timeout, cold=plan.settings.cold,
+                     events=events.spec(events.resolve(plan.settings.events)))
         process_rounds.measure(store, targets, how, schedule, site.executor, progress, rng, evict=site.evict)
         ran += targets
     return ran

@@ -18,7 +18,7 @@ from cpulab import time_split, workloads
 from cpulab.compile.artifacts import place, remove_placements
 from cpulab.compile.inputs import input_file
 from cpulab.compile.programs import built_here
-from cpulab.machine import toolchains
+from cpulab.machine import events, toolchains
 from cpulab.measure import probes, randomness
 from cpulab.measure.execute.executor import Executor, LocalExecutor, shared_pages
 from cpulab.measure.execute.processes import evict
@@ -110,7 +110,8 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
     schedule = plan.schedule()
     tsc_hz = store.run(run_id).timing.get("tsc_hz")
-    kernels = KernelRounds(plan, site, split, tsc_hz, points_of([t for t in targets if t.live]))
+    kernels = KernelRounds(plan, site, split, tsc_hz, points_of([t for t in targets if t.live]),
+                           events.spec(events.resolve(plan.settings.events)))
     after = Afterwards(plan, run_id, site, split, schedule, tsc_hz, targets)
 
     def table_in_lane(name: str):  # most probes measure one fact of the core: they may share the machine
