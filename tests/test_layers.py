@@ -12,8 +12,8 @@ import cpulab
 SRC = Path(cpulab.__file__).resolve().parent
 # In import order.  The store comes before the stages that write it (measure) and read it.
 LAYERS = ["shared", "store", "plan", "compile", "measure", "analysis", "report", "cli"]
-SHARED_FOLDERS = {"workloads", "machine", "spec"}  # what can be measured, this machine, what a run is asked
-MAX_FLAT = 7
+SHARED_FOLDERS = {"workloads", "machine", "spec", "estimates"}  # what can be measured, this machine, what a run is asked, how results are estimated
+MAX_FLAT = 6
 MAX_LINES = 400
 # Imports allowed inside a function, with why: an optional dependency is imported only when
 # used; the result files' parsers (pydantic models) only by `cpulab import` and `export`

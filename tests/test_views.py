@@ -38,11 +38,13 @@ def summary(doc) -> Summary:
 
 def test_json_document_round_trips(doc, summary):
     # a document of an earlier version reads with what its record did not yet say
-    # (record.upgraded), its policy without pairs (a run stored before them), and its
-    # comparisons without a cause (why)
+    # (record.upgraded), its policy without pairs (a run stored before them), its
+    # comparisons without a cause (why), and no named counters (--events)
+    uncounted = {"events_per_unit": {}, "events_per_unit_ci": {}, "topdown": None, "events_unavailable": {}}
     assert json.loads(json.dumps(summary.to_dict(), default=str)) == {
         **doc, "plan": upgraded(doc["plan"]), "policy": {**doc["policy"], "pairs": False},
-        "comparisons": [{**c, "why": None} for c in doc["comparisons"]]}
+        "results": [{**r, **uncounted} for r in doc["results"]],
+        "comparisons": [{**c, "why": None, "events": {}} for c in doc["comparisons"]]}
     assert upgraded(doc["plan"])["kind"] == "plan" and "method" in upgraded(doc["plan"])
     assert summary.policy == RunRecord.of_stored(doc["plan"]).policy  # the run's, from its stored record
 

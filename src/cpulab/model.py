@@ -55,10 +55,8 @@ def params_key(params: dict[str, str]) -> tuple:
 
 @dataclass
 class Result:
-    """One workload x variant x parameter point of a run, estimated from its samples.
-
-    `processes` counts the processes that gave samples (documents before 2026-11 also
-    carry it as `invocations`, read and dropped)."""
+    """One workload x variant x parameter point of a run, estimated from its samples;
+    `processes` counts the processes that gave samples (older documents: `invocations`)."""
     id: int
     experiment: str
     workload: str
@@ -111,20 +109,14 @@ class Result:
     # part of the document.
     observations: dict[int, float] = field(default_factory=dict, repr=False)
     turn_rates: dict[int, dict[int, float]] = field(default_factory=dict, repr=False)
-    # Per process that ran in turns: its rate right after another member over its rate
-    # right after itself (estimates.carryover_ratios); not part of the document.
+    # Per process in turns: its rate after another member over after itself (not in the document).
     carryover_ratios: list[float] = field(default_factory=list, repr=False)
     # Whole processes (programs, cpulab time): work per core cycle of each process whose
-    # cycles were counted or read from the TSC at the core clock around it; not part of
-    # the document.
+    # cycles were counted or read from the TSC at the core clock around it (not in the document).
     cycle_observations: dict[int, float] = field(default_factory=dict, repr=False)
-    # Whole processes: 1 / peak memory (kB) of each, higher is better as a rate is
-    # (metric memory); not part of the document.
+    # Whole processes: 1 / peak memory (kB) of each, higher is better as a rate is (not in the document).
     memory_observations: dict[int, float] = field(default_factory=dict, repr=False)
-    # Named counters (--events) per unit of work: each event's median over processes of
-    # its per-sample count over the sample's work, with its interval, and the level-1
-    # top-down shares where the top-down events were counted; which events did not count
-    # here and why.  The per-process figures are not part of the document.
+    # Named counters (--events) per unit [CI], top-down level 1, why one did not count here.
     events_per_unit: dict[str, float] = field(default_factory=dict)
     events_per_unit_ci: dict[str, list[float]] = field(default_factory=dict)
     topdown: dict[str, float] | None = None
@@ -186,9 +178,7 @@ class Comparison:
     # has them (the host moves the core clock between processes), or "peak memory" under
     # the memory metric (estimates._basis)
     basis: str = "time"
-    # Each named counter both sides counted (--events), from the same rounds: its count per
-    # unit, variant over baseline, with its interval, and larger/smaller/same/unclear as
-    # the policy decides a time (Holm over the experiment's comparisons of that event).
+    # Each counter both sides counted (--events): {ratio, ci, verdict, ...} (estimates.compare_events)
     events: dict[str, dict] = field(default_factory=dict)
 
     @property

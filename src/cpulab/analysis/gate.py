@@ -14,6 +14,10 @@ exactly under valgrind (measure/instructions.py); a comparison without both coun
 undecided.  The count is a proxy: the same instructions can take more time (placement,
 alignment) and fewer can take the same (memory-bound), which the comparison's witness
 words say where the time's verdict disagrees.
+
+By a named event (any other metric: `branch-misses`, `page-faults`, `task-clock`, counted
+around each sample, --events) a regression is a `larger` verdict for that event at least
+`threshold` above base; one not counted on both sides, or unclear, is undecided.
 """
 from __future__ import annotations
 
@@ -41,6 +45,11 @@ def gate(comparisons: list[Comparison], threshold: float, fail_on_unclear: bool 
     if metric == "instructions":
         regressions = [c for c in compared if c.instruction_ratio is not None and c.instruction_ratio >= 1 + threshold]
         undecided = [c for c in compared if c.instruction_ratio is None]
+    elif metric not in ("time", "memory"):  # a named event
+        regressions = [c for c in compared if (e := c.events.get(metric)) and e["verdict"] == "larger"
+                       and e["ratio"] >= 1 + threshold]
+        undecided = [c for c in compared if c.events.get(metric, {}).get("verdict", "unclear")
+                     in ("unclear", "inconclusive")]
     else:  # time, or peak memory (its own words for the same test: larger is slower's)
         regressions = [c for c in compared if c.verdict in (Verdict.SLOWER, Verdict.LARGER) and c.ratio is not None
                        and c.ratio <= 1 - threshold]

@@ -29,7 +29,7 @@ from cpulab.report.tables import fmt_delta
               help="Build every commit with this variant (default: each experiment's baseline).")
 @click.option("--threshold", type=FiniteRange(0.0, 1.0), default=None,
               help="A regression is a significant slowdown of at least this much (default: the plan's precision).")
-@setting_options("processes", "budget", "seed")
+@setting_options("processes", "budget", "events", "seed")
 @grouped("output", "db", "as_json")
 @db_option
 @json_option

@@ -28,7 +28,7 @@ from cpulab.cli.kinds import VIEWS
 
 @click.command("time")
 @click.argument("commands", nargs=-1, required=True)
-@setting_options("processes", "budget", "metric", "timeout", "seed")
+@setting_options("processes", "budget", "metric", "timeout", "events", "seed")
 @grouped("how", "warmup", "prepare", "setup", "cleanup", "names", "shell", "ignore_failure", "cpu")
 @click.option("-w", "--warmup", type=click.IntRange(0, 10000), default=1, show_default=True,
               help="Untimed runs of each command first.")

@@ -267,8 +267,10 @@ def gate_table(s: Summary, regressions: list[Comparison], metric: str = "time") 
     of the metric that decided; with counts, the instructions beside the time."""
     rate = {(r.experiment, r.workload, r.point, r.variant): r for r in s.results}
     counted = any(r.instructions_per_unit or r.instructions_why for r in s.results)
+    by_event = metric not in ("time", "instructions", "memory")
     t = Table("ci", "head against base (rates; > 0% is faster)",
               columns("program", "point", "base", "head", "change [interval]", "verdict",
+                      *([f"{metric} vs base"] if by_event else []),
                       *(["instructions/run head", "instructions vs base"] if counted else []), left=2))
     for c in s.comparisons:
         if (c.baseline, c.variant) != ("base", "head"):
@@ -280,6 +282,10 @@ def gate_table(s: Summary, regressions: list[Comparison], metric: str = "time") 
                  Cell(h and h.median, f"{fmt_num(h.median)} {h.rate_unit}" if h and h.median else "-"),
                  Cell(c.ratio, fmt_delta(c.ratio, c.ci)),
                  Cell(c.verdict, (mark if metric == "time" else "") + str(c.verdict), tag=verdict_tag(c.verdict))]
+        if metric not in ("time", "instructions", "memory"):  # a named event decided
+            e = c.events.get(metric)
+            cells.append(Cell(e and e["ratio"], mark + (f"{fmt_delta(e['ratio'], e['ci'])} {e['verdict']}" if e
+                                                        else "not counted")))
         if counted:
             if b is not None:
                 _note_uncounted(b, t.notes)

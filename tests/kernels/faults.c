@@ -1,6 +1,6 @@
-/* faults.c - a page-fault kernel for the event benchmark (bench/events_power.py): each
- * call maps `pages` new anonymous pages, writes one byte in each (one minor fault a page)
- * and unmaps them.  Built with -DMORE_PERCENT=P it touches P% more pages than its k_work
+/* faults.c - a page-fault kernel (tests/test_events.py, bench/events_power.py): each call
+ * maps `pages` new anonymous pages, writes one byte in each (one minor fault a page) and
+ * unmaps them.  Built with -DMORE_PERCENT=P it touches P% more pages than its k_work
  * reports, so its page-faults per unit are exactly 1 + P/100 of the honest build's. */
 #include "cpulab.h"
 
