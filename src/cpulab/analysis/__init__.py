@@ -1,7 +1,7 @@
 """The analyse stage: from a stored run to findings every view shows.
 
 run_analyses.py  analyse(store, run_id): compute and store a run's analyses, return its Summary
-summary.py       stored samples -> the typed Summary (model.py), with estimates.py's numbers
+summary.py       stored samples -> the typed Summary (model.py), with estimates/' numbers
 cache_levels.py  cache levels from a latency-vs-working-set curve (memlat), labels for
                  bandwidth points, the operating system's view of the caches
 steps.py         what explains each step of a latency curve (caches, TLB reach, memory)

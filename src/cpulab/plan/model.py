@@ -181,8 +181,8 @@ def one_line(e: ValidationError, doc) -> str:
     if kind == "string_type" and loc and isinstance(loc[-1], int):  # a list of strings holds something else
         return f"{_path(loc[:-1], doc)}: expected a list of strings, got {got!r}"
     field = _field(PlanFile, loc)
-    words = (field.json_schema_extra or {}).get("words") if field is not None and isinstance(
-        field.json_schema_extra, dict) else ""
+    extra = getattr(field, "json_schema_extra", None)  # a run setting's declaration says what its values are
+    words = extra.get("words", "") if isinstance(extra, dict) else ""
     at = _path(loc, doc)
     if kind == "extra_forbidden":
         known = _known_keys(PlanFile, loc[:-1])
