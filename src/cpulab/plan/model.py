@@ -53,7 +53,7 @@ def renamed(d: dict) -> dict:
 
 
 class Table(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
 
 class VariantTable(Table):
@@ -142,7 +142,7 @@ def _editors_schema(schema: dict) -> None:
 
 class PlanFile(Settings):
     """A plan file: its run settings, then its tables."""
-    model_config = ConfigDict(title="cpulab plan", frozen=False, json_schema_extra=_editors_schema)
+    model_config = ConfigDict(title="cpulab plan", frozen=False, json_schema_extra=_editors_schema, defer_build=True)
     name: str | None = None
     probe_tables: Strings = []
     variants: dict[str, VariantTable] = {}
