@@ -15,18 +15,17 @@ from typing import Literal
 import click
 
 from cpulab.cli.common import FiniteRange, db_option, json_option
-from cpulab.plan.model import bounds
+from cpulab.plan.model import base_type, bounds
 from cpulab.spec.settings import Settings, declared
 
 
 def _click_type(name: str):
     field = Settings.model_fields[name]
-    if typing.get_origin(field.annotation) is Literal:
-        return click.Choice([str(x) for x in typing.get_args(field.annotation)])
-    if typing.get_origin(field.annotation) is list:
+    kind = base_type(field)
+    if typing.get_origin(kind) is Literal:
+        return click.Choice([str(x) for x in typing.get_args(kind)])
+    if typing.get_origin(kind) is list:
         return "list"
-    kinds = [a for a in typing.get_args(field.annotation) or (field.annotation,) if a is not type(None)]
-    kind = typing.get_args(kinds[0])[0] if typing.get_origin(kinds[0]) is typing.Annotated else kinds[0]
     lo, hi, open_hi = bounds(field)
     if kind is int:
         return click.IntRange(lo, None if hi is None else hi - 1 if open_hi else hi)

@@ -81,12 +81,13 @@ def compare_events(family: list[tuple], policy: DecisionPolicy) -> None:
     by_event: dict[str, list[tuple]] = defaultdict(list)
     for row, b, m in family:
         for name in b.event_observations.keys() & m.event_observations.keys():
-            if len(counted(b, name).keys() & counted(m, name).keys()) > 1:
-                by_event[name].append((row, b, m))
+            bc, mc = counted(b, name), counted(m, name)
+            if len(bc.keys() & mc.keys()) > 1:
+                by_event[name].append((row, b, m, bc, mc))
     for name, members in by_event.items():
-        tests = [stats.compare_pair(counted(b, name), counted(m, name), policy.confidence,
-                                    "unpaired" if policy.method == "unpaired" else "paired") for _, b, m in members]
-        for (row, b, m), t, (p_adj, verdict) in zip(members, tests, policy.decide(tests, [0.0] * len(tests))):
+        tests = [stats.compare_pair(bc, mc, policy.confidence, "unpaired" if policy.method == "unpaired" else "paired")
+                 for *_, bc, mc in members]
+        for (row, b, m, *_), t, (p_adj, verdict) in zip(members, tests, policy.decide(tests, [0.0] * len(tests))):
             row.events[name] = {"ratio": t.ratio, "ci": list(t.ci), "p": p_adj, "rounds": t.n,
                                 "verdict": {"faster": "larger", "slower": "smaller"}.get(verdict, verdict),
                                 "per_unit": [b.events_per_unit.get(name), m.events_per_unit.get(name)]}

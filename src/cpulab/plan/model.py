@@ -281,9 +281,20 @@ def bounds(field) -> tuple:
 
 
 def _choices(field) -> list[str]:
-    args = typing.get_args(field.annotation) if field is not None else ()
-    lits = [a for a in args if typing.get_origin(a) is Literal] or [field.annotation] if field is not None else []
-    return [str(x) for lit in lits for x in typing.get_args(lit)]
+    ann = base_type(field) if field is not None else None
+    return [str(x) for x in typing.get_args(ann)] if typing.get_origin(ann) is Literal else []
+
+
+def base_type(field):
+    """A field's type with `| None` and Annotated's limits peeled off (int, float, bool, str,
+    a Literal, list[...], a model); typing.Any for a union of several types."""
+    ann = field.annotation
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):  # X | None: X
+        some = [a for a in typing.get_args(ann) if a is not type(None)]
+        ann = some[0] if len(some) == 1 else typing.Any
+    if typing.get_origin(ann) is Annotated:
+        ann = typing.get_args(ann)[0]
+    return ann
 
 
 def schema() -> dict:
@@ -293,12 +304,7 @@ def schema() -> dict:
 
 def _kind(field) -> str:
     """A field's values in words: 'quick, full', 'whole number 1..10000', 'true or false'."""
-    ann = field.annotation
-    if typing.get_origin(ann) in (typing.Union, types.UnionType):  # X | None: X
-        some = [a for a in typing.get_args(ann) if a is not type(None)]
-        ann = some[0] if len(some) == 1 else typing.Any
-    if typing.get_origin(ann) is Annotated:
-        ann = typing.get_args(ann)[0]
+    ann = base_type(field)
     if typing.get_origin(ann) is Literal:
         return ", ".join(map(str, typing.get_args(ann)))
     origin = typing.get_origin(ann)

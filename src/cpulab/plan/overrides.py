@@ -26,10 +26,6 @@ class Overrides:
         self.baseline = baseline
         self.settings = {k: v for k, v in settings.items() if v is not None}
 
-    def given(self) -> list[str]:
-        """The settings given, by name."""
-        return list(self.settings)
-
     def over(self, settings: Settings) -> Settings:
         """These settings over others (a plan's, or `cpulab time`'s defaults)."""
         values = dict(self.settings)
