@@ -63,7 +63,7 @@ def time_(commands, settings, how, scans, output):
     except PlanError as e:
         fail(str(e))
     try:
-        counted = events.spec(events.resolve(settings.events))
+        counted = events.spec_of(settings.events)
     except events.EventError as e:
         fail(f"--events: {e}")
     if how.cpu is not None and how.cpu not in os.sched_getaffinity(0):

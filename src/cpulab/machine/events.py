@@ -64,6 +64,11 @@ def spec(events: list[Event]) -> str:
     return ",".join(e.spec() for e in events)
 
 
+def spec_of(names: list[str]) -> str:
+    """The events of these names as the harness's and the launcher's --events read them."""
+    return spec(resolve(names))
+
+
 def resolve(names: list[str], root: Path = PMU_ROOT) -> list[Event]:
     """The events of these names (each once, in order); EventError on the first unknown."""
     out: list[Event] = []

@@ -43,7 +43,7 @@ def run_in_plan(plan, schedule: Schedule, store, run_id: int, site, progress,
             continue
         targets = _program_targets(plan, e, names, store, run_id, site, progress)
         how = Rounds(warmup=1, timeout=plan.settings.timeout, cold=plan.settings.cold,
-                     events=events.spec(events.resolve(plan.settings.events)))
+                     events=events.spec_of(plan.settings.events))
         process_rounds.measure(store, targets, how, schedule, site.executor, progress, rng, evict=site.evict)
         ran += targets
     return ran

@@ -111,7 +111,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     schedule = plan.schedule()
     tsc_hz = store.run(run_id).timing.get("tsc_hz")
     kernels = KernelRounds(plan, site, split, tsc_hz, points_of([t for t in targets if t.live]),
-                           events.spec(events.resolve(plan.settings.events)))
+                           events.spec_of(plan.settings.events))
     after = Afterwards(plan, run_id, site, split, schedule, tsc_hz, targets)
 
     def table_in_lane(name: str):  # most probes measure one fact of the core: they may share the machine
