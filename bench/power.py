@@ -233,7 +233,7 @@ def main() -> None:
         comps = [c.to_dict() for c in summary.comparisons]
         policy = run.record.policy
         doc = {**tally(comps, summary.results), "carryover": summary.carryover,
-               "confidence": policy.confidence, "method": policy.method,
+               "confidence": sorted({c["confidence"] for c in comps if c.get("confidence")}), "method": policy.method,
                "excluded_samples": sum(r.excluded_samples for r in summary.results),
                "samples": sum(len(r.samples) for r in summary.results),
                "plan": {k: run.record.stored[k] for k in ("processes", "budget", "precision", "samples", "min_sample_time")},

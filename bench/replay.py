@@ -81,8 +81,8 @@ def replay(store: Store, run_id: int) -> dict:
                     tests = [(name, stats.compare_pair(
                         (summ[base_name].turn_rates if method == "turns" else summ[base_name].observations),
                         (summ[name].turn_rates if method == "turns" else summ[name].observations),
-                        policy.confidence, method)) for name in summ if name != base_name]
-                    for (name, t), (_, verdict) in zip(tests, policy.decide([t for _, t in tests])):
+                        1 - policy.alpha, method)) for name in summ if name != base_name]
+                    for (name, _), (_, verdict, t) in zip(tests, policy.decide([t for _, t in tests])):
                         same_build = name == "twin" or exp.startswith("aa")
                         (aa if same_build else inj).append(verdict)
                         widths.append((t.ci[1] - t.ci[0]) / 2)

@@ -35,7 +35,7 @@ def run(trial: int, seed: int, rounds: int, effect, noise: float, rng, drawn: bo
             placement = t.placement_at(r) if drawn else r
             logs.append(effect(build, trial, placement) + rng.normal(0, noise))
         ratios.append(math.exp(logs[1] - logs[0]))
-    [(_, verdict)] = policy.decide([stats.paired_compare(ratios, policy.confidence)], [0.0])
+    [(_, verdict, _)] = policy.decide([stats.paired_compare(ratios, 1 - policy.alpha)], [0.0])
     return verdict
 
 

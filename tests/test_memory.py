@@ -170,8 +170,15 @@ def test_memlat_sizes_rejects_nonsense():
 
 
 def test_workload_grids():
-    assert len(get("memlat").grid("quick")) == 65 * 2
-    assert len(get("memlat").grid("full")) == 73 * 3 * 2
+    """memlat's grids join the line chase's product and the page-stride chase over whole
+    pages of its own; an override replaces its axis in both, each point once."""
+    quick = get("memlat").grid("quick")
+    stride = [p for p in quick if p["mode"] == "pagestride"]
+    assert len(quick) == 65 * 2 + len(stride) and len(stride) == 34
+    assert all(int(p["size"]) % 4096 == 0 and p["pages"] == "4k" for p in stride)
+    assert len(get("memlat").grid("full")) == 73 * 3 * 2 + 40
+    one = get("memlat").grid("quick", {"size": ["65536"], "mode": ["random"]})
+    assert one == [{**get("memlat").defaults(), "size": "65536", "pages": pages} for pages in ("4k", "thp")]
     assert len(get("bandwidth").grid("quick")) == 15 * 4
     assert len(get("bandwidth").grid("full")) == 33 * 4
     assert max(int(p["size"]) for p in get("memlat").grid("full")) == 256 * MiB

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from cpulab.plan import plan as plans
+from cpulab.spec import policy
 from cpulab.spec.policy import DecisionPolicy
 from cpulab.machine import toolchains
 
@@ -128,9 +129,9 @@ def test_param_flags():
 
 
 def test_built_in_plans_can_reach_a_verdict():
-    """At each plan's first look, complete separation must be significant after Holm over
-    the experiment's comparisons, at the level the plan tests at (0.05/3 in budget mode);
-    the command-line default too."""
+    """At each plan's first look, complete separation must be able to be significant after
+    Holm over the experiment's comparisons, at the first look's level: by round, by the
+    t-test (from stats.MEAN_ROUNDS rounds) where the signed rank cannot; the command-line default too."""
     from cpulab import stats
     for plan in [plans.load(f.stem) for f in plans.PLAN_DIR.glob("*.toml")] + [plans.from_flags([], [], {}, None)]:
         policy = plan.record().policy
@@ -140,7 +141,8 @@ def test_built_in_plans_can_reach_a_verdict():
                 n = plan.processes_of(e.name)
                 # unpaired: Mann-Whitney's floor; by round (turns, paired): the signed-rank floor 2 / 2^n
                 one = stats.p_floor(n, n) if policy.method == "unpaired" else 2 * 0.5 ** n
-                assert one * comparisons < policy.look_alpha, (plan.name, e.name, n, one * comparisons)
+                by_mean = policy.method != "unpaired" and n >= stats.MEAN_ROUNDS
+                assert by_mean or one * comparisons < policy.level(n, n), (plan.name, e.name, n, one * comparisons)
 
 
 def test_old_keys_read_as_the_new_words(tmp_path):
@@ -204,11 +206,12 @@ def test_the_instruction_metric_counts_every_experiment_and_names_a_bad_one(tmp_
 
 
 @pytest.mark.parametrize("budget, method, family, rounds", [
-    (60.0, "turns", 1, 8),     # 4/2^8 < 0.05/3: one round against is still significant; 4/2^7 is not
-    (60.0, "turns", 54, 14),   # 27 points x 2 comparisons
-    (60.0, "turns", 81, 15),   # float-abi: 27 points x 3 comparisons
-    (0.0, "paired", 1, 7),     # one look at 0.05: 4/2^7 < 0.05
-    (0.0, "unpaired", 1, 5),   # twice Mann-Whitney's floor, 4/C(10,5) < 0.05; 4/C(8,4) is not
+    (60.0, "turns", 1, 5),     # by round: FIRST_ROUNDS, where the t-test decides what the signed rank cannot
+    (60.0, "turns", 81, 5),    # float-abi: 27 points x 3 comparisons, the same
+    (0.0, "paired", 1, 5),
+    (60.0, "unpaired", 1, 5),  # twice Mann-Whitney's floor at the first look's 0.025: 4/C(10,5) < 0.025
+    (60.0, "unpaired", 10, 7),  # 4/C(14,7) < 0.0025; 4/C(12,6) is not
+    (0.0, "unpaired", 1, 5),   # one look at 0.05: 4/C(10,5) < 0.05; 4/C(8,4) is not
 ])
 def test_the_first_look_is_the_fewest_rounds_that_can_decide(budget, method, family, rounds):
     assert DecisionPolicy.of_settings(budget, 0.01, method).first_look(family) == rounds
@@ -218,7 +221,7 @@ def test_a_plan_without_processes_sizes_each_experiment_by_its_family(tmp_path):
     p = plans.load(write(tmp_path, GOOD.replace("runs = 3", "")))
     e = p.experiments[0]
     assert p.settings.processes is None and p.comparisons_of(e) == 3  # 1 variant x 3 sizes
-    assert p.processes_of("x") == p.settings.policy.first_look(3) == 10
+    assert p.processes_of("x") == p.settings.policy.first_look(3) == policy.FIRST_ROUNDS
     assert plans.load(write(tmp_path, GOOD)).processes_of("x") == 3  # given: as given
 
 

@@ -63,7 +63,7 @@ def program_table(src: Path, mode: str = "ok", **over) -> dict:
 
 
 def plan_dict(progs: dict, variants=("O2", "O3"), **over) -> dict:
-    return {"name": "progs", "processes": 3, "timeout": 5,
+    return {"name": "progs", "processes": 3, "timeout": 5, "budget": 2.0,
             "experiment": [{"name": "p", "workloads": list(progs), "variants": list(variants), "baseline": variants[0]}],
             "program": progs, **over}
 
@@ -78,8 +78,8 @@ def test_program_built_per_variant_checked_and_timed(source, tmp_path):
     for r in results:
         samples = store.samples(r.id)
         # one sample per timed process; 3 rounds at the first look, and budget mode's looks
-        # give an undecided point 6, then 12 (programs share the kernels' rounds loop)
-        assert len(samples) == len({s.process for s in samples}) in (3, 6, 12)
+        # give an undecided point 6, 12, ... while its 2 s last (programs share the kernels' rounds loop)
+        assert len(samples) == len({s.process for s in samples}) >= 3
         assert all(0 < s.ns < 5e9 and s.user_s >= 0 for s in samples)
         assert r.notes["median_max_rss_kb"] > 0
     # each variant's copy was built with its own flags, and the exact commands are kept

@@ -27,7 +27,7 @@ def small_run(tmp_path_factory):
     exps = [plans.Experiment("sweep", ["sha256"], ["O0", "O2"], "O2", title=f"sweep {EVIL}",
                              params={"sha256": {"size": ["256", "1024", "4096"]}}),
             plans.Experiment("point", ["sha256"], ["O2", "O2<b>bold</b>"], "O2", params={"sha256": {"size": ["1024"]}})]
-    p = plans.validate(plans.Plan("report-test", exps, Settings(processes=3, samples=2, min_sample_time=0.002, warmup=0.0), custom_variants=custom))
+    p = plans.validate(plans.Plan("report-test", exps, Settings(processes=3, samples=2, min_sample_time=0.002, warmup=0.0, budget=0.0), custom_variants=custom))
     store = Store(d / "db.sqlite")
     run_id = runner.run_plan(p.given(seed=9), store)
     summary = analysis.analyse(store, run_id, MAKERS)
@@ -92,7 +92,7 @@ def test_labels_are_plain_text_in_plots_html_and_terminal(tmp_path):
     exps = [plans.Experiment("sweep", ["sha256"], ["O2", *names], "O2",
                              params={"sha256": {"size": ["256", "1024", "4096"]}}),
             plans.Experiment("point", ["sha256"], ["O2", *names], "O2", params={"sha256": {"size": ["1024"]}})]
-    p = plans.validate(plans.Plan("labels", exps, Settings(processes=2, samples=1, min_sample_time=0.001, warmup=0.0, measure_identical=True), custom_variants=custom))
+    p = plans.validate(plans.Plan("labels", exps, Settings(processes=2, samples=1, min_sample_time=0.001, warmup=0.0, measure_identical=True, budget=0.0), custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     summary = analysis.summarise(store, runner.run_plan(p.given(seed=11), store))
     text = html.write(summary, tmp_path / "report.html", VIEWS).read_text()

@@ -18,6 +18,7 @@ from conftest import cpulab
 from cpulab.cli.kinds import VIEWS
 from cpulab import analysis
 from cpulab.plan import plan as plans
+from cpulab.spec.policy import DecisionPolicy
 from cpulab.spec.settings import Settings
 from cpulab.measure.schedule import runner
 from cpulab.measure.schedule import targets
@@ -159,8 +160,8 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     """On scripted timings (a fake site: no process, whatever the machine's load): O0
     takes twice O2's time and is decided at the first look; a twin of O2, jittering by
     30% at a precision of 0.001%, cannot be called `same` and has no difference to find,
-    so its point gets rounds up to 2x and 4x the first look, and the progress says which
-    comparison is undecided."""
+    so its point gets looks at 2x, 4x, 8x, ... the first while its budget lasts, and the
+    progress says which comparison is undecided."""
     import random
     from conftest import FakeExecutor, FakeSite
     from cpulab.plan.toolchain import Variant
@@ -175,14 +176,15 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("far", ["sha256"], ["O2", "O0"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, Settings(processes=8, samples=3, budget=60.0, precision=0.00001, measure_identical=True), custom_variants=custom))
+    p = plans.validate(plans.Plan("b", exps, Settings(processes=8, samples=3, budget=1.0, precision=0.00001, measure_identical=True), custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
     run_id = runner.run_plan(p.given(seed=5), store, site=FakeSite(FakeExecutor(wall)), progress=progress)
     rounds = {(r.experiment, r.variant): len({s.process for s in store.samples(r.id)})
               for r in store.results(run_id)}
     assert rounds[("far", "O2")] == rounds[("far", "O0")] == 8
-    assert rounds[("aa", "O2")] == rounds[("aa", "twin")] == 32  # looks at 8, 16, 32: no more
+    # looks at 8, 16, 32, 64, ... until the second of budget (about 7 ms a round) is spent
+    assert 64 < rounds[("aa", "O2")] == rounds[("aa", "twin")] < 256
     # Each round ran a placement of its own: the signed-rank test counts rounds as
     # independent, which a placement run again in a later round is not.
     for r in store.results(run_id):
@@ -191,7 +193,9 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     assert any("twin/O2" in n for n in progress.notes)
     comps = {c.experiment: c for c in analysis.summarise(store, run_id).comparisons}
     assert comps["far"].verdict == "slower" and comps["far"].method == "turns"
-    assert comps["aa"].alpha == 0.05 / 3 and comps["aa"].rounds == 32
+    aa = comps["aa"]  # tested at its look's share of alpha, the look its rounds reached
+    k = DecisionPolicy.look(aa.rounds, 8)
+    assert aa.rounds == rounds[("aa", "O2")] and aa.alpha == pytest.approx(0.05 / (k * (k + 1)))
 
 
 def test_budget_is_not_overspent(tmp_path):

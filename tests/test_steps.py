@@ -105,11 +105,16 @@ def test_a_measured_reach_explains_a_step_that_huge_pages_keep():
     got = steps.explain_steps(line, CACHES, [], huge_levels=line, stride_levels=stride)[1]
     assert got["cause"] == "TLB" and got["huge_pages_keep_it"] is True and "90 pages" in got["matches"][0]
     assert "do not widen this TLB's reach" in steps.describe_steps([got])
-    # without the page-stride chase the step is unexplained, and the words do not rule a TLB out
+    # without the page-stride chase the step is unexplained, and the words do not rule a TLB
+    # out and say that the chase was not measured; with one that found its reach elsewhere,
+    # they say where
     alone = steps.explain_steps(line, CACHES, [], huge_levels=line)[1]
     assert alone["cause"] == "unexplained"
     text = steps.describe_steps([alone])
-    assert "not a TLB's" not in text and "--mode random,pagestride" in text
+    assert "not a TLB's" not in text and "no page-stride chase was measured" in text
+    elsewhere = [level(4 * KiB, 2 * MiB, 3 * MiB, 1.5), level(3 * MiB, 64 * MiB, None, 4, True)]
+    missed = steps.explain_steps(line, CACHES, [], huge_levels=line, stride_levels=elsewhere)[1]
+    assert missed["cause"] == "unexplained" and "reaches (2 MiB) lie elsewhere" in steps.describe_steps([missed])
 
 
 def test_a_step_across_which_the_clock_moved_says_so():

@@ -89,7 +89,7 @@ def test_a_sweep_of_no_difference_gives_no_false_verdict_per_experiment_at_five_
     false = 0
     for _ in range(300):
         tests = [stats.paired_compare(np.exp(rng.normal(0, 0.01, 12)), method="turns") for _ in range(10)]
-        false += any(v in ("faster", "slower") for _, v in policy.decide(tests, [0.0] * 10))
+        false += any(v in ("faster", "slower") for _, v, _ in policy.decide(tests, [0.0] * 10))
     assert false <= stats.scipy_stats().binom.ppf(0.999, 300, 0.05)
 
 
@@ -179,7 +179,7 @@ def test_same_is_read_on_the_mean_too():
     var = {r: v * (0.95 if r % 8 == 0 else 1.0) * math.exp(rng.normal(0, 0.001)) for r, v in base.items()}
     policy = DecisionPolicy.of_settings(0.0, 0.01, "turns", "time")
     t = stats.compare_pair({r: {0: v} for r, v in base.items()}, {r: {0: v} for r, v in var.items()},
-                           policy.confidence, "turns")
+                           1 - policy.alpha, "turns")
     assert 0.99 <= t.ci[0] and t.ci[1] <= 1.01  # the robust interval alone would say same
     assert t.mean_ci[0] < 0.99
     [row] = compare_results([result("A", 0, base, 32), result("B", 0, var, 32)], {"e": "A"}, policy)

@@ -42,7 +42,8 @@ def test_json_document_round_trips(doc, summary):
     # comparisons without a cause (why), and no named counters (--events)
     uncounted = {"events_per_unit": {}, "events_per_unit_ci": {}, "topdown": None, "events_unavailable": {}}
     assert json.loads(json.dumps(summary.to_dict(), default=str)) == {
-        **doc, "plan": upgraded(doc["plan"]), "policy": {**doc["policy"], "pairs": False},
+        **doc, "plan": upgraded(doc["plan"]), "policy": {**{k: v for k, v in doc["policy"].items() if k != "looks"},
+                                                         "budgeted": doc["policy"]["looks"] > 1, "pairs": False},
         "results": [{**r, **uncounted} for r in doc["results"]],
         "comparisons": [{**c, "why": None, "events": {}} for c in doc["comparisons"]]}
     assert upgraded(doc["plan"])["kind"] == "plan" and "method" in upgraded(doc["plan"])

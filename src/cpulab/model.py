@@ -160,7 +160,7 @@ class Comparison:
     p_raw: float | None = None
     method: str | None = None  # turns, paired or unpaired (policy.METHODS)
     rounds: int | None = None  # observations the test used
-    alpha: float | None = None  # the level of this look (budget mode spends 0.05 over its looks)
+    alpha: float | None = None  # the level of its look (budget mode spends 0.05 over its looks: policy.level)
     confidence: float | None = None  # the coverage of ci: 1 - alpha
     # Instructions per unit, variant over baseline (< 1: fewer), and in words where the two
     # witnesses disagree (estimates.witness_words); None where either has no count.
@@ -271,7 +271,7 @@ class Summary:
                       "comparisons": [Comparison.from_dict(c) for c in d["comparisons"]],
                       "geomeans": [Geomean(**g) for g in d["geomeans"]],
                       "analyses": [Analysis(**a) for a in d.get("analyses", [])],
-                      "policy": DecisionPolicy(**d["policy"]) if "policy" in d else plan.policy})
+                      "policy": DecisionPolicy.from_dict(d["policy"]) if "policy" in d else plan.policy})
 
 
 @dataclass

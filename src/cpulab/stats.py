@@ -151,6 +151,24 @@ class Test:
     # ci are the robust centre's, which a difference confined to a few rounds (one
     # placement in four) hardly moves; `same` needs the mean held within too.
     mean_ci: tuple[float, float] | None = None
+    # Paired: Student's t-test of the mean log ratio, whose p is not floored by the number
+    # of rounds (the signed rank's is 2 / 2^n), and whether the rounds let it be read:
+    # Shapiro-Wilk does not reject normal log ratios (NORMAL_P).  policy.tested chooses.
+    p_mean: float | None = None
+    normal: bool = False
+
+    def by_mean(self) -> "Test":
+        """This comparison as the t-test reads it: the mean log ratio, its interval and p."""
+        lo, hi = self.mean_ci
+        return Test(math.sqrt(lo * hi), self.mean_ci, self.p_mean, 0.0, self.method, self.n, self.mean_ci,
+                    self.p_mean, self.normal)
+
+
+# The t-test is read only where Shapiro-Wilk does not reject normal log ratios at this
+# level: heavy tails (a round hit by the host) or skew send the comparison to more rounds;
+# and only from MEAN_ROUNDS rounds (with 3 or 4, Shapiro-Wilk can hardly see a tail).
+NORMAL_P = 0.05
+MEAN_ROUNDS = 5
 
 
 def p_floor(n1: int, n2: int) -> float:
@@ -278,7 +296,16 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         mu, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
         c = max(1, math.floor(mu + 0.5 - scipy_stats().norm.ppf(0.5 + confidence / 2) * sd))
     ci = (float(math.exp(walsh[c - 1])), float(math.exp(walsh[len(walsh) - c])))
-    return Test(ratio, ci, p, floor, method, n, mean_interval(d, confidence))
+    return Test(ratio, ci, p, floor, method, n, mean_interval(d, confidence), *mean_test(d))
+
+
+def mean_test(d: np.ndarray) -> tuple[float | None, bool]:
+    """Student's t-test p of the mean of log ratios d (None under MEAN_ROUNDS), and whether
+    d may be read as normal (Shapiro-Wilk p >= NORMAL_P; rounds all equal are not)."""
+    if len(d) < MEAN_ROUNDS or np.ptp(d) == 0:
+        return None, False
+    sps = scipy_stats()
+    return float(sps.ttest_1samp(d, 0.0).pvalue), bool(sps.shapiro(d).pvalue >= NORMAL_P)
 
 
 def mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float] | None:

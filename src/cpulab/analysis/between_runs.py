@@ -127,7 +127,7 @@ def apart_test(base: Result, var: Result, drift: float) -> stats.Test:
     """var against base measured in different runs: Mann-Whitney over processes, its
     interval widened on the log scale by the drift on both sides, so that only a
     difference beyond what the machines' runs move by themselves can be called."""
-    t = stats.compare(list(base.observations.values()), list(var.observations.values()), APART.confidence)
+    t = stats.compare(list(base.observations.values()), list(var.observations.values()), 1 - APART.alpha)
     lo, hi = t.ci
     return stats.Test(t.ratio, (lo * math.exp(-drift), hi * math.exp(drift)), t.p, t.p_floor, "apart", t.n)
 
@@ -140,7 +140,7 @@ def apart_verdicts(family: list[tuple], drift: float | None) -> list[tuple[stats
     widen = float(stats.scipy_stats().norm.ppf(1 - 0.025 / max(len(family), 1))) / 1.96
     tests = [apart_test(b, v, (drift or 0.0) * widen) for _, b, v in family]
     decided = APART.decide(tests)
-    return [(t, p, verdict if drift is not None else Verdict.UNCLEAR) for t, (p, verdict) in zip(tests, decided)]
+    return [(t, p, verdict if drift is not None else Verdict.UNCLEAR) for t, (p, verdict, _) in zip(tests, decided)]
 
 
 def _point(r: Result) -> tuple:

@@ -80,14 +80,14 @@ def memlat_colour(results: list[Result], policy: DecisionPolicy) -> dict | None:
             row[f"{name}_error"] = None if ok else "not measured" if r is None else r.error or (
                 "no sample kept" if r.status == Status.OK else str(r.status))
         if row["arbitrary_ns"] and row["balanced_ns"]:
-            t = stats.compare_pair(arb.observations, bal.observations, policy.confidence, "paired")
+            t = stats.compare_pair(arb.observations, bal.observations, 1 - policy.alpha, "paired")
             row.update(ratio=t.ratio, ci=list(t.ci), p=t.p)
             tested.append((row, t))
         elif row["balanced_error"]:
             why_missing.add(row["balanced_error"])
         rows.append(row)
-    for (row, _), (p_adj, verdict) in zip(tested, policy.decide([t for _, t in tested])):
-        row.update(p=p_adj, verdict=verdict)
+    for (row, _), (p_adj, verdict, t) in zip(tested, policy.decide([t for _, t in tested])):
+        row.update(ratio=t.ratio, ci=list(t.ci), p=p_adj, verdict=verdict)
     return {"rows": rows, "missing": "; ".join(sorted(why_missing)) or None} if rows else None
 
 

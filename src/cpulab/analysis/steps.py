@@ -155,6 +155,10 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
     """One entry per step of the 4 KiB line chase: where, how much, what explains it."""
     measured, _ = pagestride_reaches(stride_levels or [], os_caches)
     cands = candidates(os_caches, list(tlbs), measured)
+    tried = (("the page-stride chase measured no TLB reach here" if not measured else
+              "the page-stride chase's reaches (" + ", ".join(human_bytes(t["reach_bytes"]) for t in measured)
+              + ") lie elsewhere") if stride_levels is not None
+             else "no page-stride chase was measured (cpulab memlat measures one unless --mode says otherwise)")
     closed = _closed(line_levels)
     out = []
     for k, lv in enumerate(closed):
@@ -169,7 +173,7 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
                     "matches": [c["name"] for c in matched], "nearest": [c["name"] for c in nearest],
-                    "huge_pages_keep_it": keeps})
+                    "huge_pages_keep_it": keeps, "tried": tried})
     return out
 
 
@@ -181,7 +185,7 @@ CAUSE_WORDS = {
                           "(a cache shared with other tenants or cores).",
     "TLB": "TLB reach ({matches}).",
     "capacity or TLB": "capacity or TLB reach ({matches}): a huge-page curve would tell which.",
-    "unexplained": "unexplained; nearest candidates {nearest}.",
+    "unexplained": "unexplained; nearest candidates {nearest}; {tried}.",
 }
 
 
@@ -190,8 +194,7 @@ HUGE_KEEPS = {
     "TLB": " With huge pages the step stays: they do not widen this TLB's reach here (under a hypervisor that "
            "maps the guest's memory in 4 KiB pages, every TLB entry covers 4 KiB).",
     "unexplained": " With huge pages the step stays: no TLB's, unless huge pages do not widen the reach here "
-                   "(under a hypervisor that maps the guest's memory in 4 KiB pages they do not); a page-stride "
-                   "chase measures the reach: cpulab memlat --mode random,pagestride.",
+                   "(under a hypervisor that maps the guest's memory in 4 KiB pages they do not).",
 }
 
 
@@ -229,7 +232,8 @@ def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
             clock = _clock_moved(s)
         text = f"Step at {where}, {lat}: "
         text += CAUSE_WORDS[s["cause"]].format(matches=", ".join(s["matches"]) or "no size candidate",
-                                               nearest=", ".join(s["nearest"]), edge=where)
+                                               nearest=", ".join(s["nearest"]), edge=where,
+                                               tried=s.get("tried", ""))
         if s["huge_pages_keep_it"] is True:
             text += HUGE_KEEPS.get(s["cause"], " With huge pages the step stays: not a TLB's.")
         elif s["huge_pages_keep_it"] is False:

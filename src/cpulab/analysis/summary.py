@@ -28,7 +28,7 @@ def summarise(store: Store, run_id: int, baseline: str | None = None, method: st
     plan = run.record
     baselines = {e.name: baseline or e.baseline for e in plan.experiments}
     policy = plan.compared_by(method)
-    comparisons = compare_results(results, baselines, policy, plan.against)
+    comparisons = compare_results(results, baselines, policy, plan.against, plan.first_looks)
     if policy.metric == "instructions":
         count_verdicts(comparisons, policy)
     attach_causes(comparisons, results, {a.key: a.data for a in store.analyses(run_id, "code")},

@@ -18,6 +18,7 @@ from cpulab.plan.ci import Range, ci_plan, repository_of
 from cpulab.plan.origin import git_origin
 from cpulab.plan.overrides import Overrides
 from cpulab.report.tables import fmt_delta
+from cpulab.spec.policy import LIMITS
 
 
 @click.command()
@@ -46,6 +47,10 @@ def bisect(good, bad, plan_file, chosen, settings, output):
     except plans.PlanError as e:
         fail(str(e))
     threshold = p.settings.precision if chosen.threshold is None else chosen.threshold
+    # A step is decided once its interval lies within +-threshold (no regression that
+    # large): its looks stop there, not at a finer precision the search does not ask.
+    low, high = LIMITS["precision"]
+    p = p.given(precision=min(max(threshold, low), high))
     store = open_store(output.db)
     steps = []
     while (commit := search.next()) is not None:

@@ -19,10 +19,12 @@ from cpulab.cli.kinds import VIEWS
 @click.command()
 @grouped("sweep", "pages", "mode", "max_size", "per_octave", "colour")
 @click.option("--pages", default=None, help="Page modes, comma-separated: 4k, thp, huge (default: 4k,thp; full adds huge).")
-@click.option("--mode", default="random", show_default=True,
-              help="Comma-separated: random (prefetchers defeated), sequential, pagestride (one load per page: the TLBs).")
+@click.option("--mode", default=None,
+              help="Comma-separated: random (prefetchers defeated), sequential, pagestride (one load per page: the "
+                   "TLBs).  Default: the grid's, random (and sequential in full) and pagestride over sizes of its own, "
+                   "which measures the TLB reach that explains a step; random where sizes or pages are given.")
 @click.option("--max-size", default=None, help="Largest working set, e.g. 64M (default 64M quick, 256M full).")
-@click.option("--per-octave", type=click.IntRange(1, 16), default=4, show_default=True)
+@click.option("--per-octave", type=click.IntRange(1, 16), default=None, help="Sizes per doubling (default 4).")
 @click.option("--colour", is_flag=True,
               help="Instead: the seeds plan's page-colour experiment: arbitrary against colour-balanced pages "
                    "at 0.5-1.25x the L2 and L3 sizes (balanced pages need root).")
@@ -37,12 +39,8 @@ def memlat(sweep, variant, settings, output):
     if sweep.colour:
         memlat_colour(variant, settings["processes"], output.db, output.as_json)
         return
-    full = settings["grid"] == "full"
-    hi = size_option("--max-size", sweep.max_size) if sweep.max_size else (256 if full else 64) * 1024 ** 2
-    page_modes = (sweep.pages or ("4k,thp,huge" if full else "4k,thp")).split(",")
-    sizes = [str(x) for x in memlat_sizes(1024, hi, sweep.per_octave)]
-    points = {"size": sizes, "pages": page_modes, "mode": sweep.mode.split(",")}
-    summary, _ = carry_plan(sweep_plan("memlat", variant, points, settings["processes"] or 3), open_store(output.db))
+    summary, _ = carry_plan(sweep_plan("memlat", variant, memlat_points(sweep, settings["grid"] == "full"),
+                                       settings["processes"] or 3, settings["grid"]), open_store(output.db))
     as_json = output.as_json
     curves = next(a.data for a in summary.analyses if a.kind == "memlat-levels")
     failed = [r for r in summary.results if not r.status.measured]
@@ -60,6 +58,18 @@ def memlat(sweep, variant, settings, output):
     for f in doc["failures"]:
         failure = f"{f['params'].get('pages')} {f['params'].get('size')}: {f['status']}: {f['error']}"
         out.print(f"[yellow]{escape(failure)}[/]")
+
+
+def memlat_points(sweep, full: bool) -> dict[str, list[str]]:
+    """The workload's own grid (the line chase, and the page-stride chase over sizes of its
+    own) where no flag shapes the sweep; else the product the flags give, their defaults
+    filling in: sizes to 64M (256M full) at 4 per octave, pages 4k,thp (and huge), random."""
+    if not (sweep.max_size or sweep.per_octave or sweep.pages or sweep.mode):
+        return {}
+    hi = size_option("--max-size", sweep.max_size) if sweep.max_size else (256 if full else 64) * 1024 ** 2
+    return {"size": [str(x) for x in memlat_sizes(1024, hi, sweep.per_octave or 4)],
+            "pages": (sweep.pages or ("4k,thp,huge" if full else "4k,thp")).split(","),
+            "mode": (sweep.mode or "random").split(",")}
 
 
 def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
@@ -100,13 +110,15 @@ def bandwidth(sweep, variant, settings, output):
     print_analysis("bandwidth", rows, out, VIEWS)
 
 
-def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int) -> plans.Plan:
-    """One workload's sweep of one variant, a few short samples per process: a curve, no comparison."""
+def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int,
+               grid: str = "quick") -> plans.Plan:
+    """One workload's sweep of one variant (its `grid` where `sweep` does not say), a few
+    short samples per process: a curve, no comparison."""
     try:
         p = plans.from_flags([workload], [variant], sweep, variant)
     except plans.PlanError as e:
         fail(str(e))
-    return p.given(processes=processes, samples=3)
+    return p.given(processes=processes, samples=3, grid=grid)
 
 
 COMMANDS = [memlat, bandwidth]

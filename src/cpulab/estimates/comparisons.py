@@ -13,13 +13,15 @@ from cpulab.spec.policy import DecisionPolicy
 
 
 def compare_results(results: list[Result], baselines: dict[str, str], policy: DecisionPolicy,
-                    against: int | None = None) -> list[Comparison]:
+                    against: int | None = None, first: dict[str, int] | None = None) -> list[Comparison]:
     """Every variant against its experiment's baseline at the same workload and params
     (with `against` RUN: against its own stored build VARIANT@RUN), Holm-corrected over
     the experiment: every comparison of every point is one family, so the chance of any
     false faster/slower in an experiment stays below the level whatever its number of
     points (a sweep of 10 points tested point by point would give one 25% of the time).
-    The policy gives the level of this look, the method and the verdicts; a comparison
+    The policy gives each comparison's level from its rounds and its experiment's first
+    look (`first`; None: a run stored before looks were recorded), the method and the
+    verdicts; a comparison
     whose two sides ran in several placements needs no floor on its effect, otherwise
     it must clear policy.min_effect (programs: their placement is their build's)."""
     by_point: dict[tuple, dict[str, Result]] = defaultdict(dict)
@@ -34,8 +36,7 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
                 continue
             base = variants.get(base_name)
             base_measured = _measured_as(base, variants) if base else None
-            row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE,
-                             alpha=policy.look_alpha, confidence=policy.confidence)
+            row = Comparison(exp, wl, r.params, base_name, name, verdict=Verdict.NO_BASELINE)
             measured = _measured_as(r, variants)
             if base is None or not base.status.measured or not (base_measured and base_measured.observations):
                 pass  # nothing of the baseline to compare with (every sample of it left out, say)
@@ -48,19 +49,22 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
             else:
                 families[exp].append((row, base_measured, measured))
             rows.append(row)
-    for fam in families.values():
+    for exp, fam in families.items():
         bases = [_basis(b, m, policy) for _, b, m in fam]
-        tests = [_test(b, m, policy, basis) for (_, b, m), basis in zip(fam, bases)]
+        levels = [policy.level(_rounds(b, m, policy, basis), (first or {}).get(exp))
+                  for (_, b, m), basis in zip(fam, bases)]
+        tests = [_test(b, m, policy, basis, 1 - level) for (_, b, m), basis, level in zip(fam, bases, levels)]
         floors = [0.0 if min(b.placements, m.placements) > 1 else policy.min_effect for _, b, m in fam]
-        for (row, b, m), basis, t, (p_adj, verdict) in zip(fam, bases, tests, policy.decide(tests, floors)):
+        for (row, b, m), basis, level, (p_adj, verdict, t) in zip(fam, bases, levels,
+                                                                  policy.decide(tests, floors, levels)):
             row.ratio, row.ci, row.p, row.p_raw, row.verdict = t.ratio, list(t.ci), p_adj, t.p, Verdict(verdict)
-            row.basis = basis
+            row.alpha, row.confidence, row.basis = level, 1 - level, basis
             if row.basis == "peak memory":  # the same test on 1 / peak memory: its own words
                 row.verdict = {Verdict.FASTER: Verdict.SMALLER, Verdict.SLOWER: Verdict.LARGER}.get(row.verdict,
                                                                                                  row.verdict)
             row.method, row.rounds = t.method, t.n
             if policy.method == "turns":
-                row.carryover = comparison_carryover(b, m, policy.confidence)
+                row.carryover = comparison_carryover(b, m, row.confidence)
                 if row.verdict in (Verdict.FASTER, Verdict.SLOWER) and not policy.pairs \
                         and (why := hold_for_carryover(row)):
                     row.verdict, row.held = Verdict.UNCLEAR, why
@@ -85,9 +89,10 @@ def compare_events(family: list[tuple], policy: DecisionPolicy) -> None:
             if len(bc.keys() & mc.keys()) > 1:
                 by_event[name].append((row, b, m, bc, mc))
     for name, members in by_event.items():
-        tests = [stats.compare_pair(bc, mc, policy.confidence, "unpaired" if policy.method == "unpaired" else "paired")
-                 for *_, bc, mc in members]
-        for (row, b, m, *_), t, (p_adj, verdict) in zip(members, tests, policy.decide(tests, [0.0] * len(tests))):
+        levels = [row.alpha for row, *_ in members]  # the time's look
+        tests = [stats.compare_pair(bc, mc, 1 - level, "unpaired" if policy.method == "unpaired" else "paired")
+                 for (*_, bc, mc), level in zip(members, levels)]
+        for (row, b, m, *_), (p_adj, verdict, t) in zip(members, policy.decide(tests, [0.0] * len(tests), levels)):
             row.events[name] = {"ratio": t.ratio, "ci": list(t.ci), "p": p_adj, "rounds": t.n,
                                 "verdict": {"faster": "larger", "slower": "smaller"}.get(verdict, verdict),
                                 "per_unit": [b.events_per_unit.get(name), m.events_per_unit.get(name)]}
@@ -145,16 +150,30 @@ def _basis(base: Result, var: Result, policy: DecisionPolicy) -> str:
     return "core cycles" if every("cycle_observations") else "time"
 
 
-def _test(base: Result, var: Result, policy: DecisionPolicy, basis: str) -> stats.Test:
+_OBSERVATIONS = {"time": "observations", "core cycles": "cycle_observations", "peak memory": "memory_observations"}
+
+
+def _observed(r: Result, policy: DecisionPolicy, basis: str) -> dict:
+    """What a result's test reads, by round: its turns' rates (turns, in time), else one
+    figure a process in what `basis` (_basis) names."""
+    return r.turn_rates if basis == "time" and policy.method == "turns" else getattr(r, _OBSERVATIONS[basis])
+
+
+def _rounds(base: Result, var: Result, policy: DecisionPolicy, basis: str) -> int:
+    """The rounds (or, unpaired, the smaller side's processes) a test of two results reads:
+    what places it among its experiment's looks."""
+    b, v = _observed(base, policy, basis), _observed(var, policy, basis)
+    return min(len(b), len(v)) if policy.method == "unpaired" else len(b.keys() & v.keys())
+
+
+def _test(base: Result, var: Result, policy: DecisionPolicy, basis: str, confidence: float) -> stats.Test:
     """The policy's test of two results.  turns reads every used sample by round and
     cycle; for processes of a round that ran back to back (programs: one sample each)
-    it is the paired test by round, in what `basis` (_basis) names."""
-    if basis == "time" and policy.method == "turns":
-        return stats.compare_pair(base.turn_rates, var.turn_rates, policy.confidence, "turns", policy.pairs)
-    # Whole processes: one figure each, by round (paired) where the plan's rounds ran in turns
-    obs = {"time": "observations", "core cycles": "cycle_observations", "peak memory": "memory_observations"}[basis]
-    method = "paired" if policy.method == "turns" else policy.method
-    return stats.compare_pair(getattr(base, obs), getattr(var, obs), policy.confidence, method)
+    it is the paired test by round."""
+    turns = basis == "time" and policy.method == "turns"
+    method = policy.method if turns or policy.method == "unpaired" else "paired"
+    return stats.compare_pair(_observed(base, policy, basis), _observed(var, policy, basis), confidence, method,
+                              policy.pairs)
 
 
 def against_name(variant: str, run_id: int) -> str:

@@ -93,9 +93,12 @@ class Plan:
         return dataclasses.replace(self, settings=self.settings.given(**settings))
 
     def record(self, kind: str = "plan", **more) -> RunRecord:
-        """What a run of this plan was asked, as it is stored (a cluster run's: with `more`)."""
-        return RunRecord.make(kind, {**self.as_dict(), "turn_pairs": self.settings.policy.pairs, **more},
-                              self.settings)
+        """What a run of this plan was asked, as it is stored (a cluster run's: with `more`),
+        each experiment with the rounds of its first look (what places a comparison among
+        its looks: DecisionPolicy.level)."""
+        d = self.as_dict()
+        d["experiments"] = [{**e, "first_look": self.processes_of(e["name"])} for e in d["experiments"]]
+        return RunRecord.make(kind, {**d, "turn_pairs": self.settings.policy.pairs, **more}, self.settings)
 
     def counts_instructions(self, experiment: str) -> bool:
         s = self.settings
@@ -234,7 +237,8 @@ def from_stored(record: RunRecord, where: str) -> Plan:
         custom = {name: Variant(**{**v, "cflags": tuple(v["cflags"]), "ldflags": tuple(v["ldflags"]),
                                    "abi_flags": tuple(v["abi_flags"]), "env": tuple(v["env"].items())})
                   for name, v in d["custom_variants"].items()}
-        exps = [_experiment(ExperimentTable.model_validate(e), i, custom, where) for i, e in enumerate(d["experiments"])]
+        exps = [_experiment(ExperimentTable.model_validate({k: v for k, v in e.items() if k != "first_look"}), i,
+                            custom, where) for i, e in enumerate(d["experiments"])]
         settings = Settings.model_validate({k: d[k] for k in Settings.model_fields if k in d})
         plan = Plan(name=d["name"], experiments=exps, settings=settings, custom_variants=custom,
                     kernels=d.get("kernels") or {}, probe_tables=d.get("probe_tables") or [])

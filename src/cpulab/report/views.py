@@ -94,6 +94,12 @@ def time_split_table(s: Summary) -> Table | None:
     return t
 
 
+def confidence_words(levels: list[float]) -> str:
+    """The confidence of a table's intervals: one figure, or the range its looks gave."""
+    lo, hi = (min(levels), max(levels)) if levels else (0.95, 0.95)
+    return f"{100 * lo:.3g}%" if f"{100 * lo:.3g}" == f"{100 * hi:.3g}" else f"{100 * lo:.3g}-{100 * hi:.3g}%"
+
+
 def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
     """One table per (experiment, workload): parameter points x variants, median with its
     interval, per clock, percent of the best variant at that point, delta and verdict
@@ -111,7 +117,8 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
             if r.median:
                 best[r.point] = max(best[r.point], r.median)
         base = next((c.baseline for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)), "")
-        conf = f"{100 * s.policy.confidence:.3g}%"
+        conf = confidence_words([c.confidence for c in s.comparisons
+                                 if (c.experiment, c.workload) == (exp, wname) and c.confidence])
         counted = any(r.instructions_per_unit or r.instructions_why for r in rows)
         simulated = any(r.d1_misses_per_unit is not None for r in rows)
         names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", "placements", rows[0].per_clock_unit,

@@ -14,15 +14,24 @@ rate and its interval at the look's confidence:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 from cpulab import stats
 
 ALPHA = 0.05
-# Budget mode looks at the data after n, 2n and 4n rounds at most; each look tests at
-# ALPHA / LOOKS, so by the union bound the chance of any false verdict over all looks,
-# whatever the stopping rule, stays below ALPHA (alpha spending, Bonferroni).
-LOOKS = 3
+# Budget mode looks at the data after n, 2n, 4n, ... rounds while the experiment's budget
+# lasts.  Look k tests at ALPHA / (k (k + 1)): a half, a sixth, a twelfth, ... of it, which
+# sum to ALPHA, so by the union bound the chance of any false verdict over all looks,
+# whatever the stopping rule, stays below ALPHA (alpha spending, Bonferroni over looks).
+# A run stored before this rule (no first look in its record) looked three times at
+# ALPHA / 3.
+LEGACY_LOOKS = 3
+# By round, every experiment's first look is at this many rounds unless its plan says how
+# many: where the signed rank cannot reach a look's level (its p is at least 2 / 2^n), a
+# comparison is read by the t-test of its mean log ratio instead (tested), so an effect
+# far beyond the rounds' spread is decided here however large the Holm family.
+FIRST_ROUNDS = stats.MEAN_ROUNDS
 PRECISION = 0.01
 # Where placement was not varied (programs built by their own build system, runs stored
 # before placements), differences smaller than this are not called faster/slower:
@@ -50,7 +59,7 @@ LIMITS = {
 @dataclass(frozen=True)
 class DecisionPolicy:
     alpha: float = ALPHA
-    looks: int = 1
+    budgeted: bool = False  # looks beyond the first (budget mode), alpha spent over them
     precision: float = PRECISION
     min_effect: float = MIN_EFFECT
     method: str = DEFAULT_METHOD
@@ -63,51 +72,84 @@ class DecisionPolicy:
     @classmethod
     def of_settings(cls, budget: float, precision: float, method: str, metric: str = "time",
                     pairs: bool = False) -> "DecisionPolicy":
-        """The policy of a plan's settings: budget mode spends alpha over LOOKS looks."""
-        return cls(looks=LOOKS if budget else 1, precision=precision, method=method, metric=metric, pairs=pairs)
+        """The policy of a plan's settings: budget mode spends alpha over its looks."""
+        return cls(budgeted=bool(budget), precision=precision, method=method, metric=metric, pairs=pairs)
 
-    @property
-    def look_alpha(self) -> float:
-        """The level each look tests at."""
-        return self.alpha / self.looks
+    @classmethod
+    def from_dict(cls, d: dict) -> "DecisionPolicy":
+        """A policy as a document wrote it (a document written before spending over open
+        looks said `looks`: more than one was budget mode)."""
+        d = dict(d)
+        if "looks" in d:
+            d["budgeted"] = d.pop("looks") > 1
+        return cls(**{k: v for k, v in d.items() if k in {f.name for f in fields(cls)}})
 
-    @property
-    def confidence(self) -> float:
-        """The level of every comparison interval: 1 - look_alpha (95%, or 98.3% over 3 looks).
-        The interval shown is that of the look where its comparison stopped; the union bound
-        guarantees 1 - alpha there whatever the stopping, and the looks simulated
-        (bench/look_coverage.py, tests/test_stats.py) cover 98.1-98.6% pooled by stopping look,
-        96.0-98.9% in each of 24 cases of noise, effect and family."""
-        return 1 - self.look_alpha
+    @staticmethod
+    def look(rounds: int, first: int) -> int:
+        """Which look a comparison of `rounds` rounds is at, its experiment's first look at
+        `first`: 1 up to first, k up to first x 2^(k-1) (a look cut short by the budget
+        counts as the one it was heading for)."""
+        return 1 if rounds <= first else math.ceil(math.log2(rounds / first) - 1e-9) + 1
 
-    def verdict(self, t: stats.Test, p_adjusted: float, family: int = 1, floor: float | None = None) -> str:
-        """The verdict of one test of a family of `family` tests (Holm-adjusted p); floor:
-        the smallest effect called (default min_effect; 0 where placement was varied)."""
+    def level(self, rounds: int, first: int | None) -> float:
+        """The level a comparison of `rounds` rounds is tested at, and 1 - it its interval's
+        confidence: alpha at a run's one look; in budget mode alpha / (k (k + 1)) at look k
+        (first: the experiment's first look; None: a run stored before, alpha / 3)."""
+        if not self.budgeted:
+            return self.alpha
+        if first is None:
+            return self.alpha / LEGACY_LOOKS
+        k = self.look(rounds, first)
+        return self.alpha / (k * (k + 1))
+
+    def tested(self, t: stats.Test, level: float, family: int) -> stats.Test:
+        """The test a comparison is read by at a look: the signed rank where it can reach
+        the look's strictest Holm level (level / family); below that, the t-test of the
+        mean log ratio where the rounds look normal (stats.mean_test).  Which one depends on
+        the rounds, the family and the look alone, never on the data, so each is a valid
+        test at its level (bench/look_coverage.py)."""
+        if t.p_mean is None or not t.normal or t.p_floor * family < level:
+            return t
+        return t.by_mean()
+
+    def verdict(self, t: stats.Test, p_adjusted: float, family: int = 1, floor: float | None = None,
+                level: float | None = None) -> str:
+        """The verdict of one test of a family of `family` tests, p_adjusted its p after its
+        look's share and Holm (decide), tested at `level` (default alpha); floor: the
+        smallest effect called (default min_effect; 0 where placement was varied)."""
         lo, hi = t.ci
         floor = self.min_effect if floor is None else floor
-        if min(1.0, t.p_floor * family) >= self.look_alpha:
+        if min(1.0, t.p_floor * family) >= (level or self.alpha):
             return "inconclusive"
-        if p_adjusted < self.look_alpha and not lo <= 1.0 <= hi and abs(t.ratio - 1.0) >= floor:
+        if p_adjusted < self.alpha and not lo <= 1.0 <= hi and abs(t.ratio - 1.0) >= floor:
             return "faster" if t.ratio > 1 else "slower"
         if all(1 - self.precision <= a and b <= 1 + self.precision for a, b in (t.ci, t.mean_ci or t.ci)):
             return "same"
         return "unclear"
 
-    def decide(self, tests: list[stats.Test], floors: list[float] | None = None) -> list[tuple[float, str]]:
-        """(Holm-adjusted p, verdict) of each test of one family (with each test's floor)."""
-        adjusted = stats.holm([t.p for t in tests])
+    def decide(self, tests: list[stats.Test], floors: list[float] | None = None,
+               levels: list[float] | None = None) -> list[tuple[float, str, stats.Test]]:
+        """(adjusted p, verdict, the test read) of each test of one family, each at its own
+        look's level (default: alpha, one look): Holm over p x alpha /
+        level, so that one threshold, alpha, decides every look (weighted Bonferroni: over
+        the looks a family still spends at most alpha)."""
+        levels = levels or [self.alpha] * len(tests)
         floors = floors or [self.min_effect] * len(tests)
-        return [(pa, self.verdict(t, pa, len(tests), f)) for t, pa, f in zip(tests, adjusted, floors)]
+        read = [self.tested(t, lv, len(tests)) for t, lv in zip(tests, levels)]
+        adjusted = stats.holm([min(1.0, t.p * self.alpha / lv) for t, lv in zip(read, levels)])
+        return [(pa, self.verdict(t, pa, len(tests), f, lv), t)
+                for t, pa, f, lv in zip(read, adjusted, floors, levels)]
 
     def first_look(self, family: int) -> int:
-        """The fewest rounds at which one comparison of a Holm family of `family` can be
-        significant with one round against it (its Holm level at worst: look_alpha /
-        family).  By round (turns, paired) that p is 4 / 2^n, twice the signed-rank floor;
-        unpaired it is twice Mann-Whitney's floor (stats.p_floor)."""
-        def one_against(n: int) -> float:
-            return 2 * (stats.p_floor(n, n) if self.method == "unpaired" else 2 * 0.5 ** n)
+        """The rounds of an experiment's first look with a Holm family of `family`: by round
+        (turns, paired) FIRST_ROUNDS, where the t-test can decide; unpaired, the fewest at
+        which one comparison can be significant with one process against it at the first
+        look's strictest level (twice Mann-Whitney's floor, stats.p_floor)."""
+        if self.method != "unpaired":
+            return FIRST_ROUNDS
+        level = self.level(1, 1) / max(family, 1)
         n = 3
-        while one_against(n) >= self.look_alpha / max(family, 1):
+        while 2 * stats.p_floor(n, n) >= level:
             n += 1
         return n
 
@@ -123,18 +165,24 @@ class DecisionPolicy:
                            "median per-turn ratio"),
                "paired": "signed-rank over per-round ratios",
                "unpaired": "Mann-Whitney over processes"}[self.method]
-        spent = f" ({self.alpha:g} spent over {self.looks} looks)" if self.looks > 1 else ""
+        if self.method != "unpaired":
+            how += (f", or where few rounds floor its p the t-test of the mean log ratio, read only where Shapiro-Wilk "
+                    f"does not reject normal log ratios at {stats.NORMAL_P:g}")
+        spent = " each multiplied by k(k+1) at look k (alpha spent over the looks)," if self.budgeted else ""
         by_count = (f"verdicts by instructions per unit counted under valgrind (a proxy for time, shown beside "
                     f"it): faster/slower when the count changes by at least {100 * self.precision:g}%, same within, "
                     f"unclear without a count of both; the time: " if self.metric == "instructions" else
                     "verdicts by each whole process's peak memory (wait4's peak RSS), smaller/larger in place of "
                     "faster/slower, ratios of 1 / peak memory; kernels keep their time: " if self.metric == "memory"
                     else "")
-        stopping = f" (at least {100 * (1 - self.alpha):g}% wherever the looks stop)" if self.looks > 1 else ""
-        head = by_count + f"{100 * self.confidence:.3g}% intervals{stopping}; "
+        levels = (f"intervals at 1 - {self.alpha:g} / (k(k+1)) at look k: "
+                  + ", ".join(f"{100 * (1 - self.alpha / (k * (k + 1))):.3g}%" for k in (1, 2, 3))
+                  + f" at the first three (at least {100 * (1 - self.alpha):g}% wherever the looks stop)"
+                  if self.budgeted else f"{100 * (1 - self.alpha):g}% intervals")
+        head = by_count + levels + "; "
         return (head + f"{how}; each round runs a placement of its "
                 f"own of each build (the same code with its functions, data and buffers elsewhere), so the test "
-                f"includes where code and data sit; faster/slower when p < {self.look_alpha:.3g}{spent} after Holm "
+                f"includes where code and data sit; faster/slower when p < {self.alpha:g},{spent} after Holm "
                 f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "
                 f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
                 f"only); a build run in one layout only (a program cpulab cannot relink, a link-time-optimised build) must also "

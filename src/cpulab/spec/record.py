@@ -41,6 +41,7 @@ class RecordedExperiment:
     title: str = ""
     tag: str = ""  # the seed it redoes, if any
     intro: str = ""
+    first_look: int | None = None  # its rounds at the first look (None: stored before looks were recorded)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,12 @@ class RunRecord:
         d = upgraded(d)
         return cls.make(d["kind"], d)
 
+    @property
+    def first_looks(self) -> dict[str, int]:
+        """Each experiment's rounds at its first look, where recorded: what places a
+        comparison among its looks (DecisionPolicy.level)."""
+        return {e.name: e.first_look for e in self.experiments if e.first_look}
+
     def compared_by(self, method: str | None) -> DecisionPolicy:
         """The policy with another method (`cpulab compare --method`); None: as run."""
         return self.policy if method is None else _policy({**self.stored, "method": method})
@@ -104,7 +111,8 @@ def _experiment(e) -> RecordedExperiment:
     if not all(isinstance(w, str) for w in workloads):
         raise RecordError(f"run record: experiment {e['name']}: workloads are names")
     return RecordedExperiment(e["name"], list(workloads), e["baseline"], _typed(e, "title", str, ""),
-                              _typed(e, "tag", str, ""), _typed(e, "intro", str, ""))
+                              _typed(e, "tag", str, ""), _typed(e, "intro", str, ""),
+                              _typed(e, "first_look", int, None))
 
 
 def _policy(d: dict, settings: Settings | None = None) -> DecisionPolicy:

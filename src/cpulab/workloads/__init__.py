@@ -40,7 +40,8 @@ class Workload:
     params: every parameter, declared as a Param (default, kind, range or choices);
         values given by users are parsed against it (cpulab.params) before anything runs.
     quick / full: parameter grids for the two profiles; each maps a parameter name to the
-        list of values to sweep, in canonical form.  Parameters not named keep their default.
+        list of values to sweep, in canonical form, or is a list of such maps whose points
+        are joined (a mode swept over sizes of its own).  Parameters not named keep their default.
     libs: extra link flags (e.g. ``("-lcrypto",)``) for peers built on a library.
     requires: header files the kernel includes from a -dev package, as
         ``{"openssl/sha.h": "libssl-dev"}``; missing -> skipped, naming the package.
@@ -52,8 +53,8 @@ class Workload:
     unit: str
     description: str
     params: dict[str, Param] = field(default_factory=dict)
-    quick: dict[str, list[str]] = field(default_factory=dict)
-    full: dict[str, list[str]] = field(default_factory=dict)
+    quick: dict[str, list[str]] | list[dict[str, list[str]]] = field(default_factory=dict)
+    full: dict[str, list[str]] | list[dict[str, list[str]]] = field(default_factory=dict)
     libs: tuple[str, ...] = ()
     requires: dict[str, str] = field(default_factory=dict)
     extra_sources: tuple[str, ...] = ()  # headers the kernel includes (for the cache hash)
@@ -128,16 +129,20 @@ class Workload:
         return [self.source] + [KERNEL_DIR / s for s in self.extra_sources]
 
     def grid(self, grid: str = "quick", overrides: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
-        """The parameter points to measure: defaults, the grid's sweep (quick or full), then overrides."""
-        axes: dict[str, list[str]] = {k: [p.default] for k, p in self.params.items()}
-        axes.update(self.full if grid == "full" else self.quick)
-        for key, values in (overrides or {}).items():
+        """The parameter points to measure: each product of the grid's sweep (quick or full)
+        over the defaults, overrides replacing an axis in every product, points in order
+        and once each."""
+        for key in overrides or {}:
             if key not in self.params:
                 raise KeyError(f"workload {self.name!r} has no parameter {key!r} "
                                f"(it has: {', '.join(sorted(self.params)) or 'none'})")
-            axes[key] = values
-        keys = list(axes)
-        return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+        sweep = self.full if grid == "full" else self.quick
+        points: dict[tuple, dict[str, str]] = {}
+        for product in (sweep if isinstance(sweep, list) else [sweep]):
+            axes = {**{k: [p.default] for k, p in self.params.items()}, **product, **(overrides or {})}
+            for combo in itertools.product(*axes.values()):
+                points.setdefault(combo, dict(zip(axes, combo)))
+        return list(points.values())
 
 
 def size_bytes(point: dict[str, str]) -> int:

@@ -5,8 +5,9 @@ samples): about 0.1-0.2 s, more for the largest working sets (setting up and ver
 256 MiB chain takes about 1 s).  Point counts, for planning:
 
   memlat quick     65 sizes (1 KiB..64 MiB, 4 per octave) x pages {4k, thp}          = 130
+                   + the page-stride chase, 34 sizes (32 KiB..64 MiB, 3 per octave)  =  34
   memlat full      73 sizes (1 KiB..256 MiB) x pages {4k, thp, huge} x mode {random,
-                   sequential}                                                      = 438
+                   sequential} + the page-stride chase to 256 MiB, 40 sizes         = 478
   bandwidth quick  15 sizes (4 KiB..64 MiB, 1 per octave) x 4 ops                     =  60
   bandwidth full   33 sizes (4 KiB..256 MiB, 2 per octave) x 4 ops                    = 132
 """
@@ -32,6 +33,17 @@ def memlat_sizes(lo: int, hi: int, per_octave: int, line: int = 64) -> list[int]
     steps = math.floor(per_octave * math.log2(hi / lo) + 1e-9)
     raw = [lo * 2 ** (k / per_octave) for k in range(steps + 1)] + [hi]
     return sorted({max(line, round(s / line) * line) for s in raw})
+
+
+# The page-stride chase (one load per page) measures the TLBs' reach, which explains a step
+# of the line chase that no cache size does (analysis/steps.py): from 8 pages, below any
+# first-level data TLB, in whole pages, 3 per octave (a reach is read within 1.26x; a step
+# is explained within 1.5x of its edge).
+STRIDE_FROM = 32 * KIB
+
+
+def stride_sizes(hi: int) -> list[str]:
+    return _strs(memlat_sizes(STRIDE_FROM, hi, 3, line=4096))
 
 
 def page_colours(cache_bytes: int, ways: int, page: int = 4096) -> int:
@@ -68,9 +80,11 @@ WORKLOADS = [
                 "cache": Param("none", "choice", choices=("none", "L1d", "L2", "L3")),
                 "fraction": Param("0", max=10000)},
         memory=memlat_memory,
-        quick={"size": _strs(memlat_sizes(1 * KIB, 64 * MIB, 4)), "pages": ["4k", "thp"]},
-        full={"size": _strs(memlat_sizes(1 * KIB, 256 * MIB, 4)), "pages": ["4k", "thp", "huge"],
-              "mode": ["random", "sequential"]},
+        quick=[{"size": _strs(memlat_sizes(1 * KIB, 64 * MIB, 4)), "pages": ["4k", "thp"]},
+               {"size": stride_sizes(64 * MIB), "mode": ["pagestride"]}],
+        full=[{"size": _strs(memlat_sizes(1 * KIB, 256 * MIB, 4)), "pages": ["4k", "thp", "huge"],
+               "mode": ["random", "sequential"]},
+              {"size": stride_sizes(256 * MIB), "mode": ["pagestride"]}],
         sweep_axis="size",
         analyses=("memlat-levels", "memlat-steps", "memlat-colour"),
         view="analysis",

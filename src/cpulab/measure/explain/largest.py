@@ -51,7 +51,7 @@ def decided(store: Store, run_id: int, schedule: Schedule, experiments: set[str]
     """The Decided of `experiments` (None: all)."""
     rows = [r for r in store.results(run_id) if experiments is None or r.experiment in experiments]
     results = [result_summary(r, store.samples(r.id)) for r in rows]
-    comparisons = [c for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against)
+    comparisons = [c for c in compare_results(results, schedule.baselines, schedule.policy, schedule.against, schedule.first)
                    if c.verdict in (Verdict.FASTER, Verdict.SLOWER) and c.ratio]
     paths: dict[tuple, str] = {}
     for r in rows:

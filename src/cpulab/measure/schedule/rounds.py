@@ -5,9 +5,9 @@ gives every live target of a point one process (for kernels a group in turns, fo
 programs A and B back to back, in a fresh random order), the points in random order, so
 a drifting machine hits all variants alike.  Every point gets the schedule's first-look
 rounds; in budget mode a point with an undecided comparison at a look (n, 2n rounds),
-decided over its whole experiment, gets rounds up to the next look (2n, 4n) while its
-experiment has budget left.  There are at most policy.looks looks, each tested at
-policy.look_alpha, so stopping early cannot inflate false verdicts.
+decided over its whole experiment, gets rounds up to the next look (2n, 4n, ...) while its
+experiment has budget left.  Each look tests at its share of alpha (policy.level), so
+stopping early, or late, cannot inflate false verdicts.
 """
 from __future__ import annotations
 
@@ -77,11 +77,7 @@ def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, 
     if not schedule.budget:
         return []
     policy = schedule.policy
-
-    def last(k):
-        return schedule.first[k[0]] * 2 ** (policy.looks - 1)
-
-    at_look = {k for k in points if done[k] == goal[k] and goal[k] < last(k) and spent[k[0]] < schedule.budget}
+    at_look = {k for k in points if done[k] == goal[k] and spent[k[0]] < schedule.budget}
     more, labels = [], []
     for exp in sorted({k[0] for k in at_look}):
         point_of, results = {}, []
@@ -91,11 +87,11 @@ def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, 
                     r = result_summary(store.result(t.result_id), store.samples(t.result_id))
                     point_of[(r.workload, r.variant, r.point)] = k
                     results.append(r)
-        for c in compare_results(results, schedule.baselines, policy, schedule.against):
+        for c in compare_results(results, schedule.baselines, policy, schedule.against, schedule.first):
             k = point_of.get((c.workload, c.variant, params_key(c.params)))
             if c.ratio and not policy.decided(c.verdict) and k in at_look:
                 if goal[k] == done[k]:
-                    goal[k] = min(2 * goal[k], last(k))
+                    goal[k] = 2 * goal[k]
                     more.append(k)
                 labels.append(f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}")
     if more:

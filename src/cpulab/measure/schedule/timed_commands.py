@@ -91,7 +91,7 @@ def time_record(commands: list[str], labels: list[str], scans: dict[str, list[st
                                                        "timeout"}), "warmup_runs": how.warmup, "cpu": cpu, "shell": shell,
         "commands": dict(zip(labels, commands)), "scans": scans,
         "experiments": [{"name": "time", "title": "cpulab time", "workloads": ["time"], "variants": labels,
-                         "baseline": labels[0]}]}, settings)
+                         "baseline": labels[0], "first_look": settings.processes}]}, settings)
 
 
 def time_targets(store: Store, run_id: int, commands: list[str], labels: list[str], scans: dict[str, list[str]],
