@@ -105,10 +105,10 @@ class DecisionPolicy:
     def tested(self, t: stats.Test, level: float, family: int) -> stats.Test:
         """The test a comparison is read by at a look: the signed rank where it can reach
         the look's strictest Holm level (level / family); below that, the t-test of the
-        mean log ratio where the rounds look normal (stats.mean_test).  Which one depends on
+        mean log ratio where its rounds agree with their robust centre (stats.mean_test).  Which one depends on
         the rounds, the family and the look alone, never on the data, so each is a valid
         test at its level (bench/look_coverage.py)."""
-        if t.p_mean is None or not t.normal or t.p_floor * family < level:
+        if t.p_mean is None or not t.agrees or t.p_floor * family < level:
             return t
         return t.by_mean()
 
@@ -166,8 +166,8 @@ class DecisionPolicy:
                "paired": "signed-rank over per-round ratios",
                "unpaired": "Mann-Whitney over processes"}[self.method]
         if self.method != "unpaired":
-            how += (f", or where few rounds floor its p the t-test of the mean log ratio, read only where Shapiro-Wilk "
-                    f"does not reject normal log ratios at {stats.NORMAL_P:g}")
+            how += (", or where few rounds floor its p the t-test of the mean log ratio, read only where the "
+                    "robust centre lies within the mean's interval")
         spent = " each multiplied by k(k+1) at look k (alpha spent over the looks)," if self.budgeted else ""
         by_count = (f"verdicts by instructions per unit counted under valgrind (a proxy for time, shown beside "
                     f"it): faster/slower when the count changes by at least {100 * self.precision:g}%, same within, "
