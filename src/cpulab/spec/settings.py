@@ -35,9 +35,9 @@ class Settings(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
     processes: Processes | None = setting(
-        None, "Processes per result, one per round (the first look in budget mode). Default: the fewest rounds at "
-              "which each experiment's comparisons can be significant after Holm over all of them (-r as in hyperfine; "
-              "--runs: its old name).", flags=("--processes", "-r", "--runs"), old="runs", words="a whole number")
+        None, "Processes per result, one per round (the first look in budget mode). Default: 5, where the t-test "
+              "of the mean decides what the signed rank's few rounds cannot (Mann-Whitney, unpaired: the fewest that "
+              "can be significant after Holm) (-r as in hyperfine; --runs: its old name).", flags=("--processes", "-r", "--runs"), old="runs", words="a whole number")
     samples: Samples = setting(50, "Samples per process.", flags=("--samples",), words="a whole number")
     min_sample_time: float = setting(0.0025, "Seconds one sample lasts at least.", flags=("--min-sample-time",),
                                      ge=0.0001, le=60.0, words="a number of seconds")
