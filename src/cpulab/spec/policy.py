@@ -36,7 +36,9 @@ PRECISION = 0.01
 # Where placement was not varied (programs built by their own build system, runs stored
 # before placements), differences smaller than this are not called faster/slower:
 # layout alone moves results by about this much (Mytkowicz et al., ASPLOS 2009).  Kernels
-# run in several placements, so their test already includes it and needs no floor.
+# run in several placements, so their test already includes it and needs no floor; nor
+# does `cpulab time`, whose commands are compared as given, their layout part of them
+# (RunRecord.make).
 MIN_EFFECT = 0.01
 # How a variant meets its baseline: "turns" (the processes of one round alive together on
 # one CPU, taking samples in turns: per-turn ratios, one per round, signed-rank over
@@ -185,9 +187,9 @@ class DecisionPolicy:
                 f"includes where code and data sit; faster/slower when p < {self.alpha:g},{spent} after Holm "
                 f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "
                 f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
-                f"only); a build run in one layout only (a program cpulab cannot relink, a link-time-optimised build) must also "
-                f"change by "
-                f"{100 * self.min_effect:g}%; "
+                f"only); "
+                + (f"a build run in one layout only (a program cpulab cannot relink, a link-time-optimised build) must "
+                   f"also change by {100 * self.min_effect:g}%; " if self.min_effect else "")
                 + ("" if self.pairs else "held back as unclear when the members' carry-over differs "
                                          "significantly by as much as the effect; ")
                 + f"same when the interval, and by round that of the mean, "

@@ -69,6 +69,8 @@ class RunRecord:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in commands.items()):
             raise RecordError("run record: commands: each label's command is a string")
         policy = (_policy(stored, settings) if experiments else DecisionPolicy())
+        if kind == "time":  # the commands as given, layout and all, are what is asked about: no effect floor
+            policy = dataclasses.replace(policy, min_effect=0.0)
         return cls(kind, experiments, policy,
                    _typed(stored, "against", str, None), dict(commands), stored)
 
