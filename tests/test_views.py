@@ -72,6 +72,10 @@ def test_every_kind_of_run_record_reads_as_one_type():
         assert record.policy.method == method, kind
         assert record.compared_by("unpaired").method == "unpaired", kind
     assert RunRecord.of_stored(kinds["time"][0]).commands == {"t": "true", "f": "false"}
+    # `cpulab time` compares its commands as given: no effect floor, however compared
+    time = RunRecord.of_stored(kinds["time"][0])
+    assert time.policy.min_effect == time.compared_by("unpaired").min_effect == 0.0
+    assert RunRecord.of_stored(kinds["plan"][0]).policy.min_effect > 0
 
 
 def test_a_field_the_model_does_not_declare_is_an_error(doc):

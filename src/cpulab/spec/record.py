@@ -69,8 +69,6 @@ class RunRecord:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in commands.items()):
             raise RecordError("run record: commands: each label's command is a string")
         policy = (_policy(stored, settings) if experiments else DecisionPolicy())
-        if kind == "time":  # the commands as given, layout and all, are what is asked about: no effect floor
-            policy = dataclasses.replace(policy, min_effect=0.0)
         return cls(kind, experiments, policy,
                    _typed(stored, "against", str, None), dict(commands), stored)
 
@@ -130,7 +128,9 @@ def _policy(d: dict, settings: Settings | None = None) -> DecisionPolicy:
             err = e.errors()[0]
             raise RecordError(f"run record: {'.'.join(map(str, err['loc']))}: {err['msg']}, "
                               f"got {err.get('input')!r}") from None
-    return dataclasses.replace(settings.policy, pairs=d.get("turn_pairs") is True)
+    # `cpulab time` compares its commands as given, layout and all: no effect floor
+    return dataclasses.replace(settings.policy, pairs=d.get("turn_pairs") is True,
+                               **({"min_effect": 0.0} if d.get("kind") == "time" else {}))
 
 
 # The settings a policy is made of, which every record that compares must hold.
