@@ -38,7 +38,7 @@ PRECISION = 0.01
 # layout alone moves results by about this much (Mytkowicz et al., ASPLOS 2009).  Kernels
 # run in several placements, so their test already includes it and needs no floor; nor
 # does `cpulab time`, whose commands are compared as given, their layout part of them
-# (RunRecord.make).
+# (spec/record.py).
 MIN_EFFECT = 0.01
 # How a variant meets its baseline: "turns" (the processes of one round alive together on
 # one CPU, taking samples in turns: per-turn ratios, one per round, signed-rank over
@@ -107,9 +107,10 @@ class DecisionPolicy:
     def tested(self, t: stats.Test, level: float, family: int) -> stats.Test:
         """The test a comparison is read by at a look: the signed rank where it can reach
         the look's strictest Holm level (level / family); below that, the t-test of the
-        mean log ratio where its rounds agree with their robust centre (stats.mean_test).  Which one depends on
-        the rounds, the family and the look alone, never on the data, so each is a valid
-        test at its level (bench/look_coverage.py)."""
+        mean log ratio, where its rounds agree with their robust centre (stats.mean_test).
+        Which test is read depends on the rounds, the family and the look, not on the data;
+        the agreement only ever falls back to a signed rank that cannot reach the level, so
+        the t-test's level holds (bench/look_coverage.py)."""
         if t.p_mean is None or not t.agrees or t.p_floor * family < level:
             return t
         return t.by_mean()

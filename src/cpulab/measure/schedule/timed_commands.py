@@ -78,8 +78,10 @@ def command_labels(commands: list[str], names: list[str]) -> list[str]:
     return labels
 
 
-# `cpulab time`'s settings before its flags: its processes are compared by round.
-TIME_DEFAULTS = DEFAULTS.given(method="paired")
+# `cpulab time`'s settings before its flags: its processes are compared by round, and `same`
+# within 0.5%: whole processes are cheap to repeat, and a 0.5% change within 1% was called
+# `same` in 6 of 20 tries (bench/time_power.py --more 0.5).
+TIME_DEFAULTS = DEFAULTS.given(method="paired", precision=0.005)
 
 
 def time_record(commands: list[str], labels: list[str], scans: dict[str, list[str]], how: Rounds, shell: bool,
