@@ -540,3 +540,20 @@ def test_memlat_colour_pairs_by_round_and_says_why_balanced_is_missing():
                         policy)
     assert doc["rows"][0]["ratio"] is None and doc["missing"] == "page colour needs root"
     assert memlat_colour([_colour_result("any", arb)], policy) is None
+
+
+def test_memlat_command_sweeps_its_grid_or_what_its_flags_give(cli):
+    """Without sweep flags, the workload's own grid (the line chase and the page-stride
+    chase over sizes of its own); with any, the product they give, random by default."""
+    from types import SimpleNamespace
+    from cpulab.cli.memory import memlat_points
+    none = SimpleNamespace(max_size=None, per_octave=None, pages=None, mode=None)
+    assert memlat_points(none, full=False) == {}
+    given = memlat_points(SimpleNamespace(**{**vars(none), "pages": "4k"}), full=False)
+    assert given["pages"] == ["4k"] and given["mode"] == ["random"] and given["size"][-1] == str(64 * MiB)
+    import json
+    res = cli("memlat", "--max-size", "16K", "--per-octave", "1", "--pages", "4k", "--processes", "1", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert sorted({p["size_bytes"] for p in doc["points"]}) == [1024 * 2 ** k for k in range(5)]
+    assert len({p["series"] for p in doc["points"]}) == 1 and "mode=random pages=4k" in doc["points"][0]["series"]

@@ -39,8 +39,9 @@ def memlat(sweep, variant, settings, output):
     if sweep.colour:
         memlat_colour(variant, settings["processes"], output.db, output.as_json)
         return
-    summary, _ = carry_plan(sweep_plan("memlat", variant, memlat_points(sweep, settings["grid"] == "full"),
-                                       settings["processes"] or 3, settings["grid"]), open_store(output.db))
+    grid = settings["grid"] or "quick"
+    summary, _ = carry_plan(sweep_plan("memlat", variant, memlat_points(sweep, grid == "full"),
+                                       settings["processes"] or 3, grid), open_store(output.db))
     as_json = output.as_json
     curves = next(a.data for a in summary.analyses if a.kind == "memlat-levels")
     failed = [r for r in summary.results if not r.status.measured]
