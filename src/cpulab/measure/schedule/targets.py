@@ -162,14 +162,15 @@ def first_look(plan: Plan, targets: list[Target], shared: bool,
 @contextlib.contextmanager
 def linking_ahead(targets: list[Target], site: Site, cpu: int | None):
     """For the block, a thread linking on CPU `cpu` (one that measures nothing; None: no
-    thread) at idle priority the placements the targets' next AHEAD rounds will run, the
-    earliest first, so that a round seldom links its own (16-36 ms each, before its
-    processes start)."""
+    thread) at the lowest priority the placements the targets' next AHEAD rounds will
+    run, the earliest first, so that a round seldom links its own (16-36 ms each, before
+    its processes start).  Nice 19, not SCHED_IDLE: beside a busy cotenant on that CPU an
+    idle-class link got no CPU in four minutes, and the block's end waited for it."""
     done, failed = threading.Event(), set()
 
     def link():
         with on_cpu(cpu):
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread and the links it starts
+            os.setpriority(os.PRIO_PROCESS, 0, 19)  # this thread and the links it starts (Linux: per thread)
             while not done.is_set():
                 owed = [(r, t.artifact, i) for t in targets if t.live and t.placed
                         for r in range(t.rounds, t.rounds + AHEAD) if (i := t.placement_at(r)) is not None
