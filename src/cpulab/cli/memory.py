@@ -67,8 +67,7 @@ def memlat_points(sweep, full: bool) -> dict[str, list[str]]:
     filling in: sizes to 64M (256M full) at 4 per octave, pages 4k,thp (and huge), random."""
     if not (sweep.max_size or sweep.per_octave or sweep.pages or sweep.mode):
         return {}
-    hi = size_option("--max-size", sweep.max_size) if sweep.max_size else (256 if full else 64) * 1024 ** 2
-    return {"size": [str(x) for x in memlat_sizes(1024, hi, sweep.per_octave or 4)],
+    return {"size": [str(x) for x in memlat_sizes(1024, max_size(sweep, full), sweep.per_octave or 4)],
             "pages": (sweep.pages or ("4k,thp,huge" if full else "4k,thp")).split(","),
             "mode": (sweep.mode or "random").split(",")}
 
@@ -99,9 +98,7 @@ def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
 def bandwidth(sweep, variant, settings, output):
     """Read, write, copy and triad bandwidth against working-set size, labelled by cache level
     (3 processes a size unless --processes)."""
-    hi = size_option("--max-size", sweep.max_size) if sweep.max_size else \
-        (256 if settings["grid"] == "full" else 64) * 1024 ** 2
-    sizes = [str(x) for x in memlat_sizes(4096, hi, sweep.per_octave)]
+    sizes = [str(x) for x in memlat_sizes(4096, max_size(sweep, settings["grid"] == "full"), sweep.per_octave)]
     summary, _ = carry_plan(sweep_plan("bandwidth", variant, {"size": sizes, "op": sweep.ops.split(",")},
                                        settings["processes"] or 3), open_store(output.db))
     rows = next(a.data for a in summary.analyses if a.kind == "bandwidth")
@@ -109,6 +106,11 @@ def bandwidth(sweep, variant, settings, output):
         emit_json({"run_id": summary.run_id, "machine": summary.machine, "rows": rows})
         return
     print_analysis("bandwidth", rows, out, VIEWS)
+
+
+def max_size(sweep, full: bool) -> int:
+    """The largest working set of a sweep: --max-size, else the grid's (64 MiB quick, 256 MiB full)."""
+    return size_option("--max-size", sweep.max_size) if sweep.max_size else (256 if full else 64) * 1024 ** 2
 
 
 def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int,

@@ -84,7 +84,8 @@ class DecisionPolicy:
         d = dict(d)
         if "looks" in d:
             d["budgeted"] = d.pop("looks") > 1
-        return cls(**{k: v for k, v in d.items() if k in {f.name for f in fields(cls)}})
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
     @staticmethod
     def look(rounds: int, first: int) -> int:
