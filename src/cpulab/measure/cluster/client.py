@@ -76,6 +76,7 @@ class MachineSite:
         self.resources = {"bench": 1, f"machine-{name}": 1}
         self.executor = self
         self.gone = ""  # why this machine is no longer used
+        self.stopped = ""  # why the run cannot go on: a later call (the placements' clean-up) fails at once
         self.cancelled = False
         self._pending: set = set()
         self._lock = threading.Lock()
@@ -144,6 +145,8 @@ class MachineSite:
         Stopped when the scheduler is gone or the run was cancelled."""
         if self.cancelled:
             raise Stopped("cancelled")
+        if self.stopped:
+            raise Stopped(self.stopped)
         if self.gone:
             raise MachineGone(self.gone)
         try:
@@ -167,7 +170,7 @@ class MachineSite:
                 except Exception as e:  # the task's own error, unless the scheduler went away under it
                     raise self._stopped(e) from None
                 if self.client.status not in ("running", "connecting"):
-                    raise Stopped(f"the scheduler is gone ({self.client.status})")
+                    raise self._stopped(None)
                 if self.name in self._machines():
                     absent_since = None
                     continue
@@ -180,10 +183,11 @@ class MachineSite:
             with self._lock:
                 self._pending.discard(fut)
 
-    def _stopped(self, e: Exception) -> Exception:
-        """Stopped if the scheduler is gone, else the error itself."""
+    def _stopped(self, e: Exception | None) -> Exception:
+        """Stopped if the scheduler is gone (remembered), else the error itself."""
         if self.client.status != "running":
-            return Stopped(f"the scheduler is gone ({self.client.status})")
+            self.stopped = f"the scheduler is gone ({self.client.status})"
+            return Stopped(self.stopped)
         return e
 
     def _machines(self) -> dict[str, str]:
