@@ -9,7 +9,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from cpulab.store.db import Store
 from cpulab.plan.toolchain import Variant
 from cpulab.workloads import KERNEL_DIR
 from cpulab.machine import toolchains
+from zygote import Zygote
 
 NATIVE_DIR = KERNEL_DIR.parent / "native"
 ABI_FLAGS = ("-m32",)  # flags that apply to the harness and the link too
@@ -117,6 +118,18 @@ def isolated_cache(tmp_path_factory):
         os.environ["CPULAB_CACHE_DIR"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_once(tmp_path_factory):
+    """The ~190 `cpulab` processes the tests start read the source tree's modules
+    compiled once, into the session's own directory (nothing written beside the source),
+    even where PYTHONDONTWRITEBYTECODE is set: each would otherwise compile them all anew
+    (0.1 s a process)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        env.setenv("PYTHONPYCACHEPREFIX", str(session_root(tmp_path_factory) / "pycache"))
+        yield
+
+
 @contextlib.contextmanager
 def machine_share(root: Path, alone: bool):
     """Under pytest-xdist (-n 2) two tests run at once, one a CPU.  A test that needs the
@@ -191,12 +204,21 @@ def program_source(folder: Path, files: dict[str, str]) -> Path:
     return src
 
 
+ZYGOTE = Zygote({**os.environ, "PYTHONPATH": str(SRC)})
+
+
 def cpulab(*args: str, db: Path | None = None, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The command line as a user meets it: `python -m cpulab.cli ARGS` in its own process,
-    with the store at `db` (CPULAB_DB)."""
+    """The command line as a user meets it: `python -m cpulab.cli ARGS` in its own process
+    (forked from one that imported it: zygote.py), with the store at `db` (CPULAB_DB)."""
     env = {**os.environ, "PYTHONPATH": str(SRC), **(env or {}), **({"CPULAB_DB": str(db)} if db else {})}
-    return subprocess.run([sys.executable, "-m", "cpulab.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="cpulab-test-") as folder:
+        return ZYGOTE.run(list(args), env, timeout, Path(folder))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def zygote_ends():
+    yield
+    ZYGOTE.close()
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 """Derive boolean circuits for the eight DES S-boxes and write them as a C header.
 
     python3 tools/gen_des_sboxes.py -o src/cpulab/kernels/des_sboxes_bitslice.h
-    python3 tools/gen_des_sboxes.py --search 40      # half an hour: prints RECORDED anew
+    python3 tools/gen_des_sboxes.py --search 40      # half an hour: prints BINARY_ORDERS and
+                                                     # RECORDED anew
 
 The S-box tables are read from src/cpulab/kernels/des_tables.h (FIPS 46-3), the one
 place they are written down.  Each S-box is four boolean functions of six inputs; a
@@ -10,7 +11,8 @@ function is handled as its 64-bit truth table (bit x = value on input x, where i
 bit a1 = b1, the most significant of the six, ... a6 = b6).
 
 Method: a decomposition on one input variable at a time, in an order searched per S-box
-(all 720 orders; the four outputs share the order, so they share sub-functions), with
+(all 720 orders, 25 s: the binary form's best are recorded below, BINARY_ORDERS, and
+replayed; the four outputs share the order, so they share sub-functions), with
 hash-consing: a sub-function whose truth table (or its complement) is already built is
 reused, never built twice.
 
@@ -440,6 +442,12 @@ def last_uses(lines: list[str], outs: list[str]) -> dict[str, int]:
 # (split order, build order of the outputs, the split form picked at each choice: an
 # index into ternary_build's options).  Replayed, they give the same circuit without the
 # minutes of search; an S-box not listed takes the greedy circuit of its best order.
+# The binary form's cheapest split order per S-box, of all 720 (ties: the first in the
+# order of itertools.permutations); `--search` finds them anew.
+BINARY_ORDERS: dict[int, tuple[int, ...]] = {
+    1: (3, 1, 2, 4, 0, 5), 2: (2, 3, 1, 0, 4, 5), 3: (0, 2, 3, 1, 4, 5), 4: (5, 3, 1, 4, 0, 2),
+    5: (0, 3, 2, 5, 1, 4), 6: (4, 2, 1, 0, 3, 5), 7: (2, 0, 5, 4, 1, 3), 8: (5, 0, 1, 2, 3, 4),
+}
 RECORDED: dict[int, tuple[tuple[int, ...], tuple[int, ...], str]] = {
     1: ((0, 1, 3, 5, 4, 2), (0, 1, 3, 2), "01001000001000110"),  # 45, greedy 49
     2: ((5, 1, 0, 3, 2, 4), (0, 3, 2, 1), "00111100200010201"),  # 40, greedy 42
@@ -481,11 +489,13 @@ def cost(c, outs, ternary: bool) -> int:
 
 
 def best_circuit(box: list[int], ternary: bool, recorded=None):
-    """The circuit a recorded search found (order, build order, choices), or else the
-    cheapest over every split order."""
+    """The circuit a recorded search found (binary: its split order; ternary: order,
+    build order and choices), or else the cheapest over every split order."""
     if ternary and recorded:
         order, build_order, choices = recorded
         return (*ternary_circuit(box, order, build_order, replay(choices)), order)
+    if recorded:
+        return (*circuit_for(box, False, recorded), recorded)
     _, order, c, outs = ranked_orders(box, ternary)[0]
     return c, outs, order
 
@@ -588,7 +598,7 @@ def generate() -> str:
     for ternary in (False, True):
         funcs = []
         for s, box in enumerate(boxes):
-            c, outs, order = best_circuit(box, ternary, RECORDED.get(s + 1))
+            c, outs, order = best_circuit(box, ternary, (RECORDED if ternary else BINARY_ORDERS).get(s + 1))
             copied = None
             if ternary:
                 c.lines = dead_first(c.lines, [n for n, _ in outs])
@@ -612,9 +622,12 @@ def generate() -> str:
 
 
 def search_all(trials: int) -> str:
-    """RECORDED as Python text: each S-box's cheapest of `trials` random circuits per order,
-    where that beats the greedy circuit of every order."""
-    lines = ["RECORDED = {"]
+    """BINARY_ORDERS and RECORDED as Python text: each S-box's cheapest binary split order,
+    and its cheapest of `trials` random ternary circuits per order, where that beats the
+    greedy circuit of every order."""
+    lines = ["BINARY_ORDERS = {"]
+    lines += [f"    {s + 1}: {ranked_orders(box, False)[0][1]}," for s, box in enumerate(read_sboxes())]
+    lines += ["}", "RECORDED = {"]
     for s, box in enumerate(read_sboxes()):
         found, greedy = search(box, trials, seed=s + 1)
         print(f"S{s + 1}: greedy {greedy}, search {found[0]}", file=sys.stderr)
@@ -627,8 +640,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", help="write the header here (default: stdout)")
     ap.add_argument("--search", type=int, metavar="TRIALS",
-                    help="search the ternary S-boxes anew (TRIALS random circuits per order) and print "
-                         "RECORDED to paste into this file, instead of writing the header")
+                    help="search the split orders and ternary circuits anew (TRIALS random circuits per "
+                         "order) and print BINARY_ORDERS and RECORDED to paste into this file, instead of "
+                         "writing the header")
     args = ap.parse_args()
     if args.search:
         sys.stdout.write(search_all(args.search))

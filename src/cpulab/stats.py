@@ -173,9 +173,7 @@ def p_floor(n1: int, n2: int) -> float:
     """The smallest two-sided Mann-Whitney p-value possible with n1 and n2 observations:
     complete separation, 2 / C(n1 + n2, n1).  With 3 against 3 it is 0.1, so no
     difference, however large, can be significant at 0.05."""
-    if n1 < 1 or n2 < 1:
-        return 1.0
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+    return 1.0 if n1 < 1 or n2 < 1 else min(1.0, 2.0 / math.comb(n1 + n2, n1))
 
 
 def row_medians(x: np.ndarray) -> np.ndarray:
@@ -224,8 +222,18 @@ def compare(baseline, variant, confidence: float = 0.95) -> Test:
                 p_floor(len(base), len(var)), "unpaired", min(len(base), len(var)))
 
 
+def midranks(x) -> np.ndarray:
+    """Ranks 1..n, tied values sharing their mean rank (scipy's rankdata), at a tenth of its cost."""
+    s = np.asarray(x)[order := np.argsort(x, kind="stable")]
+    ends = np.r_[(starts := np.flatnonzero(np.r_[True, s[1:] != s[:-1]]))[1:], len(s)]
+    ranks = np.empty(len(s))
+    ranks[order] = np.repeat((starts + ends + 1) / 2, ends - starts)
+    return ranks
+
+
+@functools.cache
 def signed_rank_null(n: int) -> np.ndarray:
-    """P(W+ = w), w = 0 .. n(n+1)/2, for n untied nonzero differences under symmetry."""
+    """P(W+ = w), w = 0 .. n(n+1)/2, for n untied nonzero differences under symmetry (cached: read only)."""
     return sign_sum_null(list(range(1, n + 1)))
 
 
@@ -273,7 +281,7 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         return Test(ratio, (ratio, ratio), 1.0, floor, method, n)
     # Ties among |d| get midranks: doubled they are integers, and the exact null of their
     # signed sum is a convolution (zeros are dropped: Wilcoxon's rule, so m counts the rest).
-    scores = np.rint(2 * scipy_stats().rankdata(np.abs(nz))).astype(int)
+    scores = np.rint(2 * midranks(np.abs(nz))).astype(int)
     w = int(scores[nz > 0].sum())
     if m <= EXACT_MAX:
         cdf = np.cumsum(sign_sum_null(scores.tolist()))
@@ -307,14 +315,17 @@ def mean_test(d: np.ndarray, centre: float, mean_ci: tuple[float, float] | None)
     tails (Efron, JASA 1969; bench/look_coverage.py --tails)."""
     if len(d) < MEAN_ROUNDS or np.ptp(d) == 0 or mean_ci is None:
         return None, False
-    return float(scipy_stats().ttest_1samp(d, 0.0).pvalue), bool(mean_ci[0] <= centre <= mean_ci[1])
+    from scipy.special import stdtr  # the t distribution's CDF; scipy.stats' ttest_1samp costs 1 ms a call
+    t = d.mean() / (np.std(d, ddof=1) / math.sqrt(len(d)))
+    return float(2 * stdtr(len(d) - 1, -abs(t))), bool(mean_ci[0] <= centre <= mean_ci[1])
 
 
 def mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float] | None:
     """The Student t interval of the mean of log ratios d, as ratios (None under 2)."""
     if len(d) < 2:
         return None
-    half = float(scipy_stats().t.ppf(0.5 + confidence / 2, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d)))
+    from scipy.special import stdtrit  # the t quantile, as scipy.stats.t.ppf without its checks
+    half = float(stdtrit(len(d) - 1, 0.5 + confidence / 2) * np.std(d, ddof=1) / math.sqrt(len(d)))
     return float(math.exp(d.mean() - half)), float(math.exp(d.mean() + half))
 
 
