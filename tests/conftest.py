@@ -61,8 +61,9 @@ def compile_command(compiler: str, flags) -> list[str]:
 @pytest.fixture(scope="session")
 def build_kernel(tmp_path_factory):
     """build_kernel("sha256.c", cflags=("-O2",)) -> path of an executable, linked with the
-    libraries its workload declares; skips (skip_unless_buildable) what cannot be built here."""
-    out = tmp_path_factory.mktemp("artifacts")
+    libraries its workload declares; skips (skip_unless_buildable) what cannot be built here.
+    The workers share the builds (a concurrent build of one artifact wins or loses whole)."""
+    out = session_root(tmp_path_factory) / "cache" / "artifacts"
 
     def build_one(kernel: str, cflags=("-O2",), compiler="gcc") -> Path:
         skip_unless_buildable(compiler, cflags, kernel)

@@ -355,9 +355,7 @@ def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
     assert [r["status"] for r in listed] == ["interrupted"]
     doc = json.loads(cli_json(db, "compare"))
     assert doc["status"] == "interrupted"
-    assert "run 1 stopped before its end (interrupted)" in subprocess.run(
-        [sys.executable, "-m", "cpulab.cli", "compare"], capture_output=True, text=True,
-        env={**os.environ, "CPULAB_DB": str(db)}, timeout=120).stdout
+    assert "run 1 stopped before its end (interrupted)" in cpulab("compare", db=db, timeout=120).stdout
     # Processes measured: those with a clean sample (processes) and those whose every
     # sample was left out as disturbed (excluded_processes; a loaded machine has some).
     measured = lambda r: r["processes"] + r["excluded_processes"]
@@ -365,8 +363,7 @@ def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
         assert r["status"] == ("ok" if measured(r) else "pending"), r
     assert sum(measured(r) for r in doc["results"]) < 6 * runs
 
-    p = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--resume", "1", "--json"], capture_output=True,
-                       text=True, env={**os.environ, "CPULAB_DB": str(db)}, timeout=300)
+    p = cpulab("run", "--resume", "1", "--json", db=db, timeout=300)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["run_id"] == 1 and doc["status"] == "done" and len(doc["results"]) == 6
@@ -375,8 +372,7 @@ def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
     after = set(con.execute("SELECT result_id, process, idx, ns FROM samples"))
     assert before <= after and len(after) == 6 * runs * samples
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
-    again = subprocess.run([sys.executable, "-m", "cpulab.cli", "run", "--resume", "1"], capture_output=True,
-                           text=True, env={**os.environ, "CPULAB_DB": str(db)}, timeout=60)
+    again = cpulab("run", "--resume", "1", db=db, timeout=60)
     assert again.returncode == 2 and "the run is done" in again.stderr
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from cpulab import stats
 from cpulab.estimates import carryover, carryover_ratios, compare_results
-from cpulab.model import Result, Status
+from cpulab.model import Result, Status, Verdict
 from cpulab.spec.policy import DecisionPolicy
 from cpulab.spec.record import StoredSample
 
@@ -79,6 +79,19 @@ def test_one_holm_family_per_experiment():
     assert [c.p for c in in_e] == pytest.approx(stats.holm([c.p_raw for c in in_e]))
     other = next(c for c in comps if c.experiment == "other")
     assert other.p == pytest.approx(other.p_raw)
+
+
+def test_a_side_with_every_sample_left_out_is_inconclusive_and_a_failure_says_itself():
+    """A variant that ran but kept no sample (a loaded machine left out all it took) has
+    no comparison: inconclusive; one that crashed says so; a baseline without samples
+    leaves no baseline."""
+    rs = sweep(1.0, 16, points=1)
+    empty = replace(rs[1], variant="C", observations={}, median=None, turn_rates={})
+    crashed = replace(empty, variant="D", status=Status.CRASH)
+    verdicts = {c.variant: c.verdict for c in compare_results(rs + [empty, crashed], {"e": "A"}, DecisionPolicy())}
+    assert verdicts["C"] == Verdict.INCONCLUSIVE and verdicts["D"] == Status.CRASH
+    bare = [replace(rs[0], observations={}, median=None, turn_rates={}), rs[1]]
+    assert compare_results(bare, {"e": "A"}, DecisionPolicy())[0].verdict == Verdict.NO_BASELINE
 
 
 def test_a_sweep_of_no_difference_gives_no_false_verdict_per_experiment_at_five_percent():

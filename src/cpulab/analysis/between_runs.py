@@ -16,7 +16,7 @@ import numpy as np
 
 from cpulab import stats
 from cpulab.analysis.summary import summarise
-from cpulab.estimates import _measured_as, result_summary
+from cpulab.estimates import _measured_as, result_summary, unobserved
 from cpulab.model import (
     MachineRow, MachineRun, Machines, RankedMachine, Result, RunPair, RunPairRow, RunSide, Status,
     Verdict
@@ -270,7 +270,7 @@ def machine_table(per_machine: dict[str, list[Result]], against: str | None = No
                 row.median, row.ci, row.cycles_per_unit = got.median, got.ci, got.cycles_per_unit
                 row.pct_of_best = 100 * (got.median / have[best].median)  # the best's own is then exactly 100
             if got is None:
-                row.verdict = r.status
+                row.verdict = Verdict.NO_BASELINE if m == ref and r.status.measured else unobserved(r.status)
             elif ref not in have:
                 row.verdict = Verdict.NO_BASELINE
             elif m == ref:

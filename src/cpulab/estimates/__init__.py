@@ -15,13 +15,14 @@ from pathlib import Path
 from cpulab import stats
 from cpulab.estimates.carryover import carryover, carryover_ratios, comparison_carryover, hold_for_carryover
 from cpulab.estimates.comparisons import (
-    against_name, compare_events, compare_results, count_verdicts, geomeans, witness_words, _basis, _measured_as
+    against_name, compare_events, compare_results, count_verdicts, geomeans, unobserved, witness_words, _basis,
+    _measured_as
 )
 from cpulab.estimates.results import io_bound, placement_bands, result_summary, _events_summary
 
 __all__ = ["ESTIMATOR", "against_name", "carryover", "carryover_ratios", "compare_events", "compare_results",
            "comparison_carryover", "count_verdicts", "geomeans", "hold_for_carryover", "io_bound",
-           "placement_bands", "result_summary", "witness_words", "_basis", "_events_summary", "_measured_as"]
+           "placement_bands", "result_summary", "unobserved", "witness_words", "_basis", "_events_summary", "_measured_as"]
 
 # Which code made a kept estimate (store: estimates): the bytes of this package and of
 # stats.py, so that a change to how a result is estimated makes every one afresh (a

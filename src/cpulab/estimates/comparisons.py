@@ -12,6 +12,12 @@ from cpulab.model import Comparison, Geomean, Result, Status, Verdict
 from cpulab.spec.policy import DecisionPolicy
 
 
+def unobserved(status: Status) -> str:
+    """The verdict beside a result with nothing to compare: its failure (crashed, ...), or
+    inconclusive where it ran but a loaded machine left out every sample it took."""
+    return Verdict.INCONCLUSIVE if status.measured else status
+
+
 def compare_results(results: list[Result], baselines: dict[str, str], policy: DecisionPolicy,
                     against: int | None = None, first: dict[str, int] | None = None) -> list[Comparison]:
     """Every variant against its experiment's baseline at the same workload and params
@@ -43,7 +49,7 @@ def compare_results(results: list[Result], baselines: dict[str, str], policy: De
             elif measured is not None and measured is base_measured:  # the same code as the baseline
                 row.ratio, row.ci, row.p, row.p_raw, row.verdict = 1.0, [1.0, 1.0], 1.0, 1.0, Verdict.IDENTICAL_CODE
             elif measured is None or not measured.observations:
-                row.verdict = r.status
+                row.verdict = unobserved(r.status)
             elif base_measured and measured.emulated != base_measured.emulated:
                 row.verdict = Verdict.NOT_COMPARABLE
             else:
