@@ -79,10 +79,10 @@ def test_the_alpha_band_fails_a_true_7_percent_rate():
     assert sps.binom.cdf(hi, TRIALS, 0.07) < 0.01
 
 
-@pytest.mark.parametrize("sigma", [0.0005, 0.05])
-def test_unpaired_holds_alpha_on_identical_distributions(sigma):
+def test_unpaired_holds_alpha_on_identical_distributions():
     # No effect floor: the test itself must hold alpha, and its raw p must be uniform-ish.
-    raw, called = null_rejections(lambda rng: stats.compare(rng.lognormal(0, sigma, 10), rng.lognormal(0, sigma, 10)))
+    # Its p is of ranks: the same draws at any spread give the same p, so one spread serves.
+    raw, called = null_rejections(lambda rng: stats.compare(rng.lognormal(0, 0.05, 10), rng.lognormal(0, 0.05, 10)))
     assert binomial_ok(raw, TRIALS) and called <= raw
 
 
