@@ -176,7 +176,7 @@ def test_budget_mode_adds_rounds_only_to_undecided_points(tmp_path):
     custom = {"twin": Variant("twin", cflags=("-O2",))}
     exps = [plans.Experiment("far", ["sha256"], ["O2", "O0"], "O2", params={"sha256": {"size": ["256"]}}),
             plans.Experiment("aa", ["sha256"], ["O2", "twin"], "O2", params={"sha256": {"size": ["256"]}})]
-    p = plans.validate(plans.Plan("b", exps, Settings(processes=6, samples=3, budget=1.0, precision=0.00001, measure_identical=True), custom_variants=custom))
+    p = plans.validate(plans.Plan("b", exps, Settings(processes=8, samples=3, budget=1.0, precision=0.00001, measure_identical=True), custom_variants=custom))
     store = Store(tmp_path / "db.sqlite")
     progress = CountingProgress()
     run_id = runner.run_plan(p.given(seed=5), store, site=FakeSite(FakeExecutor(wall)), progress=progress)

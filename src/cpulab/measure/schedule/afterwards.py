@@ -44,15 +44,23 @@ class Afterwards:
                 progress: Progress, ran: Sequence[ProcessTarget] = (), stop: threading.Event | None = None) -> None:
         """The experiments' (None: all) instructions counted, then (explain shows them by
         function) their largest differences explained, on the executors' CPUs."""
-        if not isinstance(self.site.executor, LocalExecutor):  # the builds' files are elsewhere
+        self.count(experiments, len(executors), store, progress, ran, stop)
+        if isinstance(self.site.executor, LocalExecutor):  # elsewhere, the builds' files are there
+            with self.split.timing(time_split.RUN, "explain"):
+                explain(store, self.run_id, self.schedule, executors, rng, progress, self.prepared, experiments, stop)
+
+    def count(self, experiments: set[str] | None, workers: int, store: Store, progress: Progress,
+              ran: Sequence[ProcessTarget] = (), stop: threading.Event | None = None, measured: bool = True) -> None:
+        """The instructions of the experiments' (None: all) targets counted, `workers` at a
+        time, where the plan asks; measured: only those that got rounds (a stopped run's
+        others stay uncounted).  A count depends on no round: it may come before them."""
+        if not isinstance(self.site.executor, LocalExecutor):
             return
         with self.split.timing(time_split.RUN, "instructions"):
-            count_instructions(self.plan, store, [t for t in self.targets if t.live and t.rounds and not t.emulator
+            count_instructions(self.plan, store, [t for t in self.targets if t.live and (t.rounds or not measured)
+                                                  and not t.emulator
                                                   and (experiments is None or t.experiment in experiments)],
-                               [t for t in ran if t.live and t.rounds], self.site, self.tsc_hz, progress,
-                               len(executors), stop)
-        with self.split.timing(time_split.RUN, "explain"):
-            explain(store, self.run_id, self.schedule, executors, rng, progress, self.prepared, experiments, stop)
+                               [t for t in ran if t.live and t.rounds], self.site, self.tsc_hz, progress, workers, stop)
 
     def prepared(self, name: str, params: dict) -> dict:
         """A kernel's parameters made ready (input files); a program's as they are."""

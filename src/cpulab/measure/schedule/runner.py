@@ -163,6 +163,18 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
 
+        counts = {exp: threading.Lock() for exp in sharing}  # held by the lane counting exp's instructions
+
+        def count(exp: str):
+            # Its instructions, which no round changes: counted in whichever lane comes free
+            # first (link-format's 8 builds under valgrind took 22 s after its rounds, the
+            # other lane idle), or at the latest after its rounds; the second comer waits.
+            def item(executor, lane_store, lane_rng, stop):
+                with counts[exp]:
+                    if after is not None and not stop.is_set():
+                        after.count({exp}, 1, lane_store, LaneProgress(progress), stop=stop, measured=False)
+            return item
+
         def shared_experiment(exp: str):
             # Its first round before the rest: what a round of it costs, so that the lanes take
             # the longest rest first (a sample of a 100 MB file's hash is a pass, 0.3 s, not
@@ -176,9 +188,11 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
                 kernels.measure({exp}, executor, lane_store, lane_rng, LaneProgress(progress), schedule, stop)
                 if after is not None and not stop.is_set():  # at once, while the other lane measures:
                     # counts and profiles depend on nothing beside them
+                    count(exp)(executor, lane_store, lane_rng, stop)  # done, under way, or here
                     after.analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
             return first
         work = [(math.inf, shared_experiment(exp)) for exp in sharing]
+        work += [(0.0, count(exp)) for exp in sharing if plan.counts_instructions(exp)]
         work += [(0.0, lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop)) for w in beside]
         in_lanes(work, [site.executor, spare], store.path, rng)
     alone = {k[0] for k in kernels.points} - (set(sharing) if spare else set())
