@@ -45,9 +45,21 @@ class Afterwards:
         """The experiments' (None: all) instructions counted, then (explain shows them by
         function) their largest differences explained, on the executors' CPUs."""
         self.count(experiments, len(executors), store, progress, ran, stop)
-        if isinstance(self.site.executor, LocalExecutor):  # elsewhere, the builds' files are there
-            with self.split.timing(time_split.RUN, "explain"):
-                explain(store, self.run_id, self.schedule, executors, rng, progress, self.prepared, experiments, stop)
+        in_lanes(self.explanations(experiments, store, progress, stop), executors, store.path, rng)
+
+    def explanations(self, experiments: set[str] | None, store: Store, progress: Progress,
+                     stop: threading.Event | None = None) -> list:
+        """The experiments' (None: all) explanations (explain) as lane work, each item timed."""
+        if not isinstance(self.site.executor, LocalExecutor):  # elsewhere, the builds' files are there
+            return []
+
+        def timed(item):
+            def run(*lane):
+                with self.split.timing(time_split.RUN, "explain"):
+                    item(*lane)
+            return run
+        return [(0.0, timed(item)) for item in explain(store, self.run_id, self.schedule, progress, self.prepared,
+                                                       experiments, stop)]
 
     def count(self, experiments: set[str] | None, workers: int, store: Store, progress: Progress,
               ran: Sequence[ProcessTarget] = (), stop: threading.Event | None = None, measured: bool = True) -> None:
@@ -67,15 +79,14 @@ class Afterwards:
         return self.site.prepare(w, params) if (w := workloads.registry().get(name)) else params
 
 
-def explain(store: Store, run_id: int, schedule: Schedule, executors: list[Executor], rng: random.Random,
-             progress: Progress, prepare: Callable[[str, dict], dict],
-             experiments: set[str] | None = None, stop: threading.Event | None = None) -> None:
+def explain(store: Store, run_id: int, schedule: Schedule, progress: Progress, prepare: Callable[[str, dict], dict],
+            experiments: set[str] | None = None, stop: threading.Event | None = None) -> list[Callable]:
     """Of each experiment's (of `experiments`) workload, the largest difference explained
     (both builds profiled, their code side by side, at its parameters as the site
     prepares them: input files), and every build in a decided comparison read (its hot
-    loop, whence analysis/why.py words each comparison's cause); stored, one per executor
-    at a time: a profile gives the shares of a kernel's time by instruction, which work
-    on the other CPU hardly moves."""
+    loop, whence analysis/why.py words each comparison's cause): the items that do each
+    and store it, for lanes (in_lanes), one per executor at a time: a profile gives the
+    shares of a kernel's time by instruction, which work on the other CPU hardly moves."""
     found = decided(store, run_id, schedule, experiments)
     todo = [("explain", d.key, functools.partial(explain_difference, d, prepare))
             for d in largest_differences(store, run_id, found)]
@@ -91,7 +102,7 @@ def explain(store: Store, run_id: int, schedule: Schedule, executors: list[Execu
                 lane_store.add_analysis(run_id, kind, doc, key=key)
             progress.advance(f"explain  {key}")
         return run
-    in_lanes([(0.0, item(*t)) for t in todo], executors, store.path, rng)
+    return [item(*t) for t in todo]
 
 
 def count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[ProcessTarget],

@@ -69,6 +69,9 @@ class LocalSite:
         return self.executor.spare() if isinstance(self.executor, LocalExecutor) else None
 
 
+LINKS_AN_ITEM = 4  # placements a lane links as one item (about a second)
+
+
 def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progress: Progress | None = None,
              argv: list[str] | None = None, resume: int | None = None,
              site: Site | None = None, label: str = "", origin: dict | None = None) -> int:
@@ -118,20 +121,24 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.settings.timer, split, progress, stop)
 
-    # The alone experiments' first AHEAD rounds' placements, linked in a lane beside the
-    # shared experiments; the later ones by linking_ahead on the CPU that the alone rounds
-    # leave idle (all of their first look took 7 s at the end of the seeds' longest lane)
+    # The alone experiments' first AHEAD rounds' placements, linked in the lanes beside the
+    # shared experiments, a few a lane item (as one item, 7 s in one lane at the end of the
+    # seeds' lanes, the other idle); the later ones by linking_ahead on the CPU that the
+    # alone rounds leave idle
     links = first_look(plan, targets, shared=False, rounds=AHEAD)
 
-    def links_in_lane(executor: Executor, lane_store: Store, stop: threading.Event) -> None:
-        with split.timing(time_split.RUN, "build"):  # on the lane's CPU, as all of a lane's work
-            for art, i in links:
-                if stop.is_set():
-                    return
-                link_placement(site, art, i)
-        progress.advance("placements linked")
+    def links_in_lane(few: list):
+        def item(executor: Executor, lane_store: Store, stop: threading.Event) -> None:
+            with split.timing(time_split.RUN, "build"):  # on the lane's CPU, as all of a lane's work
+                for art, i in few:
+                    if stop.is_set():
+                        return
+                    link_placement(site, art, i)
+            progress.advance("placements linked")
+        return item
 
-    beside = [table_in_lane(name) for name in tables if not probes.get(name).alone] + ([links_in_lane] if links else [])
+    beside = [table_in_lane(name) for name in tables if not probes.get(name).alone]
+    beside += [links_in_lane(links[k:k + LINKS_AN_ITEM]) for k in range(0, len(links), LINKS_AN_ITEM)]
     shared = _measure(kernels, schedule, store, targets, progress, rng, beside, after)
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
@@ -189,7 +196,7 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
                 if after is not None and not stop.is_set():  # at once, while the other lane measures:
                     # counts and profiles depend on nothing beside them
                     count(exp)(executor, lane_store, lane_rng, stop)  # done, under way, or here
-                    after.analyse({exp}, [executor], lane_store, lane_rng, LaneProgress(progress), stop=stop)
+                    return after.explanations({exp}, lane_store, LaneProgress(progress), stop)  # either lane's
             return first
         work = [(math.inf, shared_experiment(exp)) for exp in sharing]
         work += [(0.0, count(exp)) for exp in sharing if plan.counts_instructions(exp)]
