@@ -159,9 +159,10 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
              after: Afterwards | None = None) -> list[str]:
     """The kernels' rounds.  Experiments that share the machine (plan: share_machine) run
     first, two at a time, one per CPU when the site has a spare one (in_lanes): each one's
-    first round, then the rest of them longest first (by that round), each followed in
-    its lane by its analyses (`after`), with the work in `beside` (called with the lane's
-    executor, store and stop event) after them; the others then run alone.  Returns the
+    first round, then the rest of them longest first (by that round), with their
+    instruction counts, their explanations once their rounds end (`after`) and the work
+    in `beside` (called with the lane's executor, store and stop event) in whichever lane
+    comes free; the others then run alone.  Returns the
     experiments that ran in lanes (none: nothing did, `beside` neither)."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
