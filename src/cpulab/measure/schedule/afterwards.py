@@ -45,7 +45,8 @@ class Afterwards:
         """The experiments' (None: all) instructions counted, then (explain shows them by
         function) their largest differences explained, on the executors' CPUs."""
         self.count(experiments, len(executors), store, progress, ran, stop)
-        in_lanes(self.explanations(experiments, store, progress, stop), executors, store.path, rng)
+        if work := self.explanations(experiments, store, progress, stop):  # none where the builds are elsewhere
+            in_lanes(work, executors, store.path, rng)
 
     def explanations(self, experiments: set[str] | None, store: Store, progress: Progress,
                      stop: threading.Event | None = None) -> list:
