@@ -6,13 +6,11 @@ programs A and B back to back, in a fresh random order), the points in random or
 a drifting machine hits all variants alike.  Every point gets the schedule's first-look
 rounds; in budget mode a point with an undecided comparison at a look (n, 2n rounds),
 decided over its whole experiment, gets rounds up to the next look (2n, 4n, ...) while its
-experiment has budget left and the rounds that budget can still buy could decide it
-(could_decide).  Each look tests at its share of alpha (policy.level), so stopping early,
-or late, cannot inflate false verdicts.
+experiment has budget left.  Each look tests at its share of alpha (policy.level), so
+stopping early, or late, cannot inflate false verdicts.
 """
 from __future__ import annotations
 
-import math
 import random
 import threading
 from collections import defaultdict
@@ -50,13 +48,12 @@ def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, 
     point's others waits for them."""
     goal = {k: schedule.first[k[0]] for k in points}
     done = {k: min(t.rounds for t in ts) for k, ts in points.items()}
-    spent: dict = defaultdict(float)  # seconds of rounds, by experiment and by point
-    ran: dict = defaultdict(int)  # the point's rounds that took spent[point]
+    spent: dict[str, float] = defaultdict(float)
     progress.phase("measure", sum((goal[k] - done[k]) * len(ts) for k, ts in points.items()))
     while True:
         due = [k for k in points if done[k] < goal[k] and any(t.live for t in points[k])]
         if not due:
-            due = _next_look(store, points, goal, done, (spent, ran), schedule, progress)
+            due = _next_look(store, points, goal, done, spent, schedule, progress)
             if not due:
                 return
         rng.shuffle(due)
@@ -68,23 +65,17 @@ def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, 
                 continue
             order = [t for t in points[k] if t.live and t.rounds <= done[k]]
             rng.shuffle(order)
-            took = run_round(k, order)
-            spent[k[0]] += took
-            spent[k] += took
-            ran[k] += 1
+            spent[k[0]] += run_round(k, order)
             done[k] += 1
 
 
-def _next_look(store: Store, points: dict, goal: dict, done: dict, cost: tuple[dict, dict], schedule: Schedule,
+def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, schedule: Schedule,
                progress: Progress) -> list[tuple]:
     """In budget mode, at a look: the points with an undecided comparison get rounds up
-    to the next look, while their experiment has budget left and those rounds could
-    decide it (cost: the seconds spent by experiment and point, and the point's rounds
-    that took them); the undecided ones are shown.  Comparisons are decided over their
-    whole experiment (its Holm family)."""
+    to the next look, while their experiment has budget left; the undecided ones are
+    shown.  Comparisons are decided over their whole experiment (its Holm family)."""
     if not schedule.budget:
         return []
-    spent, ran = cost
     policy = schedule.policy
     at_look = {k for k in points if done[k] == goal[k] and spent[k[0]] < schedule.budget}
     more, labels = [], []
@@ -98,36 +89,15 @@ def _next_look(store: Store, points: dict, goal: dict, done: dict, cost: tuple[d
                     results.append(r)
         for c in compare_results(results, schedule.baselines, policy, schedule.against, schedule.first):
             k = point_of.get((c.workload, c.variant, params_key(c.params)))
-            if c.ratio and not policy.decided(c.verdict) and k in at_look and ran[k] and spent[k] > 0:
-                # the rounds the rest of its experiment's budget buys this point alone, at most
-                reachable = done[k] + (schedule.budget - spent[exp]) * ran[k] / spent[k]
-                if not could_decide(c.ci, c.rounds or done[k], reachable, policy.precision):
-                    labels.append(f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)} (out of reach)")
-                    continue
             if c.ratio and not policy.decided(c.verdict) and k in at_look:
                 if goal[k] == done[k]:
                     goal[k] = 2 * goal[k]
                     more.append(k)
                 labels.append(f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}")
-    if labels:
-        progress.note(f"{len(labels)} undecided: " + "; ".join(labels[:6]) + (" ..." if len(labels) > 6 else ""))
     if more:
+        progress.note(f"{len(labels)} undecided: " + "; ".join(labels[:6]) + (" ..." if len(labels) > 6 else ""))
         progress.phase("undecided", sum((goal[k] - done[k]) * len(points[k]) for k in more))
     return more
-
-
-def could_decide(ci, rounds: int, reachable: float, precision: float) -> bool:
-    """Whether an undecided comparison's interval, narrowed as 1 / sqrt(rounds) about its
-    centre to the rounds its budget can still buy, would exclude 1 or lie within
-    +-precision: if not, more rounds are spent on it in vain (file-hash's O2 against O3 of
-    a 100 MB file: +-2% at 10 rounds of 2 s, where a 20 s budget buys 10 more).  The later
-    looks' stricter levels widen intervals, which this leaves out: it stops no comparison
-    that the rounds could decide."""
-    if not (ci and ci[0] and ci[0] > 0 and math.isfinite(ci[1]) and rounds):
-        return True
-    lo, hi = math.log(ci[0]), math.log(ci[1])
-    centre, half = (lo + hi) / 2, (hi - lo) / 2 * math.sqrt(rounds / max(reachable, rounds))
-    return abs(centre) > half or abs(centre) + half < math.log1p(precision)
 
 
 def fmt_interval(ci: list[float]) -> str:
