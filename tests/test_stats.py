@@ -179,6 +179,21 @@ def test_signed_rank_null_is_a_distribution_and_matches_scipy():
         assert stats.paired_compare(np.exp(x)).p == pytest.approx(sps.wilcoxon(x, method="exact").pvalue)
 
 
+def test_midranks_and_the_t_test_are_scipys():
+    """The ranks with ties, the t-test's p and its interval, computed without scipy.stats'
+    per-call cost, are scipy.stats' numbers."""
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 40):
+        x = rng.integers(0, 5, n).astype(float)  # ties
+        assert np.array_equal(stats.midranks(x), sps.rankdata(x))
+    for n in (5, 9, 60):
+        d = rng.normal(0.004, 0.01, n)
+        lo, hi = stats.mean_interval(d, 0.975)
+        half = sps.t.ppf(0.9875, n - 1) * d.std(ddof=1) / math.sqrt(n)
+        assert (math.log(lo), math.log(hi)) == pytest.approx((d.mean() - half, d.mean() + half), rel=1e-9)
+        assert stats.mean_test(d, 1.0, (lo, hi))[0] == pytest.approx(sps.ttest_1samp(d, 0.0).pvalue, rel=1e-9)
+
+
 @pytest.mark.parametrize("n", [8, 20])
 def test_paired_interval_covers_the_true_ratio(n):
     rng = np.random.default_rng(n)
