@@ -121,10 +121,11 @@ def isolated_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_once(tmp_path_factory):
-    """The ~190 `cpulab` processes the tests start read the source tree's modules
-    compiled once, into the session's own directory (nothing written beside the source),
-    even where PYTHONDONTWRITEBYTECODE is set: each would otherwise compile them all anew
-    (0.1 s a process)."""
+    """The Python processes the tests start themselves (a run to interrupt, a cluster's
+    scheduler and workers) and those cpulab starts read the source tree's modules compiled
+    once, into the session's own directory (nothing written beside the source), even where
+    PYTHONDONTWRITEBYTECODE is set: each would otherwise compile them all anew (0.1 s a
+    process).  The commands run through cpulab() are forked from the zygote instead."""
     with pytest.MonkeyPatch.context() as env:
         env.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         env.setenv("PYTHONPYCACHEPREFIX", str(session_root(tmp_path_factory) / "pycache"))

@@ -422,6 +422,34 @@ def test_a_runs_shared_directory_is_named_to_its_processes_and_removed_after(tmp
     assert executor.SHARED not in executor.fixed_env(ArgvJob(["true"], 1))
 
 
+def test_runs_at_once_in_threads_share_one_directory_until_the_last_ends(tmp_path):
+    """A cluster run drives its machines' runs in threads of one process: the second to
+    start shares the first's directory, which goes when the last ends, whichever it is
+    (the first's end once took it from under the second, whose own end then failed)."""
+    import threading
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def run(name, enter_after, leave_after, entered):
+        enter_after.wait()
+        with executor.shared_pages(str(tmp_path)):
+            seen[name] = os.environ[executor.SHARED]
+            entered.set()
+            leave_after.wait()
+        seen[name + " left"] = os.path.isdir(seen[name])
+    go = threading.Event()
+    go.set()
+    threads = [threading.Thread(target=run, args=("a", go, second_in, first_in)),
+               threading.Thread(target=run, args=("b", first_in, first_out, second_in))]
+    for t in threads:
+        t.start()
+    threads[0].join()
+    first_out.set()
+    threads[1].join()
+    assert seen["a"] == seen["b"] and seen["a left"] and not seen["b left"]
+    assert executor.SHARED not in os.environ
+
+
 def test_memlat_colour_balanced_verify_catches_a_broken_chain(memlat):
     if not _frames_visible():
         pytest.skip("no physical frames in /proc/self/pagemap (not root)")

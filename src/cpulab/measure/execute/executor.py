@@ -47,24 +47,33 @@ MAX_LAYOUT_PAD = 4096
 SHARED = "CPULAB_SHARED_PAGES"  # the run's directory for what its processes share (shared_pages)
 
 
+_shared_users = [threading.Lock(), 0]  # shared_pages' users in this process: a cluster's machine runs are threads
+
+
 @contextlib.contextmanager
 def shared_pages(root: str = "/dev/shm"):
     """A directory on tmpfs, for the duration, where the run's processes keep what one of
     them made for the others (memlat's colour-balanced pages, kernels/memlat.c), named to
-    each in its environment; removed with what it holds at the end, and a killed run's
-    at the next run's start (the directory names its pid)."""
-    if not os.path.isdir(root) or os.environ.get(SHARED):
-        yield
-        return
-    for stale in Path(root).glob("cpulab-pages-*"):
-        pid = stale.name.split("-")[2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
-    os.environ[SHARED] = tempfile.mkdtemp(prefix=f"cpulab-pages-{os.getpid()}-", dir=root)
+    each in its environment; removed with what it holds when its last user in this
+    process ends (runs at once in threads share it), and a killed run's at the next
+    run's start (the directory names its pid).  One named by a parent process is its."""
+    lock = _shared_users[0]
+    with lock:
+        mine = os.path.isdir(root) and not (os.environ.get(SHARED) and not _shared_users[1])
+        if mine and not _shared_users[1]:
+            for stale in Path(root).glob("cpulab-pages-*"):
+                pid = stale.name.split("-")[2]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    shutil.rmtree(stale, ignore_errors=True)
+            os.environ[SHARED] = tempfile.mkdtemp(prefix=f"cpulab-pages-{os.getpid()}-", dir=root)
+        _shared_users[1] += mine
     try:
         yield
     finally:
-        shutil.rmtree(os.environ.pop(SHARED), ignore_errors=True)
+        with lock:
+            _shared_users[1] -= mine
+            if mine and not _shared_users[1]:
+                shutil.rmtree(os.environ.pop(SHARED), ignore_errors=True)
 
 
 def fixed_env(job: Job) -> dict[str, str]:
