@@ -2,12 +2,12 @@
 
 Each of the ~190 commands the tests run would otherwise pay Python's start-up and
 cpulab's imports, about 0.5 s of CPU, and a run another 0.5 s importing scipy.stats and
-matplotlib.  A child forked from the zygote is still a process
-of its own, started as `python -m cpulab.cli ARGS` is (runpy, so click names the program
-alike), with the environment and standard streams it was given, its own signals, and
-its exit status, `atexit` handlers and streams flushed as at Python's exit (exit_now).  What it cannot take from the request is what Python reads at
-start-up (PYTHONHASHSEED, PYTHONPYCACHEPREFIX, ...): a test that needs those starts a
-real process.
+matplotlib.  A child forked from the zygote is still a process of its own, started as
+`python -m cpulab.cli ARGS` is (runpy, so click names the program alike), with the
+environment and standard streams it was given, its own signals, and its exit status,
+`atexit` handlers and streams flushed as at Python's exit (exit_now).  What it cannot
+take from the request is what Python reads at start-up (PYTHONHASHSEED,
+PYTHONPYCACHEPREFIX, ...): a test that needs those starts a real process.
 
     python tests/zygote.py   # reads requests (JSON lines) on stdin; answers a child's
                              # pid, then its exit status, a line each on stdout
