@@ -438,16 +438,16 @@ def last_uses(lines: list[str], outs: list[str]) -> dict[str, int]:
 
 # ---- search, check, emit --------------------------------------------------------------
 
-# Ternary S-boxes from a recorded search (--search 40, 2026-11-26): S-box number ->
-# (split order, build order of the outputs, the split form picked at each choice: an
-# index into ternary_build's options).  Replayed, they give the same circuit without the
-# minutes of search; an S-box not listed takes the greedy circuit of its best order.
 # The binary form's cheapest split order per S-box, of all 720 (ties: the first in the
 # order of itertools.permutations); `--search` finds them anew.
 BINARY_ORDERS: dict[int, tuple[int, ...]] = {
     1: (3, 1, 2, 4, 0, 5), 2: (2, 3, 1, 0, 4, 5), 3: (0, 2, 3, 1, 4, 5), 4: (5, 3, 1, 4, 0, 2),
     5: (0, 3, 2, 5, 1, 4), 6: (4, 2, 1, 0, 3, 5), 7: (2, 0, 5, 4, 1, 3), 8: (5, 0, 1, 2, 3, 4),
 }
+# Ternary S-boxes from a recorded search (--search 40, 2026-11-26): S-box number ->
+# (split order, build order of the outputs, the split form picked at each choice: an
+# index into ternary_build's options).  Replayed, they give the same circuit without the
+# minutes of search; an S-box not listed takes the greedy circuit of its best order.
 RECORDED: dict[int, tuple[tuple[int, ...], tuple[int, ...], str]] = {
     1: ((0, 1, 3, 5, 4, 2), (0, 1, 3, 2), "01001000001000110"),  # 45, greedy 49
     2: ((5, 1, 0, 3, 2, 4), (0, 3, 2, 1), "00111100200010201"),  # 40, greedy 42

@@ -47,7 +47,8 @@ MAX_LAYOUT_PAD = 4096
 SHARED = "CPULAB_SHARED_PAGES"  # the run's directory for what its processes share (shared_pages)
 
 
-_shared_users = [threading.Lock(), 0]  # shared_pages' users in this process: a cluster's machine runs are threads
+_shared_lock = threading.Lock()  # shared_pages' users in this process (a cluster's machine runs are threads)
+_shared_users = 0
 
 
 @contextlib.contextmanager
@@ -57,22 +58,23 @@ def shared_pages(root: str = "/dev/shm"):
     each in its environment; removed with what it holds when its last user in this
     process ends (runs at once in threads share it), and a killed run's at the next
     run's start (the directory names its pid).  One named by a parent process is its."""
-    lock = _shared_users[0]
-    with lock:
-        mine = os.path.isdir(root) and not (os.environ.get(SHARED) and not _shared_users[1])
-        if mine and not _shared_users[1]:
+    global _shared_users
+    with _shared_lock:
+        inherited = os.environ.get(SHARED) and not _shared_users  # named by a parent process
+        mine = os.path.isdir(root) and not inherited
+        if mine and not _shared_users:
             for stale in Path(root).glob("cpulab-pages-*"):
                 pid = stale.name.split("-")[2]
                 if pid.isdigit() and not Path(f"/proc/{pid}").exists():
                     shutil.rmtree(stale, ignore_errors=True)
             os.environ[SHARED] = tempfile.mkdtemp(prefix=f"cpulab-pages-{os.getpid()}-", dir=root)
-        _shared_users[1] += mine
+        _shared_users += mine
     try:
         yield
     finally:
-        with lock:
-            _shared_users[1] -= mine
-            if mine and not _shared_users[1]:
+        with _shared_lock:
+            _shared_users -= mine
+            if mine and not _shared_users:
                 shutil.rmtree(os.environ.pop(SHARED), ignore_errors=True)
 
 
