@@ -217,6 +217,19 @@ def cpulab(*args: str, db: Path | None = None, timeout: float = 600, env: dict |
         return ZYGOTE.run(list(args), env, timeout, Path(folder))
 
 
+@pytest.fixture(autouse=True)
+def cpu_claim_released():
+    """A test that measures in this process claims a CPU for the process's life
+    (executor.claimed_cpu), as a cpulab command would for its own: released after the
+    test, or the later tests' commands would claim the other CPU, the one a busy loop may
+    hold (memlat --colour then kept no sample in five rows of eight)."""
+    yield
+    from cpulab.measure.execute import executor
+    if executor._claim is not None:
+        executor._claim.close()
+    executor._claimed = executor._claim = executor._default = None
+
+
 @pytest.fixture(scope="session", autouse=True)
 def zygote_ends():
     yield

@@ -162,15 +162,15 @@ def first_look(plan: Plan, targets: list[Target], shared: bool,
 @contextlib.contextmanager
 def linking_ahead(targets: list[Target], site: Site, cpu: int | None):
     """For the block, a thread linking on CPU `cpu` (one that measures nothing; None: no
-    thread) at the lowest priority the placements the targets' next AHEAD rounds will
-    run, the earliest first, so that a round seldom links its own (16-36 ms each, before
-    its processes start).  Nice 19, not SCHED_IDLE: beside a busy cotenant on that CPU an
-    idle-class link got no CPU in four minutes, and the block's end waited for it."""
+    thread) the placements the targets' next AHEAD rounds will run, the earliest first, so
+    that a round seldom links its own (16-36 ms each, before its processes start).  At the
+    run's own priority: on that CPU it disturbs no measurement whatever its priority, and
+    beside a busy cotenant there a nice-19 link got 1.5% of the CPU (a 30 ms link took
+    seconds, and the block's end waited minutes for the one under way)."""
     done, failed = threading.Event(), set()
 
     def link():
         with on_cpu(cpu):
-            os.setpriority(os.PRIO_PROCESS, 0, 19)  # this thread and the links it starts (Linux: per thread)
             while not done.is_set():
                 owed = [(r, t.artifact, i) for t in targets if t.live and t.placed
                         for r in range(t.rounds, t.rounds + AHEAD) if (i := t.placement_at(r)) is not None
