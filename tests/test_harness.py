@@ -141,6 +141,26 @@ def test_a_given_tsc_rate_is_used_and_the_ratio_still_measured(build_kernel):
     assert all(x > 0 for x in r["ratio_before"] + r["ratio_after"])
 
 
+def test_a_job_without_a_rate_is_given_the_one_measured_here_before(build_kernel, monkeypatch):
+    """A native job that names no TSC rate is given the one the first native process on
+    this machine measured (its 30 ms spin skipped); an emulated job and a calibration are
+    left to measure their own."""
+    from cpulab.measure.execute import executor
+    from cpulab.measure.execute.jobs import HarnessJob
+    monkeypatch.setattr(executor, "_tsc_hz", None)
+    exe = build_kernel("sha256.c")
+    job = HarnessJob(exe, samples=2, min_sample_time=0.001, warmup=0)
+    assert executor.with_known_tsc(job) is job
+    first = executor.LocalExecutor().execute(job)
+    assert first.status == "ok" and executor._tsc_hz == first.data["tsc_hz"] > 0
+    given = executor.with_known_tsc(job)
+    assert given.tsc_hz == first.data["tsc_hz"] and "--tsc-hz" in given.argv()
+    for own in (HarnessJob(exe, emulator=("/usr/bin/qemu-x86_64",)), HarnessJob(exe, calibrate_only=True),
+                HarnessJob(exe, tsc_hz=1e9)):
+        assert executor.with_known_tsc(own) is own
+    assert executor.LocalExecutor().execute(job).data["tsc_hz"] == first.data["tsc_hz"]
+
+
 def test_signals_around_each_sample_are_physical(build_kernel):
     r = run_artifact(build_kernel("sha256.c"), "--timer", "tsc", "--samples", "6", "--min-sample-time", "0.002")
     for key in ("invol_switches", "vol_switches", "offcpu_ns", "migrated", "steal_ticks", "ratio_before",
