@@ -50,13 +50,34 @@ def test_two_concurrent_processes_never_measure_on_one_cpu_at_once(tmp_path):
 
 def test_a_claimed_cpu_is_not_picked_again(tmp_path, monkeypatch):
     monkeypatch.setenv("CPULAB_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(cpulock, "runnable_by_cpu", dict)  # no other program busy: the last first
     first, claim = cpulock.claim_cpu({0, 1})
     assert first == 1 and claim is not None
-    code = "from cpulab.measure.execute import cpulock; print(cpulock.claim_cpu({0, 1})[0])"
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)})
-    assert other.stdout.strip() == "0"  # the free one
+    code = "from cpulab.measure.execute import cpulock; print(cpulock.claim_cpu({%s})[1] is not None)"
+    def claims(cpus: str) -> str:
+        return subprocess.run([sys.executable, "-c", code % cpus], capture_output=True, text=True, check=True,
+                              env={**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)}).stdout.strip()
+    assert claims("1") == "False" and claims("0") == "True"  # 1 is held: shared; 0 is free
     claim.close()
-    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**os.environ, "CPULAB_LOCK_DIR": str(tmp_path)})
-    assert again.stdout.strip() == "1"  # released with its holder
+    assert claims("1") == "True"  # released with its holder
+
+
+def test_a_cpu_another_program_keeps_busy_is_seen_and_passed_over(tmp_path, monkeypatch):
+    """A busy loop pinned to a CPU shows there as runnable; of two unclaimed CPUs, the one
+    without a runnable program is claimed, the last one where both are alike."""
+    cpu = max(os.sched_getaffinity(0))
+    loop = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while cpulock.runnable_by_cpu().get(cpu, 0) < 1:
+            assert time.monotonic() < deadline and loop.poll() is None
+            time.sleep(0.01)
+    finally:
+        loop.kill()
+        loop.wait()
+    monkeypatch.setenv("CPULAB_LOCK_DIR", str(tmp_path))
+    for busy, chosen in (({1: 1}, 0), ({0: 2}, 1), ({0: 1, 1: 1}, 1), ({}, 1)):
+        monkeypatch.setattr(cpulock, "runnable_by_cpu", lambda busy=busy: busy)
+        got, claim = cpulock.claim_cpu({0, 1})
+        claim.close()
+        assert got == chosen, busy

@@ -5,8 +5,9 @@ Each CPU N has two lock files in a directory every user of the host shares
 (/run/lock/cpulab, else the temp directory; $CPULAB_LOCK_DIR overrides):
 
 * `cpuN.claim`, held (flock, exclusive) by one executor for its whole life: a new
-  executor picks an allowed CPU nobody claims, the last first (CPU 0 takes most
-  interrupts), so concurrent runs spread over the CPUs;
+  executor picks an allowed CPU nobody claims, one no other program keeps busy first,
+  then the last first (CPU 0 takes most interrupts), so concurrent runs spread over the
+  CPUs and none measures beside a busy loop while a quiet CPU is free;
 * `cpuN`, held while a process (or a group) is measured on CPU N.  When every allowed
   CPU is claimed, an executor shares one and waits for this lock before each process,
   saying so: the processes of two runs then take turns, never overlap.
@@ -50,10 +51,33 @@ def _open(name: str) -> IO:
     return f
 
 
+def runnable_by_cpu() -> dict[int, int]:
+    """Processes other than this one that are running or waiting to run, by the CPU each
+    last ran on (/proc/PID/stat: state R, field 39): a CPU a busy program holds has one.
+    A snapshot (a few ms), not an average: it tells a CPU a program holds from one it
+    passes through."""
+    counts: dict[int, int] = {}
+    me = str(os.getpid())
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or entry.name == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(b")") + 2:].split()  # from field 3 (state); the name may hold spaces
+            if fields[0] == b"R":
+                counts[int(fields[36])] = counts.get(int(fields[36]), 0) + 1
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile, or not readable
+    return counts
+
+
 def claim_cpu(allowed: set[int]) -> tuple[int, IO | None]:
-    """(cpu, claim): the last allowed CPU no other executor claims, with its claim held
-    until the file is closed; when all are claimed, the last one, shared (claim None)."""
-    for cpu in sorted(allowed, reverse=True):
+    """(cpu, claim): an allowed CPU no other executor claims, with its claim held until
+    the file is closed: one where no other program runs, the last first; when all are
+    claimed, the last one, shared (claim None)."""
+    busy = runnable_by_cpu() if len(allowed) > 1 else {}
+    for cpu in sorted(allowed, key=lambda c: (busy.get(c, 0) > 0, -c)):
         f = _open(f"cpu{cpu}.claim")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
