@@ -341,12 +341,13 @@ static int read_frames(const char *addr, size_t n, const int32_t *slot_of, uint6
 }
 
 /* Pages per colour of the n frames, noted as colours, colour_pages (their sum),
- * colour_pages_max, colour_pages_min and colour_imbalance (max / mean). */
-static void note_colours(const uint64_t *pfn, const uint32_t *which, size_t n, uint32_t colours)
+ * colour_pages_max, colour_pages_min and colour_imbalance (max / mean); returns max - min
+ * (0 where it cannot count). */
+static uint32_t note_colours(const uint64_t *pfn, const uint32_t *which, size_t n, uint32_t colours)
 {
     uint32_t *count = calloc(colours, sizeof *count);
     if (!count)
-        return;
+        return 0;
     for (size_t i = 0; i < n; i++)
         count[pfn[which ? which[i] : i] % colours]++;
     uint32_t hi = 0, lo = UINT32_MAX;
@@ -362,6 +363,7 @@ static void note_colours(const uint64_t *pfn, const uint32_t *which, size_t n, u
     k_note("colour_pages_max", hi);
     k_note("colour_pages_min", lo);
     k_note("colour_imbalance", hi / ((double)sum / colours));
+    return hi - lo;
 }
 
 /* Choose the chase's pages among the mapped ones, round robin over the colours: each
@@ -757,13 +759,14 @@ void *k_setup(void)
     size_t need = round_up(bytes, PAGE_STRIDE) / PAGE_STRIDE;
     struct pool pool = {-1, -1, ""};
     uint64_t id = 0; /* the chain's fingerprint */
-    const int reused = balanced && pool_open(&pool, colours, c->lines, c->line, mode, seed) &&
-                       pool_reuse(&pool, c, need, &id);
-    if (reused || (pool.lock >= 0 && (c->base = pool_map(&pool, c, 2 * need * PAGE_STRIDE))))
+    int reused = balanced && pool_open(&pool, colours, c->lines, c->line, mode, seed) && pool_reuse(&pool, c, need, &id);
+    int wide = 2; /* balanced: pages mapped to choose from, per page needed */
+mapping:
+    if (reused || (pool.lock >= 0 && (c->base = pool_map(&pool, c, wide * need * PAGE_STRIDE))))
         page_bytes = PAGE_STRIDE; /* the pool's: tmpfs pages */
     else {
         pool_close(&pool); /* no pool: this process's own pages */
-        c->base = map_pages(c, (balanced ? 2 : 1) * need * PAGE_STRIDE, pages, &page_bytes);
+        c->base = map_pages(c, (balanced ? wide : 1) * need * PAGE_STRIDE, pages, &page_bytes);
     }
     if (!c->base)
         return NULL;
@@ -801,9 +804,27 @@ void *k_setup(void)
             else if (pool_on_tmpfs(&pool))
                 advise_stretches(c, 0, MADV_REMOVE);
         }
-        if (known && colour_bytes > 0)
-            note_colours(pfn, c->page_at, need, colours);
+        uint32_t spread = known && colour_bytes > 0 ? note_colours(pfn, c->page_at, need, colours) : 0;
         free(pfn);
+        if (balanced && spread > 1 && wide < 8) {
+            /* A colour ran short: the frames handed out were skewed (a suite beside a busy
+             * loop left 27 against 17 pages a colour from twice the pages needed), or a
+             * kept pool's pages have moved since.  Picked again from twice as many, in a
+             * new file (a process that maps the old one keeps its pages). */
+            munmap(c->map, c->map_len);
+            free(c->page_at);
+            free(c->slot_of);
+            c->page_at = NULL, c->slot_of = NULL, c->map = c->base = NULL, c->buddies = 0;
+            if (pool.lock >= 0) {
+                unlink(pool.name);
+                if (pool.data >= 0)
+                    close(pool.data);
+                pool.data = -1;
+            }
+            reused = 0;
+            wide *= 2;
+            goto mapping;
+        }
     }
 
     if (reused) {
