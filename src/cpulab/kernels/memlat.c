@@ -26,8 +26,9 @@
  *          report: also note how the chase's pages spread over the page colours of a
  *            cache of colour_cache_bytes with colour_ways ways (colours = bytes / ways /
  *            4096: the pages whose frames agree modulo that compete for the same sets).
- *          balanced: map twice the pages needed, read their frames, chase a subset
- *            with equal pages per colour (round robin over the colours), so no set of a
+ *          balanced: map twice the pages needed (4 or 8 times where a colour runs
+ *            short: the frames handed out can be skewed), read their frames, chase a
+ *            subset with equal pages per colour (round robin over the colours), so no set of a
  *            physically indexed cache is oversubscribed before the cache is full, and
  *            give the other pages back.
  *            Where the environment names CPULAB_SHARED_PAGES (a directory on tmpfs, one
@@ -368,8 +369,8 @@ static uint32_t note_colours(const uint64_t *pfn, const uint32_t *which, size_t 
 
 /* Choose the chase's pages among the mapped ones, round robin over the colours: each
  * pass takes the next unused page of every colour that still has one, so the colours'
- * page counts differ by at most one until a colour runs out (twice the pages needed are
- * mapped, so that is rare).  Fills page_at and slot_of; 0 (after k_fail) if out of memory. */
+ * page counts differ by at most one until a colour runs out (then k_setup maps twice as
+ * many and picks again).  Fills page_at and slot_of; 0 (after k_fail) if out of memory. */
 static int pick_balanced(struct ctx *c, const uint64_t *pfn, size_t need, uint32_t colours)
 {
     uint32_t *start = calloc((size_t)colours + 1, sizeof *start); /* first page of colour k */
