@@ -113,6 +113,16 @@ def test_an_alignment_the_build_asks_for_is_kept(cache):
         assert order and all(symbols[name] % 64 == 0 for name in order), (i, {n: symbols[n] % 64 for n in order})
 
 
+def test_an_object_rebuilt_in_place_is_read_again(tmp_path):
+    """code_sections reads an object once, but a rebuilt one (a program's relink after
+    its build) anew: its sections are never those of the file it replaced."""
+    obj, src = tmp_path / "k.o", tmp_path / "k.c"
+    for names in (["f"], ["f", "g"]):
+        src.write_text("".join(f"int {n}(int x) {{ return x + {i}; }}\n" for i, n in enumerate(names)))
+        subprocess.run(["gcc", "-O2", "-ffunction-sections", "-c", str(src), "-o", str(obj)], check=True)
+        assert artifacts.code_sections(obj) == [f".text.{n}" for n in names]
+
+
 def _target(seed: int, size: str = "4096"):
     from cpulab.measure.schedule.targets import Target
     art = artifacts.Artifact("/x", "h", "c", 1, "gcc", (), placeable=True)

@@ -30,7 +30,7 @@ from cpulab.measure.schedule.rounds import Progress, QuietProgress
 from cpulab.measure.schedule.session import machine_identity, recorded_run
 from cpulab.measure.schedule.site import Site
 from cpulab.measure.schedule.targets import (
-    AHEAD, Target, build_targets, build_variant, first_look, link_placement, linking_ahead, resumed_targets
+    Target, build_targets, build_variant, first_look, link_placement, linking_ahead, resumed_targets
 )
 from cpulab.plan.plan import Plan
 from cpulab.spec.schedule import Schedule
@@ -121,11 +121,11 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return lambda executor, lane_store, stop: _probe_table(  # a lane is this machine on its own CPU
             lane_store, run_id, name, LocalSite(executor).probe_table, plan.settings.timer, split, progress, stop)
 
-    # The alone experiments' first AHEAD rounds' placements, linked in the lanes beside the
+    # The alone experiments' first round's placements, linked in the lanes beside the
     # shared experiments, a few a lane item (as one item, 7 s in one lane at the end of the
     # seeds' lanes, the other idle); the later ones by linking_ahead on the CPU that the
-    # alone rounds leave idle
-    links = first_look(plan, targets, shared=False, rounds=AHEAD)
+    # alone rounds leave idle (their second round's in the lanes took 6.5 s of the seeds')
+    links = first_look(plan, targets, shared=False, rounds=1)
 
     def links_in_lane(few: list):
         def item(executor: Executor, lane_store: Store, stop: threading.Event) -> None:
