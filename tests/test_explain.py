@@ -1,8 +1,14 @@
 """explain: kernel functions, loops, alignment and the side-by-side alignment of listings."""
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
 
 from cpulab.compile import artifacts
 from cpulab.analysis.why import with_why
+from cpulab.measure import symbols
 from cpulab.measure.explain import code, compare, profile
 from cpulab.plan import toolchain
 from cpulab import workloads
@@ -126,3 +132,27 @@ def test_a_whole_program_is_profiled_into_its_own_binary():
     assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5
     assert doc["a"]["profile"]["ticks"] >= 20  # 1 ms of CPU time a tick over ~0.3 s: a wide floor
     assert all(d["function"] for d in doc["differences"])
+
+
+@pytest.mark.parametrize("cc, flags", [("gcc", ["-c"]), ("gcc", []), ("gcc", ["-static"]), ("gcc", ["-m32"]),
+                                       ("arm-linux-gnueabi-gcc", ["-mthumb", "-static"]),
+                                       ("aarch64-linux-gnu-gcc", ["-static"])])
+def test_the_symbol_table_reads_as_pyelftools_reads_it(cc, flags, tmp_path):
+    """symbols.symbols (struct) gives every .symtab entry pyelftools gives, field for
+    field, on 64- and 32-bit ELF, objects and executables, static ones with libc's."""
+    if not shutil.which(cc):
+        pytest.skip(f"{cc} is not installed")
+    src, out = tmp_path / "s.c", tmp_path / "s.out"
+    src.write_text("static int g(int x) { return x * 3; }\nint f(int x) { return g(x) + 1; }\n"
+                   "int main(int c, char **v) { (void)v; return f(c); }\n")
+    if subprocess.run([cc, "-O1", *flags, str(src), "-o", str(out)], capture_output=True).returncode:
+        pytest.skip(f"{cc} {' '.join(flags)} cannot build here (multilib?)")
+    with open(out, "rb") as f:
+        elf = ELFFile(f)
+        want = [(s.name, s["st_value"], s["st_size"], s["st_info"]["type"], s["st_shndx"] != "SHN_UNDEF")
+                for s in elf.get_section_by_name(".symtab").iter_symbols()]
+        machine = {"EM_X86_64": 62, "EM_386": 3, "EM_ARM": 40, "EM_AARCH64": 183}[elf["e_machine"]]
+    got = [(s.name, s.value, s.size, s.type, s.defined) for s in symbols.symbols(out)]
+    assert got == want and len(got) > 3 and symbols.machine(out) == machine
+    with pytest.raises(ValueError):
+        symbols.symbols(src)

@@ -55,10 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from elftools.elf.elffile import ELFFile
-
 from cpulab.machine import cpuinfo, os_cache_sizes
 from cpulab.measure import stepmap
+from cpulab.measure.symbols import symbols
 from cpulab.params import data_caches
 
 VALGRIND = ("valgrind", "--tool=cachegrind")
@@ -373,13 +372,9 @@ def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float |
 def _symbols(executable: str) -> tuple[dict[str, int], list[tuple[int, int, str]]]:
     """An executable's function symbols: name -> address, and (start, end, name) sorted
     by start."""
-    with open(executable, "rb") as f:
-        elf = ELFFile(f)
-        symtab = elf.get_section_by_name(".symtab")
-        funcs = sorted((s["st_value"], s["st_value"] + s["st_size"], s.name)
-                       for s in (symtab.iter_symbols() if symtab else ())
-                       if s["st_info"]["type"] == "STT_FUNC" and s["st_value"])
-        return {name: start for start, _, name in funcs}, funcs
+    funcs = sorted((s.value, s.value + s.size, s.name) for s in symbols(executable)
+                   if s.type == "STT_FUNC" and s.value)
+    return {name: start for start, _, name in funcs}, funcs
 
 
 def _function_of(pc: int, functions: list[tuple[int, int, str]]) -> str:

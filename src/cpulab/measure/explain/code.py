@@ -16,9 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elftools.elf.elffile import ELFFile
-
 from cpulab.compile.artifacts import kernel_objects
+from cpulab.measure.symbols import machine, symbols
 
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+(.*)$")
 _FUNC = re.compile(r"^([0-9a-f]+) <(.+)>:$")
@@ -114,18 +113,11 @@ class Function:
 
 def kernel_symbols(obj: Path) -> set[str]:
     """Names of the functions defined in an object."""
-    with open(obj, "rb") as f:
-        elf = ELFFile(f)
-        symtab = elf.get_section_by_name(".symtab")
-        if symtab is None:
-            return set()
-        return {s.name for s in symtab.iter_symbols()
-                if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF" and s.name}
+    return {s.name for s in symbols(obj) if s.type == "STT_FUNC" and s.defined and s.name}
 
 
 def is_x86(executable: Path) -> bool:
-    with open(executable, "rb") as f:
-        return ELFFile(f)["e_machine"] in ("EM_X86_64", "EM_386")
+    return machine(executable) in (62, 3)  # EM_X86_64, EM_386
 
 
 def disassemble(executable: Path, span: tuple[int, int | None] | None = None) -> dict[str, Function]:
@@ -176,19 +168,15 @@ def _span(executable: Path, stems: set[str]) -> tuple[int, int | None] | None:
     are listed: from the first one's start to the next symbol after the last one (objdump
     lists a function up to the next symbol, its alignment padding too), or None when the
     symbol table names none of them."""
-    with open(executable, "rb") as f:
-        elf = ELFFile(f)
-        symtab = elf.get_section_by_name(".symtab")
-        # ARM's mapping symbols ($a, $t, $d: code or data follows) start no listing; a Thumb
-        # function's value is its address plus one
-        thumb = ~1 if elf["e_machine"] == "EM_ARM" else ~0
-        symbols = [(s["st_value"] & thumb, s["st_info"]["type"], s.name) for s in symtab.iter_symbols()
-                   if s["st_value"] and s["st_info"]["type"] not in ("STT_FILE", "STT_SECTION")
-                   and not s.name.startswith("$")] if symtab else []
-    starts = sorted({a for a, kind, name in symbols if kind == "STT_FUNC" and name.split(".")[0] in stems})
+    # ARM's mapping symbols ($a, $t, $d: code or data follows) start no listing; a Thumb
+    # function's value is its address plus one
+    thumb = ~1 if machine(executable) == 40 else ~0  # EM_ARM
+    listed = [(s.value & thumb, s.type, s.name) for s in symbols(executable)
+              if s.value and s.type not in ("STT_FILE", "STT_SECTION") and not s.name.startswith("$")]
+    starts = sorted({a for a, kind, name in listed if kind == "STT_FUNC" and name.split(".")[0] in stems})
     if not starts:
         return None
-    after = [a for a, _, _ in symbols if a > starts[-1]]
+    after = [a for a, _, _ in listed if a > starts[-1]]
     return starts[0], min(after) if after else None
 
 

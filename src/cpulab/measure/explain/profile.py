@@ -14,18 +14,14 @@ from cpulab.measure.explain.code import Function
 from cpulab.compile.artifacts import build_tool
 from cpulab.measure.execute.executor import Executor, HarnessJob, default_executor
 from cpulab.measure.execute.processes import ProcessJob, launcher
+from cpulab.measure.symbols import symbols
 from cpulab.model import Status
 
 PROFILE_SECONDS = 1.0  # ~10,000 addresses on a quiet host; a loaded KVM host delivered the 97 us timer at ~1 kHz
 
 
 def symbol_address(executable: str, name: str) -> int | None:
-    with open(executable, "rb") as f:
-        symtab = ELFFile(f).get_section_by_name(".symtab")
-        for sym in symtab.iter_symbols() if symtab else ():
-            if sym.name == name:
-                return sym["st_value"]
-    return None
+    return next((s.value for s in symbols(executable) if s.name == name), None)
 
 
 def profile(artifact_path: str, params: dict[str, str] | None = None, seconds: float = PROFILE_SECONDS,
