@@ -59,6 +59,7 @@ def test_the_harness_reports_the_offset_it_ran_at(cache):
 def test_a_changed_instruction_is_found(cache, tmp_path):
     """The check can fail: one byte of k_run changed in one placement is reported."""
     art = build("sha256", cache)
+    artifacts.place(art, 1)  # here, not left to another test (under -n 2 it may run in the other worker)
     copy = tmp_path / "art"
     shutil.copytree(Path(art.path).parent, copy)
     exe = Path(copy / Path(art.placement_path(1)).name)

@@ -322,10 +322,11 @@ static int os_cache(const char *name, int64_t *bytes, int64_t *ways)
 }
 
 /* Physical frame numbers of n 4 KiB pages from addr (already touched), from
- * /proc/self/pagemap (bits 0-54 of each 8-byte entry; bit 63: present).  Returns 1 when
- * every page the chase may use (slot_of[i] >= 0; each page without slot_of) is present
- * with a non-zero frame, 0 when the kernel hides the frames (not root) or the file
- * cannot be read. */
+ * /proc/self/pagemap (bits 0-54 of each 8-byte entry; bit 63: present).  Of the pages the
+ * chase may use (slot_of[i] >= 0; each page without slot_of): 1 when every one is present
+ * with a non-zero frame; 0 when the kernel hides the frames (present with frame 0: not
+ * root) or the file cannot be read; -1 when one is not present (a page that compaction
+ * is migrating reads so for a moment: a balanced point run as root once said "needs root"). */
 static int read_frames(const char *addr, size_t n, const int32_t *slot_of, uint64_t *pfn)
 {
     FILE *f = fopen("/proc/self/pagemap", "rb");
@@ -334,11 +335,27 @@ static int read_frames(const char *addr, size_t n, const int32_t *slot_of, uint6
     int ok = fseeko(f, (off_t)((uintptr_t)addr / PAGE_STRIDE * 8), SEEK_SET) == 0 &&
              fread(pfn, 8, n, f) == n;
     fclose(f);
+    int hidden = 0, missing = 0;
     for (size_t i = 0; ok && i < n; i++) {
-        ok = (slot_of && slot_of[i] < 0) || ((pfn[i] >> 63) && (pfn[i] & ((1ull << 55) - 1)));
+        int used = !slot_of || slot_of[i] >= 0, present = (int)(pfn[i] >> 63);
         pfn[i] &= (1ull << 55) - 1;
+        missing |= used && !present;
+        hidden |= used && present && !pfn[i];
     }
-    return ok;
+    return !ok || hidden ? 0 : missing ? -1 : 1;
+}
+
+/* Fault in again each page the chase may use: written where this process made the pages
+ * (before the chain is), read where they are a kept pool's (mapped read-only, chained). */
+static void touch_pages(const struct ctx *c, int write)
+{
+    for (size_t m = 0; m < c->mapped_pages; m++)
+        if (!c->slot_of || c->slot_of[m] >= 0) {
+            if (write)
+                c->base[m * PAGE_STRIDE] = 1;
+            else
+                (void)*(volatile const char *)(c->base + m * PAGE_STRIDE);
+        }
 }
 
 /* Pages per colour of the n frames, noted as colours, colour_pages (their sum),
@@ -787,6 +804,15 @@ mapping:
             return NULL;
         }
         int known = read_frames(c->base, c->mapped_pages, c->slot_of, pfn);
+        for (int again = 0; known < 0 && again < 3; again++) {
+            touch_pages(c, !reused);
+            known = read_frames(c->base, c->mapped_pages, c->slot_of, pfn);
+        }
+        if (known < 0) {
+            free(pfn);
+            k_fail("pages of the chase were still not present after touching them three times (pagemap)");
+            return NULL;
+        }
         k_note("colour_known", known);
         if (!known && balanced) {
             free(pfn);
