@@ -796,8 +796,8 @@ mapping:
 #ifdef MADV_POPULATE_WRITE /* one call for every fault (Linux 5.14+): 10-15% of this set-up at L3 sizes */
         populated = populated || madvise(c->base, c->map_len, MADV_POPULATE_WRITE) == 0;
 #endif
-        for (size_t m = 0; !populated && m < c->mapped_pages; m++)
-            c->base[m * PAGE_STRIDE] = 1;
+        if (!populated)
+            touch_pages(c, 1);
         uint64_t *pfn = malloc(c->mapped_pages * sizeof *pfn);
         if (!pfn) {
             k_fail("cannot allocate the frame table (%zu pages)", c->mapped_pages);
