@@ -7,6 +7,7 @@ measured when it stops (session.py).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import random
@@ -25,7 +26,7 @@ from cpulab.measure.execute.processes import evict
 from cpulab.measure.schedule import programs
 from cpulab.measure.schedule.afterwards import Afterwards
 from cpulab.measure.schedule.kernel_rounds import KernelRounds, points_of
-from cpulab.measure.schedule.lanes import LaneProgress, in_lanes
+from cpulab.measure.schedule.lanes import TRAILS, LaneProgress, TrailingProgress, lanes
 from cpulab.measure.schedule.rounds import Progress, QuietProgress
 from cpulab.measure.schedule.session import machine_identity, recorded_run
 from cpulab.measure.schedule.site import Site
@@ -162,11 +163,14 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     first round, then the rest of them longest first (by that round), with their
     instruction counts, their explanations once their rounds end (`after`) and the work
     in `beside` (called with the lane's executor, store and stop event) in whichever lane
-    comes free; the others then run alone.  Returns the
-    experiments that ran in lanes (none: nothing did, `beside` neither)."""
+    comes free; the others then run alone, with the lanes' counts and explanations not
+    yet done on the other CPU.  Returns the experiments that ran in lanes (none: nothing
+    did, `beside` neither)."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
+    alone = {k[0] for k in kernels.points} - (set(sharing) if spare else set())
+    two_lanes = contextlib.nullcontext()
     if spare is not None:
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
@@ -176,11 +180,12 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         def count(exp: str):
             # Its instructions, which no round changes: counted in whichever lane comes free
             # first (link-format's 8 builds under valgrind took 22 s after its rounds, the
-            # other lane idle), or at the latest after its rounds; the second comer waits.
+            # other lane idle; never the first lane where it hands over: it would hold up
+            # the alone rounds), or at the latest after its rounds; the second comer waits.
             def item(executor, lane_store, lane_rng, stop):
                 with counts[exp]:
                     if after is not None and not stop.is_set():
-                        after.count({exp}, 1, lane_store, LaneProgress(progress), stop=stop, measured=False)
+                        after.count({exp}, 1, lane_store, TrailingProgress(progress), stop=stop, measured=False)
             return item
 
         def shared_experiment(exp: str):
@@ -194,19 +199,26 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
 
             def rest(executor, lane_store, lane_rng, stop):
                 kernels.measure({exp}, executor, lane_store, lane_rng, LaneProgress(progress), schedule, stop)
-                if after is not None and not stop.is_set():  # at once, while the other lane measures:
-                    # counts and profiles depend on nothing beside them
-                    count(exp)(executor, lane_store, lane_rng, stop)  # done, under way, or here
-                    return after.explanations({exp}, lane_store, LaneProgress(progress), stop)  # either lane's
+                if after is not None and not stop.is_set():
+                    return [(TRAILS, explained(exp))]
             return first
+
+        def explained(exp: str):
+            # After its rounds, its instructions counted (done, under way, or here), then its
+            # largest differences explained: counts and profiles depend on nothing beside them
+            def item(executor, lane_store, lane_rng, stop):
+                count(exp)(executor, lane_store, lane_rng, stop)
+                return [(TRAILS, w) for _, w in after.explanations({exp}, lane_store, TrailingProgress(progress), stop)]
+            return item
         work = [(math.inf, shared_experiment(exp)) for exp in sharing]
-        work += [(0.0, count(exp)) for exp in sharing if plan.counts_instructions(exp)]
+        work += [(TRAILS, count(exp)) for exp in sharing if plan.counts_instructions(exp)]
         work += [(0.0, lambda executor, lane_store, lane_rng, stop, w=w: w(executor, lane_store, stop)) for w in beside]
-        in_lanes(work, [site.executor, spare], store.path, rng)
-    alone = {k[0] for k in kernels.points} - (set(sharing) if spare else set())
+        # What trails the lanes' rounds and links, their counts and explanations (15-20 s of
+        # both lanes at the seeds' end), goes on beside the alone rounds, on the spare's CPU
+        two_lanes = lanes(work, [site.executor, spare], store.path, rng, hand_over=bool(alone))
     # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
     other = spare or (site.spare_executor() if alone else None)
-    with linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
+    with two_lanes, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
         kernels.measure(alone, site.executor, store, rng, progress, schedule)
     return sharing if spare is not None else []
 
