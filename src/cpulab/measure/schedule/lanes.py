@@ -128,11 +128,6 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
                         add(more)
                         ready.notify_all()
 
-    def stopped():
-        stop.set()
-        for ex in executors:
-            ex.kill_all()
-
     add(work)
     with ThreadPoolExecutor(len(executors)) as pool:
         futures = [pool.submit(lane, ex, random.Random(rng.random()), i == 0) for i, ex in enumerate(executors)]
@@ -142,5 +137,7 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
             for f in futures:
                 f.result()
         except BaseException:
-            stopped()
+            stop.set()
+            for ex in executors:
+                ex.kill_all()
             raise
