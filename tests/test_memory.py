@@ -534,12 +534,17 @@ def test_memlat_colour_command_is_the_seeds_experiment(cli, tmp_path):
             assert (r["balanced_ns"] or 0) > 0 or r["balanced_error"] == "no sample kept"
         else:
             assert r["balanced_ns"] is None and "needs root" in r["balanced_error"] and "needs root" in doc["missing"]
-    # At most a quarter of a side's rows without a sample: with a busy loop on one CPU, two
-    # of eight rows of one side once were (each row is one process).
-    unmeasured = {side: sum(not r[f"{side}_ns"] for r in rows) for side in ("arbitrary", "balanced")}
-    assert unmeasured["arbitrary"] <= len(rows) // 4
+    # At most half of a side's rows without a sample (each row is one process, every sample of
+    # which the host can disturb): with a busy loop on one CPU, two of eight rows of one side
+    # once were, and three once, in about 30 such suites (three runs of the command beside a
+    # busy loop alone then lost none of 24 rows).  A cache level that never measures on a side
+    # still fails here, with the rows' reasons.
+    reasons = [(r["cache"], r["fraction"], r["arbitrary_error"], r["balanced_error"]) for r in rows]
+    for side in ("arbitrary", "balanced") if _frames_visible() else ("arbitrary",):
+        assert sum(not r[f"{side}_ns"] for r in rows) <= len(rows) // 2, reasons
+        assert all(any(r[f"{side}_ns"] for r in rows if r["cache"] == c) for c in caches), reasons
     if _frames_visible():
-        assert unmeasured["balanced"] <= len(rows) // 4 and doc["missing"] in (None, "no sample kept")
+        assert doc["missing"] in (None, "no sample kept")
 
 
 
