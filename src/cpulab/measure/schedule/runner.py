@@ -138,34 +138,39 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
             progress.advance("placements linked")
         return item
 
+    def tables_left():  # after the alone rounds, the machine theirs: those the lanes did not measure
+        made = {(a.kind, a.key) for a in store.analyses(run_id)}
+        left = [name for name in tables if (probes.get(name).kind, name) not in made]
+        progress.phase("tables", len(left))
+        for name in left:
+            _probe_table(store, run_id, name, site.probe_table, plan.settings.timer, split, progress)
+
     beside = [table_in_lane(name) for name in tables if not probes.get(name).alone]
     beside += [links_in_lane(links[k:k + LINKS_AN_ITEM]) for k in range(0, len(links), LINKS_AN_ITEM)]
-    shared = _measure(kernels, schedule, store, targets, progress, rng, beside, after)
+    shared = _measure(kernels, schedule, store, targets, progress, rng, beside, after, tables_left)
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
-        tables = [name for name in tables if probes.get(name).alone]  # the others were measured in the lanes
     ran = []  # [program.NAME] workloads: built from their own source trees, timed whole
     if plan.programs:
         with split.timing(time_split.RUN, "programs"):
             ran = programs.run_in_plan(plan, schedule, store, run_id, site, progress, rng)
-    progress.phase("tables", len(tables))
-    for name in tables:
-        _probe_table(store, run_id, name, site.probe_table, plan.settings.timer, split, progress)
     spare = site.spare_executor()  # nothing is measured any more: both CPUs count and profile
     after.analyse(None, [site.executor] + ([spare] if spare else []), store, rng, progress, ran)
 
 
 def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: list[Target], progress: Progress,
              rng: random.Random, beside: list[Callable[[Executor, Store, threading.Event], None]] = (),
-             after: Afterwards | None = None) -> list[str]:
+             after: Afterwards | None = None, machine_alone: Callable[[], None] = lambda: None) -> list[str]:
     """The kernels' rounds.  Experiments that share the machine (plan: share_machine) run
     first, two at a time, one per CPU when the site has a spare one (in_lanes): each one's
     first round, then the rest of them longest first (by that round), with their
     instruction counts, their explanations once their rounds end (`after`) and the work
     in `beside` (called with the lane's executor, store and stop event) in whichever lane
-    comes free; the others then run alone, with the lanes' counts and explanations not
-    yet done on the other CPU.  Returns the experiments that ran in lanes (none: nothing
-    did, `beside` neither)."""
+    comes free; the others then run alone, then machine_alone() (the probe tables that
+    measure beyond a core), with the lanes' counts and explanations not yet done on the
+    other CPU; after them, the alone experiments' counts and explanations join what is
+    left of those, on both CPUs.  Returns the experiments that ran in lanes (none:
+    nothing did, `beside` neither)."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
@@ -175,7 +180,7 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
 
-        counts = {exp: threading.Lock() for exp in sharing}  # held by the lane counting exp's instructions
+        counts = {exp: threading.Lock() for exp in [*sharing, *alone]}  # held by the lane counting exp's
 
         def count(exp: str):
             # Its instructions, which no round changes: counted in whichever lane comes free
@@ -218,8 +223,11 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         two_lanes = lanes(work, [site.executor, spare], store.path, rng, hand_over=bool(alone))
     # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
     other = spare or (site.spare_executor() if alone else None)
-    with two_lanes, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
+    with two_lanes as then, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
         kernels.measure(alone, site.executor, store, rng, progress, schedule)
+        machine_alone()
+        if spare is not None and after is not None:  # without lanes, the run's `after` does them
+            then([(TRAILS, explained(exp)) for exp in sorted(alone)])
     return sharing if spare is not None else []
 
 
