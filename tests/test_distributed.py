@@ -192,7 +192,12 @@ def _wait_for(path: Path, timeout: float = START_TIMEOUT_S) -> int:
 
 
 def _kill_worker(client, name: str) -> None:
-    addr = fleet.cluster_machines(client)[name]
+    # A restarted worker can run its job before the scheduler lists it under its name (seen
+    # once in a suite: the retry's pid written, "alpha" not yet among the machines)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while (addr := fleet.cluster_machines(client).get(name)) is None:
+        assert time.monotonic() < deadline, f"{name} never listed"
+        time.sleep(0.1)
     pid = client.run(os.getpid, workers=[addr])[addr]
     os.kill(pid, signal.SIGKILL)
 
