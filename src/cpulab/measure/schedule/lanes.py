@@ -75,16 +75,14 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
     while the other lanes' items may still add some.  The block runs once the first lane
     has left: once all work is done, or, hand_over, once nothing but trailing work
     (TRAILS), which that lane never takes, is queued or under way; the other lanes do the
-    trailing work beside the block (the alone rounds, on the first lane's CPU).  The block
-    gets `then(more)`: work for every lane once it ends, when the first lane's CPU joins
-    the others for what is left.  Ctrl-C (or SIGTERM) in the main thread stops every lane:
-    the processes measuring are killed and their round is not recorded; what was
-    recorded stays."""
+    trailing work beside the block (the alone rounds, on the first lane's CPU), and once
+    the block ends the first lane takes its share of what is left of it.  Ctrl-C (or
+    SIGTERM) in the main thread stops every lane: the processes measuring are killed and
+    their round is not recorded; what was recorded stays."""
     queue: list[tuple[float, int, Callable]] = []  # a heap of (-seconds, when queued, item)
     queued, busy, leading = 0, 0, 0  # leading: items under way that do not trail
     ready, stop, handed_over = threading.Condition(), threading.Event(), threading.Event()
-    block_over = threading.Event()  # the other lanes wait for it, for the block's `then`
-    after_block: list[Work] = []
+    block_over = threading.Event()
 
     def add(more: list[Work]) -> None:
         nonlocal queued
@@ -99,9 +97,8 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
         def takes() -> bool:  # under `ready`: whether the queue's head is this lane's
             return bool(queue) and not (hands_over and queue[0][0] == -TRAILS)
 
-        def waits() -> bool:  # under `ready`: whether an item under way (or the block) may add this lane's
-            return ((leading if hands_over else busy) > 0 or hand_over and not first and not block_over.is_set()) \
-                and not stop.is_set()
+        def waits() -> bool:  # under `ready`: whether an item under way may add this lane's
+            return (leading if hands_over else busy) > 0 and not stop.is_set()
         # The lane's thread stays on its CPU: woken on the other one (to hand a group's
         # token over, hundreds of times a second), it could only take that CPU from the
         # other lane's sample.
@@ -137,11 +134,8 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
         futures = [pool.submit(lane, ex, random.Random(rng.random()), i == 0) for i, ex in enumerate(executors)]
         try:
             futures[0].result()
-            yield after_block.extend
-            with ready:
-                add(after_block)
-                block_over.set()
-                ready.notify_all()
+            yield
+            block_over.set()
             if hand_over:  # its CPU is free again: the first lane takes its share of what is left
                 futures.append(pool.submit(lane, executors[0], random.Random(rng.random()), False))
             for f in futures:

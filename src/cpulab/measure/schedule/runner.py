@@ -168,9 +168,8 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     in `beside` (called with the lane's executor, store and stop event) in whichever lane
     comes free; the others then run alone, then machine_alone() (the probe tables that
     measure beyond a core), with the lanes' counts and explanations not yet done on the
-    other CPU; after them, the alone experiments' counts and explanations join what is
-    left of those, on both CPUs.  Returns the experiments that ran in lanes (none:
-    nothing did, `beside` neither)."""
+    other CPU, whose rest both CPUs finish after them.  Returns the experiments that ran
+    in lanes (none: nothing did, `beside` neither)."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
@@ -180,7 +179,7 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
 
-        counts = {exp: threading.Lock() for exp in [*sharing, *alone]}  # held by the lane counting exp's
+        counts = {exp: threading.Lock() for exp in sharing}  # held by the lane counting exp's instructions
 
         def count(exp: str):
             # Its instructions, which no round changes: counted in whichever lane comes free
@@ -223,11 +222,9 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         two_lanes = lanes(work, [site.executor, spare], store.path, rng, hand_over=bool(alone))
     # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
     other = spare or (site.spare_executor() if alone else None)
-    with two_lanes as then, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
+    with two_lanes, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
         kernels.measure(alone, site.executor, store, rng, progress, schedule)
         machine_alone()
-        if spare is not None and after is not None:  # without lanes, the run's `after` does them
-            then([(TRAILS, explained(exp)) for exp in sorted(alone)])
     return sharing if spare is not None else []
 
 
