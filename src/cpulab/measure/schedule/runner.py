@@ -110,8 +110,11 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
     for t in targets:
         t.seed = seed
     rng = randomness.stream(seed, "rounds")
-    made = {(a.kind, a.key) for a in store.analyses(run_id)}
-    tables = [name for name in plan.probe_tables if (probes.get(name).kind, name) not in made]
+
+    def unmeasured(names: list[str]) -> list[str]:  # the probe tables of `names` the run has not stored
+        made = {(a.kind, a.key) for a in store.analyses(run_id)}
+        return [name for name in names if (probes.get(name).kind, name) not in made]
+    tables = unmeasured(plan.probe_tables)  # a resumed run's stored ones stay
     schedule = plan.schedule()
     tsc_hz = store.run(run_id).timing.get("tsc_hz")
     kernels = KernelRounds(plan, site, split, tsc_hz, points_of([t for t in targets if t.live]),
@@ -139,8 +142,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         return item
 
     def tables_left():  # after the alone rounds, the machine theirs: those the lanes did not measure
-        made = {(a.kind, a.key) for a in store.analyses(run_id)}
-        left = [name for name in tables if (probes.get(name).kind, name) not in made]
+        left = unmeasured(tables)
         progress.phase("tables", len(left))
         for name in left:
             _probe_table(store, run_id, name, site.probe_table, plan.settings.timer, split, progress)
