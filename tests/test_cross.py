@@ -56,11 +56,11 @@ def test_cross_variants_name_their_package():
 
 @pytest.mark.parametrize("variant", CROSS)
 @pytest.mark.parametrize("kernel", ["dot", "euclid", "fft"])
-def test_fp_kernels_verify_on_arm(variant, kernel, tmp_path):
+def test_fp_kernels_verify_on_arm(variant, kernel):
     v = toolchain.BUILTIN[variant]
     if why := toolchains.unavailable_reason(v):
         pytest.skip(f"{variant}: {why}")
-    art = artifacts.build_artifact(workloads.get(kernel), v, cache_dir=tmp_path)
+    art = artifacts.build_artifact(workloads.get(kernel), v)  # the session's cache: one harness.o a compiler
     try:
         em = emulation.emulator_for(art.path)
     except emulation.CannotRun as e:

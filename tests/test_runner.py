@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -96,19 +97,28 @@ def test_artifacts_are_cached_by_content(tmp_path):
     assert any("-O1" in cmd for cmd in c.commands) and "gcc" in c.compiler_version.lower()
 
 
-def test_builds_share_the_objects_they_compile_alike(tmp_path):
-    """A link variant reuses the kernel.o of an earlier build compiled alike, and every
-    build of one compiler reuses its harness.o: O2 then static compile two objects, O1
-    adds only its kernel.o, and a cached object has the bytes its compile writes."""
+def test_builds_share_the_objects_they_compile_alike(tmp_path, monkeypatch):
+    """A link variant reuses the kernel.o of a build compiled alike, and every build of one
+    compiler reuses its harness.o: O2 and static built at once compile two objects (each
+    waits for the other's), O1 adds only its kernel.o, a kernel in another folder only its
+    own, and a cached object has the bytes its compile writes."""
+    from concurrent.futures import ThreadPoolExecutor
     from cpulab.compile import artifacts
     from cpulab.plan import toolchain
     from cpulab import workloads
+    compiles, run_step = [], artifacts.run_step
+    monkeypatch.setattr(artifacts, "run_step", lambda cmd, cwd=None: run_step(cmd, cwd) or compiles.append(cmd[-1]))
     w = workloads.get("sha256")
-    built = [artifacts.build_artifact(w, toolchain.BUILTIN[v], cache_dir=tmp_path) for v in ("O2", "static")]
+    with ThreadPoolExecutor(2) as pool:
+        built = list(pool.map(lambda v: artifacts.build_artifact(w, toolchain.BUILTIN[v], cache_dir=tmp_path),
+                              ("O2", "static")))
     assert len(list((tmp_path / "objects").glob("*.o"))) == 2 and built[0].code_hash != built[1].code_hash
+    assert sorted(Path(o).name for o in compiles if o.endswith(".o")) == ["harness.o", "kernel.o"]
     o1 = artifacts.build_artifact(w, toolchain.BUILTIN["O1"], cache_dir=tmp_path)
+    artifacts.build_executable(Path(__file__).parent / "kernels" / "faults.c", toolchain.BUILTIN["O2"],
+                               cache_dir=tmp_path, placeable=True)
     objects = {f.read_bytes() for f in (tmp_path / "objects").glob("*.o")}
-    assert len(objects) == 3
+    assert len(objects) == 4 and sum(o.endswith("harness.o") for o in compiles) == 1
     compile_kernel = list(o1.commands[1])
     compile_kernel[compile_kernel.index("-o") + 1] = str(tmp_path / "again.o")
     subprocess.run(compile_kernel, check=True)

@@ -18,6 +18,7 @@ percent, so a verdict must average over it).
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import inspect
@@ -197,9 +198,8 @@ def _input_hash(sources: list[Path], variant: Variant, libs: tuple[str, ...], ve
     h = hashlib.sha256()
     for f in HARNESS_SOURCES + sorted(sources):
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps([variant.compiler, version, list(HARNESS_CFLAGS),
-                         list(variant.cflags), list(variant.ldflags), list(variant.abi_flags),
-                         list(libs)]).encode())
+    h.update(json.dumps([variant.compiler, version, list(HARNESS_CFLAGS), list(variant.cflags),
+                         list(variant.ldflags), list(variant.abi_flags), list(libs)]).encode())
     return h.hexdigest()
 
 
@@ -217,17 +217,18 @@ def _object_name(i: int, source: Path) -> str:
 def _commands(kernel: Path, variant: Variant, libs: tuple[str, ...], out: Path,
               include_dirs: tuple[Path, ...] = (), sections: bool = False,
               library: tuple[Path, ...] = ()) -> list[list[str]]:
-    """Compile the harness, the kernel and its library sources once each (each function
-    in its own section where the artifact is to be placed; C++ with the variant's C++
-    driver), then link them (with the C++ driver when any source is C++)."""
-    cc, abi = variant.compiler, list(variant.abi_flags)
-    inc = [a for d in (NATIVE_DIR, kernel.parent, *include_dirs) for a in ("-I", str(d))]
+    """Compile the harness (with its own folder's headers alone: one harness.o for every
+    kernel of a compiler and ABI), the kernel and its library sources once each (each
+    function in its own section where the artifact is to be placed; C++ with the
+    variant's C++ driver), then link them (with the C++ driver when any source is C++)."""
+    cc, abi, own = variant.compiler, list(variant.abi_flags), ["-I", str(NATIVE_DIR)]
+    inc = own + [a for d in (kernel.parent, *include_dirs) for a in ("-I", str(d))]
     placed = list(SECTION_FLAGS) if sections else []
     cxx = any(f.suffix in CXX_SUFFIXES for f in (kernel, *library))
     objects = [(kernel, out.parent / "kernel.o")] + [(f, out.parent / _object_name(i, f)) for i, f in enumerate(library)]
     harness_o = out.parent / "harness.o"
     return [
-        [cc, *HARNESS_CFLAGS, *placed, *abi, *inc, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
+        [cc, *HARNESS_CFLAGS, *placed, *abi, *own, "-c", str(NATIVE_DIR / "harness.c"), "-o", str(harness_o)],
         *([cxx_driver(cc) if f.suffix in CXX_SUFFIXES else cc, *variant.cflags, *placed, *abi, *inc, "-c", str(f),
            "-o", str(o)] for f, o in objects),
         [cxx_driver(cc) if cxx else cc, *abi, str(harness_o), *(str(o) for _, o in objects), "-o", str(out),
@@ -270,22 +271,24 @@ def run_step(cmd: list[str], cwd: str | None = None) -> None:
 def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path, version: str) -> None:
     """One compile step of a build (cmd writes an object into work), copied from the
     object cache when an earlier build ran the same command (bar the work folder) on the
-    same sources with the same compiler (`version`): one harness.o serves every build of
-    a compiler and ABI, and link variants share their kernel.o (0.3 s and up to 3.5 s a
-    compile; 39 builds of the seeds share 7 harness.o).  Compilers write no path of the
-    output into an object, so a copied one has the bytes a compile would."""
+    same sources with the same compiler (`version`), or waited for while another thread
+    or process compiles it: one harness.o serves every build of a compiler and ABI, and
+    link variants share their kernel.o (0.3-3.5 s a compile).  Compilers write no path of
+    the output into an object, so a copied one has the bytes a compile would."""
     h = hashlib.sha256(json.dumps([[a.replace(str(work), "") for a in cmd], version]).encode())
     for f in sources:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     cached, out = root / "objects" / f"{h.hexdigest()[:24]}.o", cmd[cmd.index("-o") + 1]
-    if cached.exists():
-        shutil.copyfile(cached, out)
-        return
-    run_step(cmd)
     cached.parent.mkdir(exist_ok=True)
-    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}")
-    shutil.copyfile(out, tmp)
-    os.replace(tmp, cached)  # atomic: a concurrent build of the same object wrote the same bytes
+    with open(cached.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, a failed compile's too
+        if not cached.exists():
+            run_step(cmd)
+            tmp = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}")
+            shutil.copyfile(out, tmp)
+            os.replace(tmp, cached)  # atomic: a reader never sees part of an object
+            return
+    shutil.copyfile(cached, out)
 
 
 def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = (),
@@ -363,9 +366,7 @@ def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str =
     """A standalone helper program of cpulab's own (one C file, no harness), built once
     and cached by its source, the headers it includes, flags and compiler version."""
     source = Path(source)
-    h = hashlib.sha256(source.read_bytes())
-    for f in headers:
-        h.update(Path(f).read_bytes())
+    h = hashlib.sha256(b"".join(Path(f).read_bytes() for f in (source, *headers)))
     h.update(json.dumps([compiler, compiler_version(compiler), list(cflags)]).encode())
     root = Path(cache_dir or paths.artifact_dir())
     exe = root / f"tool-{h.hexdigest()[:24]}" / source.stem
@@ -394,7 +395,5 @@ class Built:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Built":
-        art = d["artifact"]
-        return cls(Status(d["status"]), d["error"],
-                   Artifact.from_dict(art) if art else None,
-                   tuple(d["emulator"]))
+        art = Artifact.from_dict(d["artifact"]) if d["artifact"] else None
+        return cls(Status(d["status"]), d["error"], art, tuple(d["emulator"]))
