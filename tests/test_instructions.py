@@ -163,8 +163,7 @@ def test_a_stop_at_each_branch_counts_what_a_stop_at_each_instruction_counts(tmp
     exactly as stepping every instruction does (an empty map), in fewer stops, and the
     process computes, prints and ends as it would have."""
     (tmp_path / "branchy.c").write_text(BRANCHY)
-    exe = artifacts.build_executable(tmp_path / "branchy.c", Variant("t", ldflags=(link,)),
-                                     cache_dir=tmp_path / "cache").path
+    exe = artifacts.build_executable(tmp_path / "branchy.c", Variant("t", ldflags=(link,))).path
     entry, functions = instructions._symbols(exe)
 
     def run(map_file: str | None) -> tuple[dict, dict]:

@@ -192,7 +192,7 @@ def test_a_cxx_kernel_is_built_with_the_cxx_driver_and_placed_whole(tmp_path, re
     (tmp_path / "p.toml").write_text('[kernel.cxx]\nsource = "k.cpp"\nlibrary = ["lib.cpp"]\nunit = "elements"\n'
                                      '[[experiment]]\nname = "e"\nworkloads = ["cxx"]\nvariants = ["O2"]\n')
     plans.load(str(tmp_path / "p.toml"))
-    art = artifacts.build_artifact(workloads.get("cxx"), plans.toolchain.BUILTIN["O2"], cache_dir=tmp_path / "c")
+    art = artifacts.build_artifact(workloads.get("cxx"), plans.toolchain.BUILTIN["O2"])
     assert art.commands[-1][0] == "g++" and [c[0] for c in art.commands[1:-1]] == ["g++", "g++"]
     try:
         seen = placement.inspect(art, 4)

@@ -25,20 +25,17 @@ KERNELS = sorted(name for name, w in workloads.registry().items()
                  if not toolchains.libraries_reason(O2, w.requires, w.libs))
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("placements")
-
-
-def build(name: str, cache: Path) -> artifacts.Artifact:
+def build(name: str, cache: Path | None = None) -> artifacts.Artifact:
+    """The kernel's O2 artifact, in the session's cache (the other tests' builds share
+    its objects) unless given another."""
     w = workloads.get(name)
     return build_executable(w.source, O2, libs=w.libs, cache_dir=cache, placeable=True,
                             extra_sources=tuple(workloads.KERNEL_DIR / s for s in w.extra_sources))
 
 
 @pytest.mark.parametrize("name", KERNELS)
-def test_placements_move_the_code_and_keep_its_bytes(name, cache):
-    art = build(name, cache)
+def test_placements_move_the_code_and_keep_its_bytes(name):
+    art = build(name)
     got = placement.inspect(art, 6)
     assert got is not None and got.functions > 0
     assert len(set(got.offsets)) > 1, got.offsets  # the timed function sits elsewhere in its page
@@ -47,8 +44,8 @@ def test_placements_move_the_code_and_keep_its_bytes(name, cache):
     assert got.differing == ()  # and is the same code in every placement
 
 
-def test_the_harness_reports_the_offset_it_ran_at(cache):
-    art = build("sha256", cache)
+def test_the_harness_reports_the_offset_it_ran_at():
+    art = build("sha256")
     offsets = placement.inspect(art, 4).offsets
     for i, want in enumerate(offsets):
         out = subprocess.run([art.placement_path(i), "--samples", "1", "--min-sample-time", "0", "--warmup", "0"],
@@ -56,9 +53,10 @@ def test_the_harness_reports_the_offset_it_ran_at(cache):
         assert json.loads(out.stdout.splitlines()[-1])["code_offset"] == want
 
 
-def test_a_changed_instruction_is_found(cache, tmp_path):
-    """The check can fail: one byte of k_run changed in one placement is reported."""
-    art = build("sha256", cache)
+def test_a_changed_instruction_is_found(tmp_path):
+    """The check can fail: one byte of k_run changed in one placement is reported.  (A
+    cache of its own: the folder copied holds no other test's placements.)"""
+    art = build("sha256", tmp_path / "cache")
     artifacts.place(art, 1)  # here, not left to another test (under -n 2 it may run in the other worker)
     copy = tmp_path / "art"
     shutil.copytree(Path(art.path).parent, copy)
@@ -81,13 +79,13 @@ LINKS = [name for name in ("static", "nopie", "clang-O2", "musl-static", "i386-s
 
 
 @pytest.mark.parametrize("variant", LINKS)
-def test_every_kind_of_link_takes_a_placement(variant, cache):
+def test_every_kind_of_link_takes_a_placement(variant):
     """Static, non-PIE, clang, musl, the i686 and ARM cross builds: a placement's linker
     script links under each, and the placed executable passes its known-answer test (run
     under qemu-user for a foreign ISA).  Toolchains missing here are left out."""
     from cpulab.compile import emulation
     w = workloads.get("sha256")
-    art = build_executable(w.source, toolchain.get(variant), libs=w.libs, cache_dir=cache, placeable=True)
+    art = build_executable(w.source, toolchain.get(variant), libs=w.libs, placeable=True)
     exe = artifacts.place(art, 20)  # beyond the ones linked with the build
     try:
         prefix = list(emulation.emulator_for(exe))
@@ -98,13 +96,13 @@ def test_every_kind_of_link_takes_a_placement(variant, cache):
     assert json.loads(out.stdout.splitlines()[-1])["status"] == "ok", out.stdout + out.stderr
 
 
-def test_an_alignment_the_build_asks_for_is_kept(cache):
+def test_an_alignment_the_build_asks_for_is_kept():
     """-falign-functions=64 puts every function on a 64-byte line, in every placement: a
     function moves by multiples of its own alignment (with the same bytes), and what the
     build leaves open (the order, the lines between) is drawn."""
     w = workloads.get("sha256")
     art = build_executable(w.source, toolchain.Variant("a64", cflags=("-O2", "-falign-functions=64")),
-                           libs=w.libs, cache_dir=cache, placeable=True)
+                           libs=w.libs, placeable=True)
     got = placement.inspect(art, 8)
     assert got.differing == () and len(set(got.offsets)) > 1, got.offsets
     for i, order in enumerate(got.orders):
