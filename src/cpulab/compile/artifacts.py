@@ -32,6 +32,7 @@ import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 from elftools.elf.elffile import ELFFile
 
@@ -81,8 +82,7 @@ class Artifact:
         """An artifact as stored or sent (lists for tuples).  Stores before placements
         were drawn per round kept a list of pads instead: placeable all the same."""
         d = {**d, "commands": tuple(tuple(c) for c in d["commands"])}
-        d["placeable"] = bool(d.get("placeable") or d.pop("placements", None))
-        d.pop("placements", None)
+        d["placeable"] = bool(d.pop("placements", None) or d.get("placeable"))  # popped either way
         return cls(**d)
 
     def placement_path(self, i: int) -> str:
@@ -270,25 +270,32 @@ def run_step(cmd: list[str], cwd: str | None = None) -> None:
 
 def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path, version: str) -> None:
     """One compile step of a build (cmd writes an object into work), copied from the
-    object cache when an earlier build ran the same command (bar the work folder) on the
-    same sources with the same compiler (`version`), or waited for while another thread
-    or process compiles it: one harness.o serves every build of a compiler and ABI, and
-    link variants share their kernel.o (0.3-3.5 s a compile).  Compilers write no path of
-    the output into an object, so a copied one has the bytes a compile would."""
+    object cache when another build ran the same command (bar the work folder) on the
+    same sources with the same compiler (`version`): one harness.o serves every build of
+    a compiler and ABI, link variants share their kernel.o (0.3-3.5 s a compile).  A
+    compiler writes no path of the output into an object: a copy has a compile's bytes."""
     h = hashlib.sha256(json.dumps([[a.replace(str(work), "") for a in cmd], version]).encode())
     for f in sources:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     cached, out = root / "objects" / f"{h.hexdigest()[:24]}.o", cmd[cmd.index("-o") + 1]
-    cached.parent.mkdir(exist_ok=True)
-    with open(cached.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, a failed compile's too
-        if not cached.exists():
-            run_step(cmd)
-            tmp = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}")
-            shutil.copyfile(out, tmp)
-            os.replace(tmp, cached)  # atomic: a reader never sees part of an object
-            return
-    shutil.copyfile(cached, out)
+    _made_once(cached, lambda tmp: (run_step(cmd), shutil.copyfile(out, tmp)))
+    if not os.path.exists(out):  # another build compiled it
+        shutil.copyfile(cached, out)
+
+
+def _made_once(target: Path, make: Callable[[str], object]) -> None:
+    """`target`, made by make(a temporary path beside it) unless it exists, renamed into
+    place whole: one maker at a time over threads and processes (a lock file beside it,
+    released on close, a failed make's too): the others wait for it, not make it too."""
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{target}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+            make(str(tmp))
+            os.replace(tmp, target)
 
 
 def build_executable(kernel: Path, variant: Variant, *, libs: tuple[str, ...] = (),
@@ -365,17 +372,11 @@ def build_tool(source: Path, cflags: tuple[str, ...] = ("-O2",), compiler: str =
                cache_dir: Path | None = None, headers: tuple[Path, ...] = ()) -> Path:
     """A standalone helper program of cpulab's own (one C file, no harness), built once
     and cached by its source, the headers it includes, flags and compiler version."""
-    source = Path(source)
     h = hashlib.sha256(b"".join(Path(f).read_bytes() for f in (source, *headers)))
     h.update(json.dumps([compiler, compiler_version(compiler), list(cflags)]).encode())
     root = Path(cache_dir or paths.artifact_dir())
-    exe = root / f"tool-{h.hexdigest()[:24]}" / source.stem
-    if exe.exists():
-        return exe
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    tmp = exe.with_name(f".{source.stem}.{os.getpid()}.{threading.get_ident()}")  # threads of one process too
-    run_step([compiler, *cflags, str(source), "-o", str(tmp)])
-    os.replace(tmp, exe)  # atomic: a concurrent builder's copy is the same program
+    exe = root / f"tool-{h.hexdigest()[:24]}" / Path(source).stem
+    _made_once(exe, lambda tmp: run_step([compiler, *cflags, str(source), "-o", tmp]))
     return exe
 
 
