@@ -149,12 +149,22 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     # two points (a 5-point L2 plateau at 23 cycles with one point at 25 was split into
     # pieces too short to count in one run and kept whole in the next), and the points
     # a step's ramp adds to a plateau's end are trimmed off below.
+    # A segment's first points that lie within `tol` of the group before it belong to that
+    # group: PELT may put a short plateau's last point in the next segment with the step
+    # (Zen 4 guest: an L3 shelf of 4 points at 2-2.9 MiB, whose last PELT joined with the
+    # step's 3.4 MiB point, left 3 points, too few for a level).  The points a step's ramp
+    # adds to a plateau's end are trimmed off below, with the same tolerance.
+    tol = max(3 * sigma, math.log(1.1))
     groups: list[list[int]] = []  # [start, end) pairs
     for a, b in _segments(y, sigma, min_segment):
         if groups and abs(np.median(y[a:b]) - np.median(y[groups[-1][0]:groups[-1][1]])) < MIN_STEP \
                 and flat(groups[-1][0], b):
             groups[-1][1] = b
-        else:
+            continue
+        while groups and a < b and abs(y[a] - np.median(y[groups[-1][0]:groups[-1][1]])) <= tol \
+                and flat(groups[-1][0], a + 1):
+            a = groups[-1][1] = a + 1
+        if a < b:
             groups.append([a, b])
 
     plateaus: list[list[int]] = []  # index lists
@@ -171,7 +181,6 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
 
     # Trim transition points off the end of each closed plateau: points well above the
     # plateau's own (robust) trend line already belong to the step.
-    tol = max(3 * sigma, math.log(1.1))
     for idx in plateaus[:-1]:
         while len(idx) > 2:
             xs, ys = x[idx], y[idx]
