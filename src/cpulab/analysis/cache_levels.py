@@ -147,13 +147,11 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     # Neighbouring segments at nearly the same latency that are flat together are one
     # candidate: PELT with small segments cuts a plateau into pieces at a bump of one or
     # two points (a 5-point L2 plateau at 23 cycles with one point at 25 was split into
-    # pieces too short to count in one run and kept whole in the next), and the points
-    # a step's ramp adds to a plateau's end are trimmed off below.
-    # A segment's first points that lie within `tol` of the group before it belong to that
-    # group: PELT may put a short plateau's last point in the next segment with the step
-    # (Zen 4 guest: an L3 shelf of 4 points at 2-2.9 MiB, whose last PELT joined with the
-    # step's 3.4 MiB point, left 3 points, too few for a level).  The points a step's ramp
-    # adds to a plateau's end are trimmed off below, with the same tolerance.
+    # pieces too short to count in one run and kept whole in the next).  A segment's first
+    # points within `tol` of the group before it join that group: PELT may put a short
+    # plateau's last point with the step (Zen 4 guest: of an L3 shelf of 4 points at
+    # 1.7-2.9 MiB, the last went with the 3.4 MiB point, leaving too few for a level).
+    # The points a step's ramp adds to a plateau's end are trimmed off below, with `tol`.
     tol = max(3 * sigma, math.log(1.1))
     groups: list[list[int]] = []  # [start, end) pairs
     for a, b in _segments(y, sigma, min_segment):
