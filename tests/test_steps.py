@@ -151,6 +151,21 @@ def test_a_gradual_step_below_a_capacity_is_conflicts():
     assert steps.explain_steps(line, caches, [], huge_levels=line)[0]["cause"] == "conflicts"
 
 
+def test_steps_in_a_row_that_one_cache_alone_explains_are_one_step():
+    """A cache runs out once: where its ramp pauses on the way (a level between two steps
+    that only the L2 explains), the two are one gradual step from the first's edge to the
+    second's end; a step another candidate explains stays a step of its own."""
+    caches = [{"level": 2, "type": "Unified", "size_bytes": 1 * MiB, "name": "L2 1 MiB"}, *CACHES[2:]]
+    line = [level(1 * KiB, 608 * KiB, 724 * KiB, 6), level(724 * KiB, 900 * KiB, 1200 * KiB, 11),
+            level(1200 * KiB, 3 * MiB, 4 * MiB, 16), level(4 * MiB, 64 * MiB, None, 150, True)]
+    got = steps.explain_steps(line, caches, [], huge_levels=line)
+    assert [(s["edge_bytes"], s["next_bytes"], s["cause"]) for s in got] == \
+        [(608 * KiB, 1200 * KiB, "capacity"), (3 * MiB, 4 * MiB, "effective capacity")]
+    assert (got[0]["from_ns"], got[0]["to_ns"], got[0]["matches"]) == (6, 16, ["L2 1 MiB"])
+    tl = [tlb.tlb(2, "data", 4 * KiB, 200, 8, "fixture")]  # reach 800 KiB: the first step's too
+    assert len(steps.explain_steps(line, caches, tl, huge_levels=line)) == 3
+
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "memlat"
 
 

@@ -159,14 +159,28 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
               "the page-stride chase's reaches (" + ", ".join(human_bytes(t["reach_bytes"]) for t in measured)
               + ") lie elsewhere") if stride_levels is not None
              else "no page-stride chase was measured (cpulab memlat measures one unless --mode says otherwise)")
-    closed = _closed(line_levels)
-    out = []
-    for k, lv in enumerate(closed):
-        edge, upper = lv["size_bytes"], lv["next_bytes"]
+
+    def explaining(lv: dict, after: dict) -> list[dict]:
+        return [c for c in cands if near_step(lv["size_bytes"], lv["next_bytes"], c["bytes"])
+                and (c.get("rise") is None or c["rise"] >= TLB_SHARE * (_latency(after) - _latency(lv)))]
+
+    # (the level the step leaves, the last level before the next, the level it reaches,
+    # the candidates): one cache runs out once, so steps in a row that only that cache
+    # explains are one gradual step whose ramp paused on the way (Zen 4 guest: its L2's
+    # ramp from 512 KiB to 1.4 MiB held at 40 cycles from 724 KiB to 1.2 MiB in one run
+    # of ten).
+    spans: list[tuple[dict, dict, dict, list[dict]]] = []
+    for lv in _closed(line_levels):
         after = line_levels[line_levels.index(lv) + 1]
+        matched = explaining(lv, after)
+        if spans and len(matched) == 1 and matched[0]["kind"] == "cache" and spans[-1][3] == matched:
+            spans[-1] = (spans[-1][0], lv, after, matched)
+        else:
+            spans.append((lv, lv, after, matched))
+    out = []
+    for lv, last, after, matched in spans:
+        edge, upper = lv["size_bytes"], last["next_bytes"]
         below, above = _latency(lv), _latency(after)
-        matched = [c for c in cands if near_step(edge, upper, c["bytes"])
-                   and (c.get("rise") is None or c["rise"] >= TLB_SHARE * (above - below))]
         keeps = _huge_keeps(edge, upper, math.log(above / below), huge_levels)
         cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
