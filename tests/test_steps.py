@@ -162,7 +162,7 @@ def test_steps_in_a_row_that_one_cache_alone_explains_are_one_step():
     assert [(s["edge_bytes"], s["next_bytes"], s["cause"]) for s in got] == \
         [(608 * KiB, 1200 * KiB, "capacity"), (3 * MiB, 4 * MiB, "effective capacity")]
     assert (got[0]["from_ns"], got[0]["to_ns"], got[0]["matches"]) == (6, 16, ["L2 1 MiB"])
-    tl = [tlb.tlb(2, "data", 4 * KiB, 200, 8, "fixture")]  # reach 800 KiB: the first step's too
+    tl = [tlb.tlb(2, "data", 4 * KiB, 200, 8, "fixture")]  # reach 800 KiB: a second candidate of both steps
     assert len(steps.explain_steps(line, caches, tl, huge_levels=line)) == 3
 
 
