@@ -164,22 +164,22 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         return [c for c in cands if near_step(lv["size_bytes"], lv["next_bytes"], c["bytes"])
                 and (c.get("rise") is None or c["rise"] >= TLB_SHARE * (_latency(after) - _latency(lv)))]
 
-    # (the level the step leaves, the last level before the next, the level it reaches,
-    # the candidates): one cache runs out once, so steps in a row that only that cache
-    # explains are one gradual step whose ramp paused on the way (Zen 4 guest: its L2's
-    # ramp from 512 KiB to 1.4 MiB held at 40 cycles from 724 KiB to 1.2 MiB in one run
-    # of ten).
-    spans: list[tuple[dict, dict, dict, list[dict]]] = []
+    # (the level the step leaves, the level it reaches, the candidates): one cache runs
+    # out once, so steps in a row that only that cache explains are one gradual step whose
+    # ramp paused on the way (Zen 4 guest: its L2's ramp from 512 KiB to 1.4 MiB held at
+    # 40 cycles from 724 KiB to 1.2 MiB in one run of ten): the first step's level, left
+    # where the last step reaches its next level.
+    spans: list[tuple[dict, dict, list[dict]]] = []
     for lv in _closed(line_levels):
         after = line_levels[line_levels.index(lv) + 1]
         matched = explaining(lv, after)
-        if spans and len(matched) == 1 and matched[0]["kind"] == "cache" and spans[-1][3] == matched:
-            spans[-1] = (spans[-1][0], lv, after, matched)
+        if spans and len(matched) == 1 and matched[0]["kind"] == "cache" and spans[-1][2] == matched:
+            spans[-1] = ({**spans[-1][0], "next_bytes": lv["next_bytes"]}, after, matched)
         else:
-            spans.append((lv, lv, after, matched))
+            spans.append((lv, after, matched))
     out = []
-    for lv, last, after, matched in spans:
-        edge, upper = lv["size_bytes"], last["next_bytes"]
+    for lv, after, matched in spans:
+        edge, upper = lv["size_bytes"], lv["next_bytes"]
         below, above = _latency(lv), _latency(after)
         keeps = _huge_keeps(edge, upper, math.log(above / below), huge_levels)
         cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
