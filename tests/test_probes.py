@@ -7,6 +7,7 @@ core of the last 15 years.
 from __future__ import annotations
 
 import shutil
+import statistics
 import subprocess
 
 import pytest
@@ -21,9 +22,8 @@ FAST = dict(samples=10, repeats=4, min_sample_time=0.002)
 
 def test_the_calls_fixed_cost_comes_off_every_run():
     """Runs of n and 2n executions a call read c + f/n and c + f/2n: each loses its share
-    of f, estimated from the median run of each length, so a minority of runs a co-tenant
-    slowed (an N run at half speed) or that read low (a 2N run) moves neither it nor the
-    median."""
+    of f, a - b, so a minority of runs a co-tenant slowed (an N run at half speed) or that
+    read low (a 2N run) moves neither it nor the median."""
     c, f_n = 3.0, 0.06
     a = [c + f_n] * 4 + [2 * c + f_n]
     b = [c + f_n / 2] * 4 + [0.9 * c]
@@ -31,6 +31,15 @@ def test_the_calls_fixed_cost_comes_off_every_run():
     assert len(runs) == 10 and sorted(runs)[4] == pytest.approx(c) and sorted(runs)[5] == pytest.approx(c)
     assert without_fixed_cost([c, None, -1.0], [c, c, c]) == [c, c, c, c]  # no fixed cost; bad runs dropped
     assert without_fixed_cost([c], [c + 0.1]) == [c, c + 0.1]  # a 2N run slower than the N one: nothing off
+
+
+def test_a_majority_of_slowed_n_runs_does_not_take_the_fixed_cost_off_twice():
+    """Two of three N runs 40% slow: a - b between the medians is 0.4c, and taking it off
+    would put the headline at 0.6c; the fastest runs' a - b is the true f/2n."""
+    c, f_n = 3.0, 0.06
+    a = [c + f_n, 1.4 * (c + f_n), 1.4 * (c + f_n)]
+    b = [c + f_n / 2] * 3
+    assert statistics.median(without_fixed_cost(a, b)) == pytest.approx(c)
 
 
 def test_dependent_add_is_one_cycle():

@@ -38,14 +38,18 @@ the body: not the fastest run, because cycles are TSC ticks x a core/TSC ratio
 measured beside each sample, and the fastest of many such products picks the runs
 whose ratio read low (on an Ice Lake host imul read 2.87 cycles and an L1 load 4.36
 where their medians were 3 and 5).  Each run's figure first loses the call's fixed cost
-spread over it: a - b = fixed / 2n, taken between the median runs of each length (as
-robust as the headline; the median of the pairs' differences once read a vpaddd loop at
-2.25 a cycle from 3 pairs, and the fastest runs hold the low ratio reads above), comes
-off every 2N run and twice off every N run (on a Zen 4 guest the fixed cost, an
-mfence among it, was ~70 cycles: an add read 1.035 and 1.015 at 2048 and 4096
-executions a call, a median of 1.025, and 0.996 without it).  2b - a over the fastest
-runs is kept as cycles_difference, and the spread of the corrected runs as
-cycles_median, cycles_min, cycles_max and cycles_runs.
+spread over it, a - b = fixed / 2n, which comes off every 2N run and twice off every N
+run (on a Zen 4 guest the fixed cost, an mfence among it, was ~70 cycles: an add read
+1.035 and 1.015 at 2048 and 4096 executions a call, a median of 1.025, and 0.996
+without it).  a - b is the smaller of two estimates: between the median runs of each
+length, robust to a minority of runs (the median of the pairs' differences once read a
+vpaddd loop at 2.25 a cycle from 3 pairs), and between the fastest runs, robust to a
+majority of slowed N runs: on a Zen 4 guest, with two or three of three N runs of twelve
+scalar FP chains 3-25% slow, the medians' a - b read 0.20-0.56 cycles where a quiet
+probe reads 0.12, and the headline 2.71-2.92 cycles where the pipes need 3 (and once, in
+a suite, 1.92); the fastest runs' a - b read 0.12-0.22.  2b - a over the fastest runs is
+kept as cycles_difference, and the spread of the corrected runs as cycles_median,
+cycles_min, cycles_max and cycles_runs.
 
 Cycles are the harness's core cycles (perf counters where they work, else TSC ticks x
 the core/TSC ratio the harness calibrates in every run).  With timer="clock" there are
@@ -135,13 +139,15 @@ def build_probe(stmts: list[str], syntax: str, copies: int, as_loop: bool, count
 
 def without_fixed_cost(a: list[float | None], b: list[float | None]) -> list[float]:
     """Per-execution figures of runs of n (a) and 2n (b) executions a call, less the
-    call's fixed cost f: a = c + f/n and b = c + f/2n, so f/2n is the median a less the
-    median b (a minority of runs slowed by a co-tenant, or read low, moves neither), at
-    least 0; it comes off every b and twice off every a.  Runs <= 0 or missing are
-    dropped."""
+    call's fixed cost f: a = c + f/n and b = c + f/2n, so f/2n is a - b; it comes off
+    every b and twice off every a.  A co-tenant only slows a run and a low core/TSC read
+    only speeds one, so a - b is taken twice, between the median runs (which one b run
+    read low cannot move) and between the fastest runs (which slowed a runs cannot move,
+    while one of them was not), and the smaller is kept, at least 0.  Runs <= 0 or
+    missing are dropped."""
     a = [x for x in a if x is not None and x > 0]
     b = [y for y in b if y is not None and y > 0]
-    f = max(0.0, statistics.median(a) - statistics.median(b)) if a and b else 0.0
+    f = max(0.0, min(statistics.median(a) - statistics.median(b), min(a) - min(b))) if a and b else 0.0
     return [x - 2 * f for x in a] + [y - f for y in b]
 
 
