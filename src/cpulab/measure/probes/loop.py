@@ -46,8 +46,8 @@ length, robust to a minority of runs (the median of the pairs' differences once 
 vpaddd loop at 2.25 a cycle from 3 pairs), and between the fastest runs, robust to a
 majority of slowed N runs: on a Zen 4 guest, with two or three of three N runs of twelve
 scalar FP chains 3-25% slow, the medians' a - b read 0.20-0.56 cycles where a quiet
-probe reads 0.12, and the headline 2.71-2.92 cycles where the pipes need 3 (and once, in
-a suite, 1.92); the fastest runs' a - b read 0.12-0.22.  2b - a over the fastest runs is
+probe reads 0.12, and the headline 2.71-2.92 cycles where the pipes need 3 (the likely
+cause of a suite's 1.92 once); the fastest runs' a - b read 0.12-0.22.  2b - a over the fastest runs is
 kept as cycles_difference, and the spread of the corrected runs as cycles_median,
 cycles_min, cycles_max and cycles_runs.
 
