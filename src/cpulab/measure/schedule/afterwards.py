@@ -70,31 +70,10 @@ class Afterwards:
         if not isinstance(self.site.executor, LocalExecutor):
             return
         with self.split.timing(time_split.RUN, "instructions"):
-            count_instructions(self.plan, store, self.countable(experiments, measured),
+            count_instructions(self.plan, store, [t for t in self.targets if t.live and (t.rounds or not measured)
+                                                  and not t.emulator
+                                                  and (experiments is None or t.experiment in experiments)],
                                [t for t in ran if t.live and t.rounds], self.site, self.tsc_hz, progress, workers, stop)
-
-    def count_items(self, experiments: set[str], store: Store, progress: Progress,
-                    stop: threading.Event | None = None) -> list[Callable]:
-        """count() of the experiments' targets, rounds or not, as lane work: an item a
-        result, so that two lanes share what is left of them (an experiment's counts as
-        one item kept one lane 14 s after the other's rounds, stepping DES)."""
-        if not isinstance(self.site.executor, LocalExecutor):
-            return []
-
-        def item(rid: int, label: str, job: Callable):
-            def run(executor, lane_store, lane_rng, lane_stop):
-                with self.split.timing(time_split.RUN, "instructions"):
-                    c, = instructions.count_all([job], 1, lane_stop)
-                store_count(lane_store, rid, label, c, progress)
-            return run
-        return [item(*job) for job in count_jobs(self.plan, store, self.countable(experiments, False), [],
-                                                 self.site, self.tsc_hz)]
-
-    def countable(self, experiments: set[str] | None, measured: bool) -> list[Target]:
-        """The experiments' (None: all) targets a count may be of: live, native, with
-        rounds where `measured`."""
-        return [t for t in self.targets if t.live and (t.rounds or not measured) and not t.emulator
-                and (experiments is None or t.experiment in experiments)]
 
     def prepared(self, name: str, params: dict) -> dict:
         """A kernel's parameters made ready (input files); a program's as they are."""
@@ -127,12 +106,13 @@ def explain(store: Store, run_id: int, schedule: Schedule, progress: Progress, p
     return [item(*t) for t in todo]
 
 
-def count_jobs(plan: Plan, store: Store, targets: list[Target], ran: list[ProcessTarget], site: Site,
-               tsc_hz: float | None) -> list[tuple[int, str, Callable]]:
-    """(result id, label, the count's job) of each measured native result of an
-    experiment that asks for a count and has none: a kernel's per unit of its timed work
-    (a memory kernel's with its simulated cache misses), a program's per whole run, with
-    the functions executing the most (measure/instructions.py)."""
+def count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[ProcessTarget],
+                        site: Site, tsc_hz: float | None, progress: Progress, workers: int = 2,
+                        stop: threading.Event | None = None) -> None:
+    """Each measured native result of an experiment that asks for it gets its
+    instructions per unit (measure/instructions.py) in its notes, or why it has none: a
+    kernel's per unit of its timed work (a memory kernel's with its simulated cache
+    misses), a program's per whole run, with the functions executing the most."""
     def uncounted(rid: int, experiment: str) -> dict | None:  # the result's notes, if it is to be counted
         if not plan.counts_instructions(experiment):
             return None
@@ -147,25 +127,12 @@ def count_jobs(plan: Plan, store: Store, targets: list[Target], ran: list[Proces
     for t in ran:
         if uncounted(t.result_id, t.point[0]) is not None:
             jobs[t.result_id] = (t.label, functools.partial(instructions.count_process, t.command, t.env))
-    return [(rid, label, job) for rid, (label, job) in jobs.items()]
-
-
-def store_count(store: Store, rid: int, label: str, c, progress: Progress) -> None:
-    """A result's count (or why it has none) into its notes; None (the run stopped
-    first): nothing."""
-    if c is None:
-        return
-    store.set_notes(rid, {"instructions_why": str(c)} if isinstance(c, instructions.CountError) else c.notes())
-    progress.advance(f"instructions  {label}")
-
-
-def count_instructions(plan: Plan, store: Store, targets: list[Target], ran: list[ProcessTarget],
-                        site: Site, tsc_hz: float | None, progress: Progress, workers: int = 2,
-                        stop: threading.Event | None = None) -> None:
-    """count_jobs() done, `workers` at a time, each stored in its result's notes."""
-    jobs = count_jobs(plan, store, targets, ran, site, tsc_hz)
     if not jobs:
         return
     progress.phase("instructions", len(jobs))
-    for (rid, label, _), c in zip(jobs, instructions.count_all([job for *_, job in jobs], workers, stop)):
-        store_count(store, rid, label, c, progress)
+    for (rid, (label, _)), c in zip(jobs.items(), instructions.count_all([job for _, job in jobs.values()],
+                                                                         workers, stop)):
+        if c is None:  # not counted: the run stopped first
+            continue
+        store.set_notes(rid, {"instructions_why": str(c)} if isinstance(c, instructions.CountError) else c.notes())
+        progress.advance(f"instructions  {label}")

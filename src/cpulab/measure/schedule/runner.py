@@ -181,20 +181,17 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
 
-        queued, counts_lock = set(), threading.Lock()  # the experiments whose counts are queued
+        counts = {exp: threading.Lock() for exp in sharing}  # held by the lane counting exp's instructions
 
         def count(exp: str):
-            # Its instructions, which no round changes: counted in whichever lanes come free
+            # Its instructions, which no round changes: counted in whichever lane comes free
             # first (link-format's 8 builds under valgrind took 22 s after its rounds, the
             # other lane idle; never the first lane where it hands over: it would hold up
-            # the alone rounds), or at the latest after its rounds: the first comer queues
-            # an item a result, which both lanes share once the alone rounds end.
+            # the alone rounds), or at the latest after its rounds; the second comer waits.
             def item(executor, lane_store, lane_rng, stop):
-                with counts_lock:
-                    if exp in queued or after is None or stop.is_set():
-                        return []
-                    queued.add(exp)
-                return [(TRAILS, w) for w in after.count_items({exp}, lane_store, TrailingProgress(progress), stop)]
+                with counts[exp]:
+                    if after is not None and not stop.is_set():
+                        after.count({exp}, 1, lane_store, TrailingProgress(progress), stop=stop, measured=False)
             return item
 
         def shared_experiment(exp: str):
@@ -213,11 +210,11 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
             return first
 
         def explained(exp: str):
-            # After its rounds, its instructions counted (queued already, or here) and its
+            # After its rounds, its instructions counted (done, under way, or here), then its
             # largest differences explained: counts and profiles depend on nothing beside them
             def item(executor, lane_store, lane_rng, stop):
-                return count(exp)(executor, lane_store, lane_rng, stop) + [
-                    (TRAILS, w) for _, w in after.explanations({exp}, lane_store, TrailingProgress(progress), stop)]
+                count(exp)(executor, lane_store, lane_rng, stop)
+                return [(TRAILS, w) for _, w in after.explanations({exp}, lane_store, TrailingProgress(progress), stop)]
             return item
         work = [(math.inf, shared_experiment(exp)) for exp in sharing]
         work += [(TRAILS, count(exp)) for exp in sharing if plan.counts_instructions(exp)]
