@@ -102,11 +102,11 @@ def test_the_views_draw_the_roofs_and_the_kernels():
 def test_twelve_independent_scalar_chains_retire_at_least_one_flop_a_cycle(monkeypatch):
     """Every x86-64 core of the last 15 years has an add and a multiply pipe: a scalar
     add/mul mix of 12 independent chains retires 1 to 4 flops a cycle.  The upper bound
-    is twice that (a wrong clock or estimate, not a fast core, lies beyond it): a Zen 4 guest, whose
-    two add and two multiply pipes retire 4.0 (3.97-4.23 in ten runs, alone and beside a
-    busy loop), read 6.26 once in a suite: 1.92 cycles a body where the pipes need 3, most
-    likely the call's fixed cost taken off from N runs a co-tenant slowed (the loop
-    probe's docstring)."""
+    is twice that (a wrong clock or estimate, not a fast core, lies beyond it): a Zen 4
+    guest, whose two add and two multiply pipes retire 4.0 (3.97-4.23 in ten runs, alone
+    and beside a busy loop), read 6.26 once in a suite: 1.92 cycles a body where the
+    pipes need 3, most likely the call's fixed cost taken off from N runs a co-tenant
+    slowed (the loop probe's docstring)."""
     monkeypatch.setattr(roofline_probe, "PEAK_LOOPS", {"scalar SSE2": roofline_probe.PEAK_LOOPS["scalar SSE2"]})
     if "sse2" not in machine.cpu_flags():
         pytest.skip("not an x86-64 CPU")
