@@ -47,9 +47,9 @@ vpaddd loop at 2.25 a cycle from 3 pairs), and between the fastest runs, robust 
 majority of slowed N runs: on a Zen 4 guest, with two or three of three N runs of twelve
 scalar FP chains 3-25% slow, the medians' a - b read 0.20-0.56 cycles where a quiet
 probe reads 0.12, and the headline 2.71-2.92 cycles where the pipes need 3 (the likely
-cause of a suite's 1.92 once); the fastest runs' a - b read 0.12-0.22.  2b - a over the fastest runs is
-kept as cycles_difference, and the spread of the corrected runs as cycles_median,
-cycles_min, cycles_max and cycles_runs.
+cause of a suite's 1.92 once); the fastest runs' a - b read 0.12-0.22.  2b - a over the
+fastest runs is kept as cycles_difference, and the spread of the corrected runs as
+cycles_median, cycles_min, cycles_max and cycles_runs.
 
 Cycles are the harness's core cycles (perf counters where they work, else TSC ticks x
 the core/TSC ratio the harness calibrates in every run).  With timer="clock" there are
