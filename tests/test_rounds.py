@@ -90,3 +90,42 @@ def test_kernels_in_turns_without_processes(store):
         assert [smp.turn for smp, _ in order] == [0, 1, 2, 3] * 3
         assert all(a[1] == b[1] for a, b in zip(order[::2], order[1::2]))
         assert [smp.follows for smp, _ in order[1:]] == [variant for _, variant in order[:-1]]
+
+
+def test_the_rounds_sure_to_run_end_at_the_look_under_way():
+    """Looks end at n, 2n, 4n rounds: a point is sure of the rounds to the end of the look
+    it is in, and at a look's end of none more (the look decides); without a budget, of
+    the first look's alone."""
+    policy = DecisionPolicy(budgeted=True, method="paired")
+    looks = Schedule(first={"t": 5}, budget=20.0, policy=policy, baselines={"t": "a"})
+    fixed = Schedule(first={"t": 5}, budget=0.0, policy=policy, baselines={"t": "a"})
+    assert [looks.sure_rounds("t", done) for done in range(22)] == [5] * 6 + [10] * 5 + [20] * 10 + [40]
+    assert {fixed.sure_rounds("t", done) for done in range(22)} == {5}
+
+
+def test_the_linker_links_ahead_no_round_past_the_look_under_way():
+    """Two rounds ahead of a target's next, but none its look may not run: a target at
+    its first look's end has every placement of that look and no more."""
+    import threading
+    import time
+    from cpulab.compile.artifacts import Artifact
+    from cpulab.measure.schedule.targets import Target, linking_ahead
+    linked, lock = set(), threading.Lock()
+
+    class Site:
+        def place(self, art, i):
+            with lock:
+                linked.add(i)
+
+    art = Artifact("/fake/k", "k", "k", 1, "fake", (), placeable=True)
+    t = Target("t", "sha256", "O2", {}, artifact=art, seed=9)
+    schedule = Schedule(first={"t": 3}, budget=20.0, policy=DecisionPolicy(budgeted=True, method="paired"),
+                        baselines={"t": "O2"})
+    with linking_ahead([t], Site(), 0, schedule):
+        for done in range(4):  # rounds 0, 1 and 2 run, then the look
+            t.rounds = done
+            until = time.monotonic() + 10
+            while time.monotonic() < until and {t.placement_at(r) for r in range(done, min(done + 2, 3))} - linked:
+                time.sleep(0.01)
+        time.sleep(0.2)  # the linker looks every 50 ms: time to link round 3, were it to
+    assert linked == {t.placement_at(r) for r in range(3)}

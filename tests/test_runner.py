@@ -219,6 +219,29 @@ def test_budget_is_not_overspent(tmp_path):
     assert all(len({s.process for s in store.samples(r.id)}) == 4 for r in store.results(run_id))
 
 
+def test_the_placements_linked_ahead_are_the_ones_the_rounds_run(tmp_path):
+    """The first look's placements, linked ahead while the builds end, are drawn from the
+    run's seed as the rounds' are: they are the ones the rounds run (they were drawn from
+    seed 0, the seeds' 120 links of them each made for nothing, and linked again)."""
+    from conftest import FakeExecutor, FakeSite
+    linked = []
+
+    class Linking(FakeSite):
+        def place(self, art, i):
+            linked.append(art.placement_path(i))
+            return art.placement_path(i)
+
+    exps = [plans.Experiment("e", ["sha256"], ["O2", "O3"], "O2", params={"sha256": {"size": ["256", "512"]}},
+                             share_machine=True)]
+    p = plans.validate(plans.Plan("s", exps, Settings(processes=3, samples=2, budget=0.0)))
+    ex = FakeExecutor(lambda job: 0.001)
+    runner.run_plan(p.given(seed=8), Store(tmp_path / "db.sqlite"), site=Linking(ex))
+    ran = [j.artifact_path for j in ex.jobs if ".layout" in j.artifact_path]
+    assert len(ran) == len(set(ran)) == 4 * 3  # two points of two builds, three rounds each
+    ahead = linked[:len(ran)]  # then each round asks for its own
+    assert sorted(ahead) == sorted(ran)
+
+
 def as_from_a_shell():
     """A child's SIGINT as a shell's foreground job has it: handled (a pytest-xdist worker
     may be ignoring it, and an ignored SIGINT is inherited: Python then keeps ignoring it,

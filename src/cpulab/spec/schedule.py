@@ -16,3 +16,13 @@ class Schedule:
     policy: DecisionPolicy
     baselines: dict[str, str]  # experiment -> its baseline variant
     against: int | None = None  # run --against: each variant against VARIANT@RUN
+
+    def sure_rounds(self, experiment: str, done: int) -> int:
+        """The rounds a point of `experiment` that has had `done` is sure to reach, bar a
+        stop, a failure or the end of its budget: its first look's; in budget mode, once a
+        later look has begun, that look's (the looks end at n, 2n, 4n, ... rounds:
+        rounds.measure_rounds).  At a look's end, only the look says whether more follow."""
+        end = self.first[experiment]
+        while self.budget and done > end:
+            end *= 2
+        return end

@@ -106,10 +106,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
                  split: TimeSplit, resume: int | None) -> None:
     targets = build_targets(plan, store, run_id, progress, site, split) if resume is None else \
         resumed_targets(plan, store, run_id, progress)
-    seed = plan.settings.seed
-    for t in targets:
-        t.seed = seed
-    rng = randomness.stream(seed, "rounds")
+    rng = randomness.stream(plan.settings.seed, "rounds")
 
     def unmeasured(names: list[str]) -> list[str]:  # the probe tables of `names` the run has not stored
         made = {(a.kind, a.key) for a in store.analyses(run_id)}
@@ -224,7 +221,8 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         two_lanes = lanes(work, [site.executor, spare], store.path, rng, hand_over=bool(alone))
     # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
     other = spare or (site.spare_executor() if alone else None)
-    with two_lanes, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None):
+    with two_lanes, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None,
+                                      schedule):
         kernels.measure(alone, site.executor, store, rng, progress, schedule)
         machine_alone()
     return sharing if spare is not None else []

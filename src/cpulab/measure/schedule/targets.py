@@ -27,6 +27,7 @@ from cpulab.time_split import RUN, TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan import toolchain
 from cpulab.plan.plan import Plan
+from cpulab.spec.schedule import Schedule
 from cpulab.store.db import Store
 
 
@@ -104,7 +105,7 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
             store.add_artifact(art.as_dict())
         for params in w.grid(plan.settings.grid, exp.params.get(wname)):
             t = Target(exp.name, wname, vname, params, artifact=art, live=status == Status.PENDING,
-                       emulator=built.emulator if status == Status.PENDING else ())
+                       emulator=built.emulator if status == Status.PENDING else (), seed=plan.settings.seed)
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
                                            art.hash if art else None, experiment=exp.name)
             targets.append(t)
@@ -160,13 +161,16 @@ def first_look(plan: Plan, targets: list[Target], shared: bool,
 
 
 @contextlib.contextmanager
-def linking_ahead(targets: list[Target], site: Site, cpu: int | None):
+def linking_ahead(targets: list[Target], site: Site, cpu: int | None, schedule: Schedule):
     """For the block, a thread linking on CPU `cpu` (one that measures nothing; None: no
     thread) the placements the targets' next AHEAD rounds will run, the earliest first, so
     that a round seldom links its own (16-36 ms each, before its processes start).  At the
     run's own priority: on that CPU it disturbs no measurement whatever its priority, and
     beside a busy cotenant there a nice-19 link got 1.5% of the CPU (a 30 ms link took
-    seconds, and the block's end waited minutes for the one under way)."""
+    seconds, and the block's end waited minutes for the one under way).  Only rounds a
+    target is sure to run (Schedule.sure_rounds): the rounds past the looks' ends were 572
+    of the seeds' 1,969 links, 20 s of that CPU, which the counts trailing there wait for;
+    the first round of a look that goes on links its own."""
     done = threading.Event()
     # Each placement drawn once and tried once (linked, found linked, or failed: its round
     # says why): a scan of every target's stat and draw, 20 a second, took 10 s of CPU
@@ -183,7 +187,7 @@ def linking_ahead(targets: list[Target], site: Site, cpu: int | None):
         with on_cpu(cpu):
             while not done.is_set():
                 owed = [(r, t.artifact, i) for t in targets if t.live and t.placed
-                        for r in range(t.rounds, t.rounds + AHEAD)
+                        for r in range(t.rounds, min(t.rounds + AHEAD, schedule.sure_rounds(t.experiment, t.rounds)))
                         if (i := placement_at(t, r)) is not None and (t.artifact.hash, i) not in tried]
                 if not owed:
                     done.wait(0.05)
@@ -267,7 +271,7 @@ def against_targets(plan: Plan, store: Store, run_id: int, targets: list[Target]
         status = Status.PENDING if art else Status.SKIPPED
         error = "" if art else f"run {plan.settings.against}'s executable is no longer in this machine's artifact cache"
         a = Target(t.experiment, t.workload, name, t.params, artifact=art, live=art is not None and t.live,
-                   emulator=t.emulator)
+                   emulator=t.emulator, seed=t.seed)
         a.result_id = store.add_result(run_id, t.workload, name, t.params, workloads.get(t.workload).unit, status,
                                        error, art.hash if art else None, experiment=t.experiment)
         out.append(a)
@@ -304,6 +308,6 @@ def resumed_targets(plan: Plan, store: Store, run_id: int, progress: Progress) -
             store.set_status(r.id, Status.ERROR, why)
         else:
             targets.append(Target(r.experiment, r.workload, r.variant, r.params, r.id, b.artifact,
-                                  rounds=done.get(r.id, 0), emulator=b.emulator))
+                                  rounds=done.get(r.id, 0), emulator=b.emulator, seed=plan.settings.seed))
         progress.advance(f"{r.workload} / {r.variant}" + (f": {why}" if why else ""))
     return targets
