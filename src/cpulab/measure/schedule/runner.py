@@ -221,8 +221,8 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         two_lanes = lanes(work, [site.executor, spare], store.path, rng, hand_over=bool(alone))
     # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
     other = spare or (site.spare_executor() if alone else None)
-    with two_lanes, linking_ahead([t for t in targets if t.experiment in alone], site, other.cpu if other else None,
-                                      schedule):
+    alone_targets = [t for t in targets if t.experiment in alone]
+    with two_lanes, linking_ahead(alone_targets, site, other.cpu if other else None, schedule):
         kernels.measure(alone, site.executor, store, rng, progress, schedule)
         machine_alone()
     return sharing if spare is not None else []
