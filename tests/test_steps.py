@@ -83,6 +83,24 @@ def test_steps_matched_to_cache_tlb_and_unexplained():
     assert "effective capacity" in text and "the TLB's" in text
 
 
+def test_a_tlb_step_past_the_shared_cache_leaves_its_step_the_step_to_memory():
+    """The cache's share runs out, latency holds, then a TLB's reach steps again, a step
+    huge pages remove (a Zen 4 guest, one run of five: its L3 share out at 5.7 MiB, its
+    3,072-entry L2 TLB at 12 MiB).  The step before the TLB's is still the one to memory:
+    the L3's effective capacity, not unexplained."""
+    tl = [tlb.tlb(2, "unified", 4 * KiB, 3072, 6, "fixture")]
+    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 2 * MiB, 3 * MiB, 5),
+            level(3 * MiB, 6 * MiB, 8 * MiB, 20), level(8 * MiB, 12 * MiB, 16 * MiB, 100),
+            level(16 * MiB, 64 * MiB, None, 150, True)]
+    huge = line[:3] + [level(8 * MiB, 64 * MiB, None, 105, True)]
+    got = steps.explain_steps(line, CACHES, tl, huge)
+    assert [s["cause"] for s in got] == ["capacity", "capacity", "effective capacity", "TLB"]
+    assert got[2]["matches"] == ["L3 32 MiB"] and got[3]["huge_pages_keep_it"] is False
+    # Where huge pages keep the later step too, that one is the step to memory.
+    kept = steps.explain_steps(line, CACHES, tl, line)
+    assert [s["cause"] for s in kept][2:] == ["unexplained", "effective capacity"]
+
+
 def test_cpuid_tlb_and_cache_at_one_edge_resolved_by_huge_pages():
     tl = [tlb.tlb(2, "unified", 4 * KiB, 512, 8, "fixture")]  # reach 2 MiB = the L2's size
     line = [level(64 * KiB, 2 * MiB, 3 * MiB, 5), level(3 * MiB, 8 * MiB, None, 20, True)]

@@ -3,9 +3,10 @@
 * `capacity`: a reported cache's size lies in the step;
 * `conflicts`: a gradual step that ends at a cache's size but begins well below it (page
   placement against the cache's associativity: seed 003's gradual step);
-* `effective capacity`: a sharp step to memory that stays with huge pages, well below the
-  last cache the machine reports: the cache is shared (other tenants, other cores), and
-  the size measured is what this process gets;
+* `effective capacity`: a sharp step to memory (the last, or followed only by steps that
+  huge pages remove) that stays with huge pages, well below the last cache the machine
+  reports: the cache is shared (other tenants, other cores), and the size measured is
+  what this process gets;
 * `TLB`: a TLB's reach lies in the step and huge pages remove or move it;
 * `unexplained`, said so with the nearest candidates.
 The last plateau beyond every cache is memory (analysis.cache_levels).
@@ -177,12 +178,16 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
             spans[-1] = ({**spans[-1][0], "next_bytes": lv["next_bytes"]}, after, matched)
         else:
             spans.append((lv, after, matched))
+    kept = [_huge_keeps(lv["size_bytes"], lv["next_bytes"], math.log(_latency(after) / _latency(lv)), huge_levels)
+            for lv, after, _ in spans]
     out = []
-    for lv, after, matched in spans:
-        edge, upper = lv["size_bytes"], lv["next_bytes"]
-        below, above = _latency(lv), _latency(after)
-        keeps = _huge_keeps(edge, upper, math.log(above / below), huge_levels)
-        cause, matched = classify(edge, upper, matched, keeps, os_caches, last=after is line_levels[-1])
+    for i, (lv, after, matched) in enumerate(spans):
+        edge, upper, keeps = lv["size_bytes"], lv["next_bytes"], kept[i]
+        # The step to memory: the last, or one that only steps huge pages remove follow (a
+        # TLB's reach past the cache that ran out: the Zen 4 guest's 3,072-entry L2 TLB at
+        # 12 MiB, a step of its own in one run of five, where the L3's share was 5.7 MiB)
+        to_memory = all(k is False for k in kept[i + 1:])
+        cause, matched = classify(edge, upper, matched, keeps, os_caches, last=to_memory)
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
