@@ -127,7 +127,7 @@ CONFLICTS_BELOW = 0.5
 
 
 def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool | None, os_caches: list[dict],
-             last: bool) -> tuple[str, list[dict]]:
+             to_memory: bool) -> tuple[str, list[dict]]:
     """The cause of one step (see the module's docstring) and the candidates that say so."""
     caches = [c for c in matched if c["kind"] == "cache"]
     tlbs = [c for c in matched if c["kind"] == "TLB"]
@@ -146,7 +146,7 @@ def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool 
             return "conflicts", caches
         return "capacity" if keeps is not False else "TLB", caches
     larger = [c for c in data_caches(os_caches) if c["size_bytes"] > (upper or edge) * AGREE_FACTOR]
-    if last and larger and keeps is not False:
+    if to_memory and larger and keeps is not False:
         return "effective capacity", [{"kind": "cache", "name": larger[-1]["name"], "bytes": larger[-1]["size_bytes"]}]
     return ("TLB", []) if keeps is False else ("unexplained", [])
 
@@ -183,11 +183,11 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
     out = []
     for i, (lv, after, matched) in enumerate(spans):
         edge, upper, keeps = lv["size_bytes"], lv["next_bytes"], kept[i]
-        # The step to memory: the last, or one that only steps huge pages remove follow (a
-        # TLB's reach past the cache that ran out: the Zen 4 guest's 3,072-entry L2 TLB at
-        # 12 MiB, a step of its own in one run of five, where the L3's share was 5.7 MiB)
+        # The step to memory: the last one, or one followed only by steps that huge pages
+        # remove (a TLB's reach past the cache that ran out: the Zen 4 guest's 3,072-entry
+        # L2 TLB at 12 MiB, a step of its own in one run of five, its L3 share 5.7 MiB)
         to_memory = all(k is False for k in kept[i + 1:])
-        cause, matched = classify(edge, upper, matched, keeps, os_caches, last=to_memory)
+        cause, matched = classify(edge, upper, matched, keeps, os_caches, to_memory)
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
