@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cpulab import workloads
 from cpulab.compile import artifacts, emulation
@@ -49,7 +49,9 @@ class Target:
     # Set by its first process that succeeds in this session: later ones take its
     # repetitions per sample and skip the known-answer test it passed (_job).
     reps: int | None = None
-    seed: int = 0  # the run's (randomness.py): which placements its rounds run
+    # The run's (randomness.py): which placements its rounds run.  Given when it is made,
+    # with no default: the first look's links drew seed 0's placements while it had one.
+    seed: int = field(kw_only=True)
 
     @property
     def placed(self) -> bool:
