@@ -209,4 +209,4 @@ def test_phases_outside_the_samples_fit_in_the_process(build_kernel):
     phases = [r["setup_ns"], r["calibrate_ns"], r["around_ns"]]
     assert all(x >= 0 for x in phases)
     assert sum(phases) + sum(r["ns"]) < wall_ns
-    assert r["calibrate_ns"] > 0.02e9 * 0.9  # it holds the 20 ms warm-up
+    assert r["calibrate_ns"] > 0.002e9 * 0.9  # it holds the warm-up: one sample's time, the --warmup (20 ms) capped

@@ -25,6 +25,7 @@ from cpulab.measure.schedule import runner
 from cpulab.measure.schedule import targets
 from cpulab.measure.execute.executor import LocalExecutor
 from cpulab.measure.schedule.rounds import QuietProgress
+from cpulab.measure.schedule.kernel_rounds import steady_reps
 from cpulab.store.db import Store
 from cpulab.machine import toolchains
 
@@ -452,7 +453,8 @@ class RecordingExecutor(LocalExecutor):
 
 def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
     """A target's first process calibrates and runs the known-answer test; every later
-    one gets its repetitions (the same work per sample) and skips the test it passed."""
+    one gets the same repetitions, the first one's sized by its fastest kept sample
+    (steady_reps), and skips the test it passed."""
     p = make_plan(["sha256"], ["O2", "O3"], {"sha256": {"size": ["256"]}}, processes=3)
     ex = RecordingExecutor()
     run_id = runner.run_plan(p.given(seed=3), Store(tmp_path / "db.sqlite"), executor=ex)
@@ -462,8 +464,22 @@ def test_later_processes_take_the_first_ones_reps_and_passed_test(tmp_path):
         jobs = [j for j in ex.jobs if os.path.dirname(j.artifact_path) == home and not j.calibrate_only]
         assert len(jobs) == 3
         assert jobs[0].reps is None and not jobs[0].verified
-        first_reps = store.samples(r.id)[0].reps
-        assert all(j.reps == first_reps and j.verified for j in jobs[1:])
+        first = [x for x in store.samples(r.id) if x.process == 0]
+        reps = steady_reps(first[0].reps, [x.ns for x in first if not x.excluded], p.settings.min_sample_time)
+        assert all(j.reps == reps and j.verified for j in jobs[1:])
+
+
+def test_later_processes_reps_size_the_fastest_kept_sample_at_the_minimum_and_a_tenth():
+    """The first process's count scaled to its fastest kept sample: unchanged where that
+    sample lasted min_sample_time and a tenth, halved where it lasted twice that (the
+    calibration saw a warmer kernel than the samples), doubled where half; at least 1;
+    the count as calibrated when no sample was kept."""
+    m = 0.0025
+    assert steady_reps(400, [1.1 * m * 1e9, 2e7], m) == 400
+    assert steady_reps(400, [2.2 * m * 1e9 + 1, 3e7], m) == 200
+    assert steady_reps(400, [0.55 * m * 1e9 - 1], m) == 801  # rounded up
+    assert steady_reps(1, [0.3e9], m) == 1
+    assert steady_reps(400, [], m) == 400
 
 
 @pytest.mark.machine  # two lanes need both CPUs idle

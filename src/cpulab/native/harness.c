@@ -883,31 +883,27 @@ int main(int argc, char **argv)
                             : report_status("verify-failed", fail_reason[0] ? fail_reason : "known-answer test failed", 3);
     uint64_t t_setup = now_ns();
 
-    /* Warm up (caches, page faults, clock ramp) before calibrating, so the count fits
-     * the warm speed; the first guess only sizes the warm-up calls.  Without a warm-up,
-     * one calibration (with --min-sample-time 0 and --warmup 0 k_run is called exactly
-     * once before the samples: the kernels' known-answer tests count on it). */
-    /* --reps: the count an earlier process of this target calibrated, so every process
-     * does the same work per sample and none spends ~3 samples' time calibrating. */
-    uint64_t reps = given_reps ? (given_reps / 4 ? given_reps / 4 : 1)
-                               : calibrate_reps(ctx, min_sample_s * 1e9 / (warmup_s > 0 ? 4 : 1));
-    /* In turns with given reps the re-warm before the first sample (which follows the
-     * other members' set-up) is the warm-up: 20 ms less per process.  Alone with given
-     * reps, the warm-up lasts one sample at most: the count is calibrated, and what is left
-     * to warm (caches, TLB, predictors) one sample's work refills (20 ms each took 6 s of
-     * the seeds' memory curve, 312 processes of 17 ms of samples). */
+    /* Calibrate, then warm up for at most one sample.  The calibration times the fastest
+     * of three calls once the count is near (calibrate_reps), so a cold first call does
+     * not set it; with --min-sample-time 0 and --warmup 0 k_run is called exactly once
+     * before the samples (the kernels' known-answer tests count on it).
+     * --reps: the count an earlier process of this target calibrated, so every process
+     * does the same work per sample and none spends ~3 samples' time calibrating.
+     * What is left to warm after set-up, the known-answer test and the calibration
+     * (caches, TLB, predictors) one sample's work refills: a first process's 20 ms
+     * warm-up before calibrating was 7 s of the seeds' alone rounds (288 first processes),
+     * as it had been 6 s of their memory curve's later ones.  In turns with given reps
+     * the re-warm before the first sample (which follows the other members' set-up) is
+     * the warm-up. */
+    uint64_t reps = given_reps ? given_reps : calibrate_reps(ctx, min_sample_s * 1e9);
     if (turns && given_reps)
         warmup_s = 0;
-    else if (given_reps && warmup_s > min_sample_s)
+    else if (warmup_s > min_sample_s)
         warmup_s = min_sample_s;
-    if (warmup_s > 0) {
+    const uint64_t warm_reps = reps / 4 ? reps / 4 : 1; /* calls short against the warm-up */
+    if (warmup_s > 0)
         for (uint64_t t0 = now_ns(); (double)(now_ns() - t0) < warmup_s * 1e9;)
-            checksum_sink ^= k_run(ctx, reps);
-        if (!given_reps)
-            reps = calibrate_reps(ctx, min_sample_s * 1e9);
-    }
-    if (given_reps)
-        reps = given_reps;
+            checksum_sink ^= k_run(ctx, warm_reps);
     uint64_t t_ready = now_ns();
     double around_ns = 0; /* time in the sample loop outside the timed regions */
     if (turns) {

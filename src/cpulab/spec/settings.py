@@ -46,7 +46,8 @@ class Settings(BaseModel):
                             flags=("--budget",), ge=0.0, le=86400.0, words="a number of seconds")
     precision: float = setting(0.01, "A comparison is decided when significant or when its interval is within "
                                      "+-this fraction.", flags=("--precision",), ge=1e-06, le=0.5, words="a fraction")
-    warmup: float = setting(0.020, "Seconds of untimed repetitions in each process before its samples.",
+    warmup: float = setting(0.020, "Seconds of untimed repetitions in each process before its samples, at most one "
+                                    "sample's (--min-sample-time).",
                             ge=0.0, le=60.0, words="a number of seconds")
     timeout: float = setting(300.0, "Seconds one process may take.", flags=("--timeout",), ge=0.1, le=86400.0,
                              words="a number of seconds")

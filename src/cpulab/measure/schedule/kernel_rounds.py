@@ -11,6 +11,7 @@ is recorded with its reason and dropped from later rounds while the others go on
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import threading
 import time
@@ -85,7 +86,7 @@ class KernelRounds:
         self.split.add_round(k[0], time.perf_counter() - t0, getattr(executor, "waited_s", 0.0) - waited0, outs)
         outs = checked(self.plan.experiment(k[0]).baseline, [t.variant for t, _ in jobs], k[1], outs)
         for (t, _), out, turns in zip(jobs, outs, orders):
-            _record(store, t, out, progress, turns)
+            _record(store, t, out, progress, self.plan.settings.min_sample_time, turns)
         return seconds
 
     def _job(self, store: Store, t: Target, progress: Progress) -> HarnessJob | None:
@@ -124,10 +125,12 @@ def _fail(store: Store, t: Target, progress: Progress, status: str, error: str) 
     progress.advance(f"{t.workload} {t.variant}: {status}")
 
 
-def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[int, str]] | None = None) -> None:
+def _record(store: Store, t: Target, out, progress: Progress, min_sample_time: float,
+            turns: list[tuple[int, str]] | None = None) -> None:
     """Store one process of a target (its round: t.rounds): its samples, each with why it
     is left out if the signals around it say it was disturbed (stats.contamination), its
-    placement and turns, or the failure, which ends the target."""
+    placement and turns, or the failure, which ends the target.  The target's first
+    process sets the repetitions of every later one (steady_reps)."""
     round_ = t.rounds
     if out.status == Status.OK and out.data.get("ns"):
         d = out.data
@@ -136,9 +139,21 @@ def _record(store: Store, t: Target, out, progress: Progress, turns: list[tuple[
                     for i, ns in enumerate(d["ns"])]
         store.add_process(t.result_id, round_, d, out.layout_pad, excluded, t.placement(), turns)
         t.rounds += 1
-        t.reps = t.reps or d.get("reps")
+        t.reps = t.reps or steady_reps(d["reps"], [ns for ns, x in zip(d["ns"], excluded) if not x], min_sample_time)
     else:
         t.live = False
         store.set_status(t.result_id, out.status if out.status != Status.OK else Status.ERROR, out.error or "no samples")
     progress.advance(f"round {round_ + 1}  {t.workload} {t.variant}"
                      + (f"  {out.status}: {out.error[:60]}" if out.status != Status.OK else ""))
+
+
+def steady_reps(reps: int, kept_ns: list[float], min_sample_time: float) -> int:
+    """The repetitions a sample of a target's later processes takes: the first process's
+    count scaled so that its fastest kept sample would last min_sample_time and a tenth,
+    as its harness calibrates.  The harness calibrates on what set-up left warm, before
+    any warm-up (a chase's last-built lines, the end of an array just written), and read
+    the seeds' memory curve and float-abi 15-25% faster than their samples ran; the
+    samples say the speed the later processes will run at."""
+    if not kept_ns:
+        return reps
+    return max(1, math.ceil(reps * min_sample_time * 1e9 * 1.1 / min(kept_ns)))
