@@ -887,12 +887,14 @@ int main(int argc, char **argv)
      * of three calls once the count is near (calibrate_reps), so a cold first call does
      * not set it; with --min-sample-time 0 and --warmup 0 k_run is called exactly once
      * before the samples (the kernels' known-answer tests count on it).
-     * --reps: the count an earlier process of this target calibrated, so every process
-     * does the same work per sample and none spends ~3 samples' time calibrating.
+     * --reps: the count the runner took from an earlier process of this target (its
+     * calibration scaled to its fastest kept sample), so every process does the same work
+     * per sample and none spends ~3 samples' time calibrating.
      * What is left to warm after set-up, the known-answer test and the calibration
      * (caches, TLB, predictors) one sample's work refills: a first process's 20 ms
-     * warm-up before calibrating was 7 s of the seeds' alone rounds (288 first processes),
-     * as it had been 6 s of their memory curve's later ones.  In turns with given reps
+     * warm-up before calibrating made the seeds' calibration 13 s, 6 s without it (5 s
+     * less in the alone rounds), as it had been 6 s of their memory curve's later
+     * processes.  In turns with given reps
      * the re-warm before the first sample (which follows the other members' set-up) is
      * the warm-up. */
     uint64_t reps = given_reps ? given_reps : calibrate_reps(ctx, min_sample_s * 1e9);
