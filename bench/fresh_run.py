@@ -17,22 +17,22 @@ import argparse
 import json
 import os
 import platform
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from cpulab import time_split
+from cpulab.machine import cpuinfo
+from cpulab.store.db import Store
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def host() -> dict:
     """What names this host's figures: the CPU model, family and model, CPUs and load."""
-    info = {}
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
+    info = cpuinfo()
     return {"cpu": info.get("model name", platform.processor()), "family": info.get("cpu family"),
             "model": info.get("model"), "cpus": os.cpu_count(), "load": os.getloadavg()[0]}
 
@@ -49,13 +49,9 @@ def timed(argv: list[str], cwd: Path, env: dict, log: Path) -> float:
 
 def split(store: Path) -> tuple[dict[str, float], dict]:
     """The run's time split summed over experiments (phase -> seconds), and its timing."""
-    with sqlite3.connect(store) as db:
-        conditions, timing = db.execute("SELECT conditions, timing FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-    total: dict[str, float] = {}
-    for phases in json.loads(conditions).get("time_split", {}).values():
-        for phase, s in phases.items():
-            total[phase] = total.get(phase, 0.0) + s
-    return total, json.loads(timing or "{}")
+    db = Store(store)
+    run = db.run(db.latest_run())
+    return time_split.totals(run.conditions.get("time_split", {})), run.timing
 
 
 def fresh_run(commit: str, where: Path) -> dict:
