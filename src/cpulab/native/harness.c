@@ -894,9 +894,8 @@ int main(int argc, char **argv)
      * (caches, TLB, predictors) one sample's work refills: a first process's 20 ms
      * warm-up before calibrating made the seeds' calibration 13 s, 6 s without it (5 s
      * less in the alone rounds), as it had been 6 s of their memory curve's later
-     * processes.  In turns with given reps
-     * the re-warm before the first sample (which follows the other members' set-up) is
-     * the warm-up. */
+     * processes.  In turns with given reps the re-warm before the first sample (which
+     * follows the other members' set-up) is the warm-up. */
     uint64_t reps = given_reps ? given_reps : calibrate_reps(ctx, min_sample_s * 1e9);
     if (turns && given_reps)
         warmup_s = 0;
