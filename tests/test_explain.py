@@ -134,6 +134,16 @@ def test_a_whole_program_is_profiled_into_its_own_binary():
     assert all(d["function"] for d in doc["differences"])
 
 
+def test_a_short_program_is_run_again_until_the_profile_time_is_spent():
+    src = Path(__file__).resolve().parent / "kernels" / "hotcold_program.c"
+    exe = str(artifacts.build_tool(src, ("-O2",)))
+    prof = profile.profile_program(exe, [exe, "0.01"], seconds=0.3)  # 10 ms of CPU a run
+    assert prof["runs"] >= 2 and prof["ticks"] >= 1
+    true = shutil.which("true")
+    with pytest.raises(RuntimeError, match=r"in \d+ runs .* less than one tick"):
+        profile.profile_program(true, [true], seconds=0.2)  # its own code: a few instructions
+
+
 @pytest.mark.parametrize("cc, flags", [("gcc", ["-c"]), ("gcc", []), ("gcc", ["-static"]), ("gcc", ["-m32"]),
                                        ("arm-linux-gnueabi-gcc", ["-mthumb", "-static"]),
                                        ("aarch64-linux-gnu-gcc", ["-static"])])

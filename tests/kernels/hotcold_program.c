@@ -1,7 +1,9 @@
 /* A whole program with one hot loop and one cold function, for explain --program:
- * it spins in hot() for about 0.3 s of CPU time and calls cold() once. */
+ * it spins in hot() for about 0.3 s of CPU time (or the seconds its argument gives) and
+ * calls cold() once. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 __attribute__((noinline)) static uint64_t hot(uint64_t x, uint64_t n)
@@ -20,10 +22,11 @@ __attribute__((noinline)) static uint64_t cold(uint64_t x)
     return x;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    double seconds = argc > 1 ? atof(argv[1]) : 0.3;
     uint64_t x = 1;
-    while ((double)clock() / CLOCKS_PER_SEC < 0.3)
+    while ((double)clock() / CLOCKS_PER_SEC < seconds)
         x = hot(x, 1000000);
     printf("%llx\n", (unsigned long long)cold(x));
     return 0;

@@ -5,6 +5,7 @@ and loops of its disassembly (explain.code).
 from __future__ import annotations
 
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -101,24 +102,36 @@ def read_program_profile(text: str, executable: str) -> dict[int, int] | None:
 
 
 def profile_program(executable: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 300,
-                    executor: Executor | None = None) -> dict:
-    """Run a built program once with the sampling preload library -> a profile of the
-    addresses in its own binary (CPU time, 1 ms ticks)."""
+                    executor: Executor | None = None, seconds: float = PROFILE_SECONDS) -> dict:
+    """Run a built program with the sampling preload library, again while `seconds` of wall
+    time have not passed (a 100 ms program gives a few ticks a run in its own code) -> a
+    profile of the addresses in its own binary (CPU time, 1 ms ticks), summed over runs."""
     lib = build_tool(PRELOAD_SOURCE, ("-O2", "-shared", "-fPIC"), headers=(PRELOAD_SOURCE.parent / "profile.h",))
+    pcs: Counter = Counter()
+    runs, start = 0, time.monotonic()
+    while runs == 0 or time.monotonic() - start < seconds:
+        found = profile_program_once(executable, argv, lib, env, timeout, executor)
+        if not found:
+            raise RuntimeError(f"profiling {argv[0]}: no profile of {executable} came back "
+                               "(it is not the program run, or it left by _exit or a signal)")
+        pcs.update(found[0])
+        runs += 1
+    if not pcs:
+        raise RuntimeError(f"profiling {argv[0]}: in {runs} runs ({time.monotonic() - start:.1f} s) it used less "
+                           "than one tick (1 ms) of CPU time in its own code: nothing to sample; give it more work")
+    return {"pcs": dict(pcs), "ticks": sum(pcs.values()), "period_us": 1000, "timer": "itimer-prof",
+            "cycles_per_unit": None, "unit": "runs", "runs": runs}
+
+
+def profile_program_once(executable: str, argv: list[str], lib: Path, env: dict[str, str] | None, timeout: float,
+                         executor: Executor | None) -> list[dict]:
+    """One run under the preload library -> the profiles of its processes that mapped
+    `executable`."""
     with tempfile.TemporaryDirectory(prefix="cpulab-profile-") as d:
         job = ProcessJob(argv, launcher(), check=None, timeout=timeout,
                          env={**(env or {}), "LD_PRELOAD": str(lib), "CPULAB_PROFILE_OUT": f"{d}/profile"})
         out = (executor or default_executor()).execute(job)
         if out.status != Status.OK:
             raise RuntimeError(f"profiling {argv[0]}: {out.status}: {out.error}")
-        found = [p for f in sorted(Path(d).iterdir())
-                 if (p := read_program_profile(f.read_text(), executable)) is not None]
-    if not found:
-        raise RuntimeError(f"profiling {argv[0]}: no profile of {executable} came back "
-                           "(it is not the program run, or it left by _exit or a signal)")
-    pcs = found[0]
-    if not pcs:
-        raise RuntimeError(f"profiling {argv[0]}: it used less than one tick (1 ms) of CPU time in its own "
-                           "code: nothing to sample; give it more work")
-    return {"pcs": pcs, "ticks": sum(pcs.values()), "period_us": 1000, "timer": "itimer-prof",
-            "cycles_per_unit": None, "unit": "runs", "wall_s": out.data.get("wall_s")}
+        return [p for f in sorted(Path(d).iterdir())
+                if (p := read_program_profile(f.read_text(), executable)) is not None]
