@@ -276,7 +276,6 @@ def test_seed002_example_plan_parses(tmp_path):
     assert run_argv(prog, {"build": "/b", "file": "/f"}) == ["/b/src/sha256deep", "/f"]
 
 
-@pytest.mark.machine  # its program's own code must get ticks of CPU to be sampled: beside another worker it got none
 def test_explain_a_program_under_two_variants(source, tmp_path):
     plan = tmp_path / "p.toml"
     plan.write_text(textwrap.dedent(f"""\
