@@ -11,6 +11,7 @@ from cpulab.analysis.why import with_why
 from cpulab.measure import symbols
 from cpulab.measure.explain import code, compare, profile
 from cpulab.plan import toolchain
+from cpulab.report import analysis_views
 from cpulab import workloads
 
 
@@ -132,6 +133,12 @@ def test_a_whole_program_is_profiled_into_its_own_binary():
     assert ha["sample_share"] > 0.5 and hb["sample_share"] > 0.5
     assert doc["a"]["profile"]["ticks"] >= 20  # 1 ms of CPU time a tick over ~0.3 s: a wide floor
     assert all(d["function"] for d in doc["differences"])
+    shown_doc = {**with_why(doc), "a_name": "O1", "b_name": "O2"}  # as the command shows it
+    code_table = next(t for t in analysis_views.explain_tables(shown_doc) if t.name == "code")
+    shown = {str(row[0]): [str(c) for c in row[1:]] for row in code_table.rows}
+    assert "program instructions" in shown  # a program's own functions, not a kernel's
+    runs = doc["a"]["profile"]["runs"]
+    assert runs >= 1 and shown["samples in its own code"][0] == f"{doc['a']['profile']['ticks']} in {runs} runs"
 
 
 def test_a_short_program_is_run_again_until_the_profile_time_is_spent():

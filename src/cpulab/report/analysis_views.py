@@ -113,6 +113,11 @@ def bandwidth_tables(rows: list[dict]) -> list[Table]:
     return [t]
 
 
+def profile_size(prof: dict) -> str:
+    """How many samples a profile's shares are of (and over how many runs of a program)."""
+    return f"{prof['ticks']}" + (f" in {prof['runs']} runs" if prof.get("runs") else "")
+
+
 def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
     """The sentence of why and the counts of two kernels' code, then their hot regions
     side by side (changed rows tagged; with a profile, each instruction's share of the
@@ -120,10 +125,13 @@ def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
     a, b = doc["a_name"], doc["b_name"]
     t = Table("code", doc.get("title") or ("generated code" + ("  (identical executables)" if doc["identical"] else "")),
               columns("", a, b), notes=[doc["why"]] if doc.get("why") else [])
-    t.add("kernel instructions", doc["a"]["kernel_instructions"], doc["b"]["kernel_instructions"])
-    t.add("kernel bytes", doc["a"]["kernel_bytes"], doc["b"]["kernel_bytes"])
+    what = doc.get("subject", "kernel")  # or a whole program's own functions (explain --program)
+    t.add(f"{what} instructions", doc["a"]["kernel_instructions"], doc["b"]["kernel_instructions"])
+    t.add(f"{what} bytes", doc["a"]["kernel_bytes"], doc["b"]["kernel_bytes"])
     ha, hb = doc["a"]["hot_loop"], doc["b"]["hot_loop"]
     profiled = doc.get("profiled")
+    if profiled and all((doc[side].get("profile") or {}).get("ticks") for side in "ab"):
+        t.add("samples in its own code", *[profile_size(doc[side]["profile"]) for side in "ab"])
     if ha and hb:
         t.add("hot region" + ("" if profiled else " (static guess)"),
               f"{ha['function']} @ {ha['start']}", f"{hb['function']} @ {hb['start']}")

@@ -71,7 +71,8 @@ def summary_of(funcs: dict[str, Function], prof: dict | None = None, function: s
         per_func = attribute(funcs, prof["pcs"])
         total = sum(per_func.values())
         ranked = [n for n, _ in per_func.most_common() if n in funcs]
-        out["profile"] = {"ticks": total, "cycles_per_unit": prof["cycles_per_unit"], "unit": prof["unit"],
+        out["profile"] = {"ticks": total, "runs": prof.get("runs"), "cycles_per_unit": prof["cycles_per_unit"],
+                          "unit": prof["unit"],
                           "functions": [{"name": n, "share": c / total} for n, c in per_func.most_common()]}
         same = [n for n in ranked if function and stem(n) == stem(function)]
         name = (same or ranked or [None])[0]
@@ -146,4 +147,5 @@ def explain_programs(exe_a: str, argv_a: list[str], exe_b: str, argv_b: list[str
     pb = profile_program(exe_b, argv_b, executor=executor) if profile_code else None
     doc = compare_code(funcs_a, funcs_b, pa, pb, names, Path(exe_a).read_bytes() == Path(exe_b).read_bytes())
     doc["differences"] = size_differences(funcs_a, funcs_b)
+    doc["subject"] = "program"
     return doc
