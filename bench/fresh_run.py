@@ -5,8 +5,9 @@ from a fresh clone, with empty caches and store, on this host.
 Each repeat clones the repository (at --commit), installs it into a virtual environment
 of its own that sees this Python's packages (so the clone replaces no install of yours and
 the dependencies already here are reused, as on a machine that ran it before), and runs the
-default plan.  It prints the host, the install's and the run's seconds, and where the run's
-own time went (its time split, from the store).  Nothing else should run meanwhile: on 2
+default plan.  It prints the host, the install's and the run's seconds, the machine's CPU
+time over the run (busy, stolen by the host, idle: a run near 100% busy is shortened only
+by less work), and where the run's own time went (its time split, from the store).  Nothing else should run meanwhile: on 2
 CPUs anything beside it is part of what it times.
 
 Usage: python bench/fresh_run.py [--repeat 1] [--commit HEAD] [--keep] [--json]
@@ -47,6 +48,16 @@ def timed(argv: list[str], cwd: Path, env: dict, log: Path) -> float:
     return time.monotonic() - t0
 
 
+def cpu_seconds() -> dict[str, float]:
+    """The machine's CPU time so far (/proc/stat, all CPUs): busy (user, nice, system, irq,
+    softirq), stolen by the host, and idle (with iowait), in seconds."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:9]]
+    hz = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks
+    return {"busy": (user + nice + system + irq + softirq) / hz, "steal": steal / hz, "idle": (idle + iowait) / hz}
+
+
 def split(store: Path) -> tuple[dict[str, float], dict]:
     """The run's time split summed over experiments (phase -> seconds), and its timing."""
     db = Store(store)
@@ -64,12 +75,14 @@ def fresh_run(commit: str, where: Path) -> dict:
     env.pop("VIRTUAL_ENV", None)
     # The venv's python runs this Python's pip (seen through the system site), installing into the venv.
     install = timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "."], clone, env, where / "install.log")
+    before = cpu_seconds()
     run = timed([str(venv / "bin" / "cpulab"), "run"], clone, env, where / "run.log")
+    cpu = {k: round(v - before[k], 1) for k, v in cpu_seconds().items()}  # the whole machine's, over the run
     phases, timing = split(where / "data" / "cpulab" / "cpulab.sqlite")
     return {"commit": subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip(),
             "install_s": round(install, 1), "run_s": round(run, 1), "total_s": round(install + run, 1),
-            "core_per_tsc": timing.get("core_per_tsc"), "split_s": {k: round(v, 1) for k, v in phases.items()}}
+            "core_per_tsc": timing.get("core_per_tsc"), "cpu_s": cpu, "split_s": {k: round(v, 1) for k, v in phases.items()}}
 
 
 def main() -> None:
@@ -94,6 +107,9 @@ def main() -> None:
         if not a.json:
             print(f"{r['commit']}: install {r['install_s']} s, run {r['run_s']} s, total {r['total_s']} s "
                   f"(core/TSC {r['core_per_tsc'] or 0:.2f})" + (f", kept in {where}" if a.keep else ""), flush=True)
+            c = r["cpu_s"]  # the run is CPU-bound where busy is near CPUs x run; steal: the host's share
+            print(f"  CPU over the run: busy {c['busy']} s ({c['busy'] / (r['run_s'] * os.cpu_count()):.0%} of "
+                  f"{os.cpu_count()} CPUs), stolen {c['steal']} s, idle {c['idle']} s", flush=True)
     if a.json:
         print(json.dumps(doc, indent=1))
         return
