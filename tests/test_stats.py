@@ -288,6 +288,22 @@ def test_few_rounds_far_apart_are_read_by_the_t_test():
     assert p.tested(unbacked, level, 27) is unbacked
 
 
+def test_a_first_look_that_lost_a_round_is_still_read_by_the_t_test():
+    """A comparison whose first look kept 4 of its 5 rounds (the fifth's samples all
+    preempted) is read by the t-test as the others are: an effect 50x the rounds' spread
+    in a family of 81 is decided there, not left inconclusive for the next look.  Three
+    rounds are not read by it."""
+    rng = np.random.default_rng(81)
+    p = DecisionPolicy.of_settings(60, policy.PRECISION, "paired")
+    assert p.first_look(81) == stats.MEAN_ROUNDS + 1
+    level = p.level(5, 5)
+    tests = [stats.paired_compare(np.exp(rng.normal(math.log(2.0), 0.01, 5 - (i % 2))), 1 - level) for i in range(81)]
+    assert {t.n for t in tests} == {4, 5}
+    assert all(v == "faster" for _, v, _ in p.decide(tests, [0.0] * 81, [level] * 81))
+    three = stats.paired_compare(np.exp(rng.normal(math.log(2.0), 0.01, 3)), 1 - level)
+    assert three.p_mean is None and p.decide([three] * 81, [0.0] * 81, [level] * 81)[0][1] == "inconclusive"
+
+
 def test_io_bound_samples_count_their_waits():
     cold = {"ns": 1000.0, "offcpu_ns": 600.0, "invol_switches": 0}
     assert stats.contamination(cold, io_bound=True) == ""

@@ -31,7 +31,7 @@ LEGACY_LOOKS = 3
 # many: where the signed rank cannot reach a look's level (its p is at least 2 / 2^n), a
 # comparison is read by the t-test of its mean log ratio instead (tested), so an effect
 # far beyond the rounds' spread is decided here however large the Holm family.
-FIRST_ROUNDS = stats.MEAN_ROUNDS
+FIRST_ROUNDS = stats.MEAN_ROUNDS + 1  # a round lost to preemption, and the t-test still reads the rest
 PRECISION = 0.01
 # Where placement was not varied (programs built by their own build system, runs stored
 # before placements), differences smaller than this are not called faster/slower:
