@@ -164,11 +164,9 @@ class Test:
                     self.p_mean, self.agrees)
 
 
-# The t-test is read from this many rounds: one under the first look's 5 (policy.FIRST_ROUNDS),
-# so that a comparison whose first look lost a round (no turn kept on both sides: 6 of
-# float-abi's 81 in a default run) is still read by it, and an effect far beyond its noise
-# is decided there.  Simulated with rounds lost (bench/lost_round.py), the families' false
-# verdicts and the intervals' coverage hold at 4 as at 5 (docs/method.md); 3 were not tried.
+# The t-test is read from this many rounds, one under the first look's (policy.FIRST_ROUNDS):
+# a first look that lost a round to preemption (6 of float-abi's 81 did) is read by it too;
+# false verdicts and coverage hold at 4 as at 5 (bench/lost_round.py, docs/method.md).
 MEAN_ROUNDS = 4
 
 
