@@ -7,8 +7,8 @@ of its own that sees this Python's packages (so the clone replaces no install of
 the dependencies already here are reused, as on a machine that ran it before), and runs the
 default plan.  It prints the host, the install's and the run's seconds, the machine's CPU
 time over the run (busy, stolen by the host, idle: a run near 100% busy is shortened only
-by less work), and where the run's own time went (its time split, from the store).  Nothing else should run meanwhile: on 2
-CPUs anything beside it is part of what it times.
+by less work), and where the run's own time went (its time split, from the store).
+Nothing else should run meanwhile: on 2 CPUs anything beside it is part of what it times.
 
 Usage: python bench/fresh_run.py [--repeat 1] [--commit HEAD] [--keep] [--json]
 """
