@@ -11,7 +11,12 @@ the rounds floor its p, by the t-test of the mean.  What the interval covers whe
 stopped is what its label must say; the false verdicts of A/A say whether the looks hold
 the family's bound.
 
-Usage: python bench/look_coverage.py [--trials 2000] [--looks 5] [--tails] [--json]
+--lost P: each round's ratio of a comparison is lost with probability P (no turn kept on
+both sides: its samples preempted), so a look may read fewer rounds than it ran;
+--mean-rounds N: the t-test read from N valid rounds (stats.MEAN_ROUNDS), to compare.
+
+Usage: python bench/look_coverage.py [--trials 2000] [--looks 5] [--tails] [--lost 0]
+                                     [--mean-rounds N] [--json]
 """
 from __future__ import annotations
 
@@ -27,9 +32,10 @@ from cpulab.spec.policy import DecisionPolicy
 
 
 def simulate(true: float, sigma: float, family: int, trials: int, rng, looks: int = 5,
-             tails: bool = False) -> dict[int, list[int]]:
+             tails: bool = False, lost: float = 0.0) -> dict[int, list[int]]:
     """look -> [covered, stopped there, false faster/slower] over `trials` families of
-    `family` comparisons, at most `looks` looks (the budget's end)."""
+    `family` comparisons, at most `looks` looks (the budget's end), each round's ratio lost
+    with probability `lost`."""
     policy = DecisionPolicy.of_settings(1.0, 0.01, "paired")
     n1 = policy.first_look(family)
     out = {k: [0, 0, 0] for k in range(1, looks + 1)}
@@ -37,11 +43,12 @@ def simulate(true: float, sigma: float, family: int, trials: int, rng, looks: in
         size = (family, n1 * 2 ** (looks - 1))
         noise = rng.standard_t(3, size=size) / math.sqrt(3) if tails else rng.standard_normal(size)
         logs = math.log(true) + sigma * noise
+        kept = rng.random(size) >= lost
         open_ = list(range(family))
         for look in range(1, looks + 1):
             n = n1 * 2 ** (look - 1)
             level = policy.level(n, n1)
-            tests = [stats.paired_compare(list(np.exp(logs[i, :n])), 1 - level) for i in range(family)]
+            tests = [stats.paired_compare(list(np.exp(logs[i, :n][kept[i, :n]])), 1 - level) for i in range(family)]
             decided = policy.decide(tests, [0.0] * family, [level] * family)
             for i in list(open_):
                 _, verdict, t = decided[i]
@@ -68,14 +75,17 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=2000)
     ap.add_argument("--looks", type=int, default=5)
     ap.add_argument("--tails", action="store_true", help="Student t (3 df) rounds instead of normal ones")
+    ap.add_argument("--lost", type=float, default=0.0, help="probability that a round's ratio is lost")
+    ap.add_argument("--mean-rounds", type=int, default=stats.MEAN_ROUNDS, help="the t-test's fewest rounds")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    stats.MEAN_ROUNDS = a.mean_rounds
     rng = np.random.default_rng(59)
     rows = []
     cases = [(true, sigma, family) for true in (1.0, 0.995, 0.99, 0.98) for sigma in (0.002, 0.005, 0.01)
              for family in (1, 10)] + [(0.5, 0.01, 27), (0.9, 0.01, 27)]  # 10x and more beyond the noise
     for true, sigma, family in cases:
-        by_look = simulate(true, sigma, family, max(1, a.trials // family), rng, a.looks, a.tails)
+        by_look = simulate(true, sigma, family, max(1, a.trials // family), rng, a.looks, a.tails, a.lost)
         cov, n, false = (sum(v[j] for v in by_look.values()) for j in range(3))
         rows.append({"true": true, "sigma": sigma, "family": family, "covered": cov, "n": n, "false": false,
                      "by_look": by_look})

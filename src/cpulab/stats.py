@@ -166,7 +166,7 @@ class Test:
 
 # The t-test is read from this many rounds, one under the first look's (policy.FIRST_ROUNDS):
 # a first look that lost a round to preemption (6 of float-abi's 81 did) is read by it too;
-# false verdicts and coverage hold at 4 as at 5 (bench/lost_round.py, docs/method.md).
+# false verdicts and coverage hold at 4 as at 5 (bench/look_coverage.py --lost, docs/method.md).
 MEAN_ROUNDS = 4
 
 
