@@ -15,7 +15,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from cpulab import workloads
-from cpulab.compile import artifacts, placement
+from cpulab.compile import artifacts, placement, slimlink
 from cpulab.compile.artifacts import build_executable
 from cpulab.plan import toolchain
 from cpulab.machine import toolchains
@@ -86,7 +86,8 @@ def test_every_kind_of_link_takes_a_placement(variant):
     from cpulab.compile import emulation
     w = workloads.get("sha256")
     art = build_executable(w.source, toolchain.get(variant), libs=w.libs, placeable=True)
-    exe = artifacts.place(art, 20)  # beyond the ones linked with the build
+    artifacts.place(art, 20)  # beyond the ones linked with the build: linked in full, traced
+    exe = artifacts.place(art, 21)  # slim where its libraries are shared (slimlink.py)
     try:
         prefix = list(emulation.emulator_for(exe))
     except emulation.CannotRun as e:
@@ -94,6 +95,50 @@ def test_every_kind_of_link_takes_a_placement(variant):
     out = subprocess.run([*prefix, exe, "--samples", "1", "--min-sample-time", "0", "--warmup", "0",
                           "--param", "size=256"], capture_output=True, text=True, timeout=120)
     assert json.loads(out.stdout.splitlines()[-1])["status"] == "ok", out.stdout + out.stderr
+
+
+def test_a_slim_link_writes_the_bytes_of_the_full_link(tmp_path):
+    """After a build's first placement, its placements are linked slim (slimlink.py: the
+    shared libraries cut to the symbols the executable imports) once the first showed the
+    same bytes; shown here on the others: each is the full link of its layout, byte for byte."""
+    art = build("sha256", tmp_path / "cache")
+    exes = [artifacts.place(art, i) for i in range(3)]
+    assert slimlink._slim[(*art.commands[-1], None)] is not None  # a glibc dynamic link takes it
+    for exe in exes[1:]:
+        artifacts.run_step([*artifacts.with_output(list(art.commands[-1]), f"{exe}.full"), f"-Wl,-T,{exe}.ld"])
+        assert Path(f"{exe}.full").read_bytes() == Path(exe).read_bytes()
+
+
+def test_a_build_whose_slim_link_differs_is_linked_in_full(tmp_path, monkeypatch):
+    """Where no slim form writes the first placement's bytes, every placement of the build
+    is linked as the build links it, and runs."""
+    monkeypatch.setattr(slimlink, "_same", lambda a, b: False)
+    art = build("sha256", tmp_path / "cache")
+    exes = [artifacts.place(art, i) for i in range(2)]
+    assert slimlink._slim[(*art.commands[-1], None)] is None
+    out = subprocess.run([exes[1], "--samples", "1", "--min-sample-time", "0", "--warmup", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert json.loads(out.stdout.splitlines()[-1])["status"] == "ok"
+
+
+def test_a_slim_copy_holds_the_named_symbols_in_their_order_and_no_code(tmp_path):
+    """A slim library: its dynamic symbols cut to the names asked for (each with its
+    version), in the library's order, and its code left out of a sparse file."""
+    libc = subprocess.run(["gcc", "-print-file-name=libc.so.6"], capture_output=True, text=True).stdout.strip()
+    names = frozenset({"printf", "malloc", "memcpy", "no_such_symbol"})
+    copy = tmp_path / "libc.so.6"
+    slimlink._slim_copy(libc, names, str(copy))
+
+    def table(path):
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            versions = elf.get_section_by_name(".gnu.version")
+            return [(s.name, versions.get_symbol(i)["ndx"]) for i, s in enumerate(elf.get_section_by_name(".dynsym")
+                                                                                .iter_symbols())]
+    full, slim = table(libc), table(copy)
+    assert slim == full[:1] + [s for s in full[1:] if s[0] in names]
+    assert {n for n, _ in slim[1:]} == names - {"no_such_symbol"}
+    assert copy.stat().st_blocks * 512 < copy.stat().st_size / 2  # sparse: the code is not written
 
 
 def test_an_alignment_the_build_asks_for_is_kept():

@@ -37,6 +37,7 @@ from typing import Callable
 from elftools.elf.elffile import ELFFile
 
 from cpulab import paths
+from cpulab.compile import slimlink
 from cpulab.model import Status
 from cpulab.machine.toolchains import compiler_version, cxx_driver
 from cpulab.plan.toolchain import Variant
@@ -51,11 +52,10 @@ HARNESS_CFLAGS = ("-O2", "-std=gnu11")
 # resolved offset, of the same length).
 SECTION_FLAGS = ("-ffunction-sections",)
 BUILD_TIMEOUT_S = 300
-# A link of a placement: 16 ms dynamic, 36 ms static.  A build links none; a run links
-# those its rounds will need (measure/schedule/targets.py), or a round its own.
-# Code moves by multiples of CODE_STEP (the compilers' usual function alignment; a larger
-# one a build asks for is kept: the linker rounds a gap up to it), data by cache lines,
-# within a page.
+# A link of a placement: 12 ms dynamic (slim), 36 ms static.  A build links none; a run links
+# those its rounds will need (measure/schedule/targets.py), or a round its own.  Code moves by
+# multiples of CODE_STEP (the compilers' usual function alignment; a larger one a build asks for
+# is kept: the linker rounds a gap up to it), data by cache lines, within a page.
 CODE_STEP, DATA_STEP, PAGE = 16, 64, 4096
 GAP_LIMIT = 256  # the gap before each further function: up to four lines
 
@@ -167,18 +167,17 @@ def place(art: Artifact, i: int) -> str:
 
 def link_in_layout(link: list[str], out: Path, key: str, i: int, objects: dict[str, Path],
                    cwd: str | None = None) -> None:
-    """Run a link again (in `cwd`) into `out`, under layout i's script (layout_script: from
-    `key` and i) beside it; `objects` maps each object's pattern in the script to its file.
-    Atomic (a concurrent linker of the same layout writes the same bytes); the run's
-    remove_placements removes both files."""
-    script = Path(f"{out}.ld")
-    tmp = f".{os.getpid()}.{threading.get_ident()}"
+    """Run a link again (in `cwd`; slim, to the same bytes: slimlink.py) into `out`, under
+    layout i's script (layout_script: from `key` and i) beside it; `objects` maps each
+    object's pattern in the script to its file.  Atomic (a concurrent linker of the same
+    layout writes the same bytes); the run's remove_placements removes both files."""
+    script, tmp = Path(f"{out}.ld"), f".{os.getpid()}.{threading.get_ident()}"
     sections = {pattern: code_sections(o) for pattern, o in objects.items()}
     Path(f"{script}{tmp}").write_text(layout_script(key, i, sections))
     os.replace(f"{script}{tmp}", script)
     with _linked_lock:
         _linked.update((out, script))
-    run_step([*with_output(link, f"{out}{tmp}"), f"-Wl,-T,{script}"], cwd)
+    slimlink.link((*link, cwd), [*with_output(link, f"{out}{tmp}"), f"-Wl,-T,{script}"], cwd, run_step)
     os.replace(f"{out}{tmp}", out)
 
 
@@ -251,9 +250,9 @@ def headers_read(compile_cmd: list[str]) -> list[Path]:
     return [Path(n.replace("\0", " ")).resolve() for n in names[1:]]  # the first is the source itself
 
 
-def run_step(cmd: list[str], cwd: str | None = None) -> None:
-    """One compile or link (in `cwd`: a program's relink, relink.py); BuildError with the
-    compiler's first lines when it fails."""
+def run_step(cmd: list[str], cwd: str | None = None) -> str:
+    """One compile or link (in `cwd`: a program's relink, relink.py): what it printed;
+    BuildError with the compiler's first lines when it fails."""
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=cwd)
     except subprocess.TimeoutExpired:
@@ -266,6 +265,7 @@ def run_step(cmd: list[str], cwd: str | None = None) -> None:
                              "and k_work, with C linkage)")
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()][:6]
         raise BuildError("; ".join(lines) or f"{cmd[0]} exited with {p.returncode}")
+    return p.stdout
 
 
 def _compile_once(cmd: list[str], sources: list[Path], work: Path, root: Path, version: str) -> None:

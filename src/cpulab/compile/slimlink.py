@@ -1,0 +1,224 @@
+"""Placement links to the same bytes in about half the time.
+
+A link reads the whole dynamic symbol table of every shared library it is given
+(libc.so.6's 3,000 symbols and libm.so.6's 1,200: 12 of the 20 ms ld.bfd takes to link a
+placement here), though the executable imports a few dozen of them, and a run links a
+placement for every process (1,600 in the seeds plan).
+
+So the first placement of each build's link in a process is linked as the build links,
+traced (ld -t: the files it opened).  Each shared library it opened then gets a *slim
+copy*: the library with its dynamic symbol table cut to the names the executable's own
+table holds, in their order (ld records an import in its library's order), and without
+its code (the file is sparse: a linker never reads a library's code).  The copies, and
+the linker scripts that named the libraries (libc.so, libm.so) rewritten to name the
+copies, go in a folder put first on the link's library path.  ld orders the executable's
+symbols by walking its symbol hash table, whose size the whole link grew it to, so the
+slim link is run with that size (--hash-size), tried from bfd's sizes.  A slim link is
+kept for a build only when it writes the first placement's bytes exactly; otherwise (a
+static link, a collision in the table, a linker that is not GNU ld) each placement is
+linked as the build links it.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import os
+import re
+import shutil
+import struct
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+# bfd's hash table sizes that --hash-size can set (it rounds up to one of these); None: its
+# default, 4051.  A glibc link grows its table to 16381 (4,300 symbols read).
+HASH_SIZES = (16381, None, 8191, 32749, 65537)
+
+
+@dataclass(frozen=True)
+class Slim:
+    """How a build's link is run slim: the folder of slim copies (first on the library
+    path), the link's arguments that named a copied file, and the hash table size."""
+    folder: str
+    renamed: tuple[tuple[str, str], ...]
+    hash_size: int | None
+
+    def argv(self, argv: list[str]) -> list[str]:
+        renamed = dict(self.renamed)
+        return [argv[0], f"-L{self.folder}", *(renamed.get(a, a) for a in argv[1:]),
+                *([f"-Wl,--hash-size={self.hash_size}"] if self.hash_size else [])]
+
+
+_slim: dict[tuple, Slim | None] = {}  # a build's link -> how it is run slim (None: as it is)
+_locks: dict[tuple, threading.Lock] = {}
+_guard = threading.Lock()
+_folder: list[str] = []  # this process's folder of slim copies
+
+
+def link(build: tuple, argv: list[str], cwd: str | None, run: Callable[..., str]) -> None:
+    """Run a placement's link `argv` (in `cwd`; its -o names the output) of the build
+    whose link is `build`: slim once its first placement showed that the slim link writes
+    the same bytes.  run(argv, cwd) runs a link and returns what it printed."""
+    out = argv[argv.index("-o") + 1]
+    with _guard:
+        lock = _locks.setdefault(build, threading.Lock())
+    with lock:
+        if build not in _slim:
+            _slim[build] = _first(argv, out, cwd, run)
+            return
+    slim = _slim[build]
+    run(slim.argv(argv) if slim else argv, cwd)
+
+
+def _remove_copies() -> None:
+    """Remove this process's slim copies (at its exit: kept for every run it makes)."""
+    for folder in _folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _first(argv: list[str], out: str, cwd: str | None, run: Callable[..., str]) -> Slim | None:
+    """Link `argv` as it is, traced; then find its slim form, which must write the same
+    bytes into a file beside `out`: that form, or None."""
+    opened = [ln.strip() for ln in run([*argv, "-Wl,-t"], cwd).splitlines()]
+    opened = list(dict.fromkeys(p for p in opened if p and os.path.isfile(os.path.join(cwd or "", p))))
+    libraries = [p for p in opened if _is_shared_library(p)]
+    names = _dynamic_names(os.path.join(cwd or "", out))
+    if not libraries or names is None:
+        return None
+    copies = _copies(opened, libraries, names, cwd)
+    if copies is None:
+        return None
+    folder, renamed = copies
+    trial = f"{out}.slim"
+    try:
+        for size in HASH_SIZES:
+            slim = Slim(folder, renamed, size)
+            try:
+                run(slim.argv([trial if a == out else a for a in argv]), cwd)
+            except Exception:  # the linker takes no slim copy (a BuildError): link as the build does
+                return None
+            if _same(os.path.join(cwd or "", out), os.path.join(cwd or "", trial)):
+                return slim
+        return None
+    finally:
+        Path(os.path.join(cwd or "", trial)).unlink(missing_ok=True)
+
+
+def _same(a: str, b: str) -> bool:
+    with open(a, "rb") as f, open(b, "rb") as g:
+        return f.read() == g.read()
+
+
+def _copies(opened: list[str], libraries: list[str], names: frozenset[str],
+            cwd: str | None) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """The folder holding a slim copy of each library and a rewritten copy of each linker
+    script among the opened files (by base name: none when two share one), and the
+    opened paths renamed to them."""
+    scripts = [p for p in opened if p not in libraries and _is_script(os.path.join(cwd or "", p))]
+    bases = [os.path.basename(p) for p in libraries + scripts]
+    if len(set(bases)) < len(bases):
+        return None
+    digest = hashlib.sha256(repr((sorted(names), libraries, scripts)).encode()).hexdigest()[:16]
+    with _guard:
+        if not _folder:
+            _folder.append(tempfile.mkdtemp(prefix="cpulab-slim-"))
+            atexit.register(_remove_copies)
+    folder = os.path.join(_folder[0], digest)
+    renamed = {p: os.path.join(folder, os.path.basename(p)) for p in libraries + scripts}
+    if not os.path.isdir(folder):
+        tmp = f"{folder}.{threading.get_ident()}"
+        os.makedirs(tmp, exist_ok=True)
+        for p in libraries:
+            _slim_copy(os.path.join(cwd or "", p), names, os.path.join(tmp, os.path.basename(p)))
+        for p in scripts:
+            text = Path(os.path.join(cwd or "", p)).read_text(errors="replace")
+            Path(tmp, os.path.basename(p)).write_text(_renamed_in_script(text, renamed))
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another thread made the same copies first
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not os.path.isdir(folder):
+                raise
+    return folder, tuple(renamed.items())
+
+
+def _renamed_in_script(text: str, renamed: dict[str, str]) -> str:
+    """A linker script naming each library by its copy (by path, or by bare name)."""
+    for path, copy in renamed.items():
+        for name in (path, os.path.basename(path)):
+            text = re.sub(rf"(?<![\w/.+-]){re.escape(name)}(?![\w/.+-])", copy, text)
+    return text
+
+
+def _is_shared_library(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF" and ELFFile(f)["e_type"] == "ET_DYN"
+    except (OSError, ELFError):
+        return False
+
+
+def _is_script(path: str) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return not head.startswith((b"\x7fELF", b"!<arch>"))
+
+
+def _dynamic_names(exe: str) -> frozenset[str] | None:
+    """The names in an executable's dynamic symbol table (None: it has none: static)."""
+    with open(exe, "rb") as f:
+        table = ELFFile(f).get_section_by_name(".dynsym")
+        return None if table is None else frozenset(s.name for s in table.iter_symbols())
+
+
+@functools.lru_cache(maxsize=64)
+def _library(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[str, ...], dict, list[tuple[int, int]]]:
+    """A library's dynamic symbol names by index; its .dynsym's and .gnu.version's
+    headers (with their header's offset in the file); the byte ranges a linker reads
+    (all but code)."""
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        names = tuple(s.name for s in elf.get_section_by_name(".dynsym").iter_symbols())
+        sections, ranges = {}, [(0, elf["e_phoff"] + elf["e_phnum"] * elf["e_phentsize"]),
+                                (elf["e_shoff"], elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"])]
+        for i, s in enumerate(elf.iter_sections()):
+            if s.name in (".dynsym", ".gnu.version"):
+                sections[s.name] = (dict(s.header), elf["e_shoff"] + i * elf["e_shentsize"])
+            if s["sh_type"] != "SHT_NOBITS" and not (s["sh_type"] == "SHT_PROGBITS" and s["sh_flags"] & 0x4):
+                ranges.append((s["sh_offset"], s["sh_offset"] + s["sh_size"]))  # all but code (SHF_EXECINSTR)
+        sections["class"] = elf.elfclass
+    return names, sections, ranges
+
+
+def _slim_copy(real: str, names: frozenset[str], out: str) -> None:
+    """A sparse copy of a shared library with its dynamic symbols cut to `names` (its
+    local ones kept), in their order, their versions with them."""
+    st = os.stat(real)
+    symbols, sections, ranges = _library(real, st.st_mtime_ns, st.st_size)
+    (dynsym, dynsym_at), version = sections[".dynsym"], sections.get(".gnu.version")
+    keep = [i for i, n in enumerate(symbols) if i < dynsym["sh_info"] or n in names]
+    if len(keep) <= dynsym["sh_info"]:  # it defines nothing the executable uses: ld takes an empty table amiss
+        shutil.copyfile(real, out)
+        return
+    wide = sections["class"] == 64
+    size_at, word = (32, "<Q") if wide else (20, "<I")  # sh_size within a section header
+    with open(real, "rb") as src, open(out, "wb") as dst:
+        dst.truncate(st.st_size)
+        for start, end in ranges:
+            src.seek(start)
+            dst.seek(start)
+            dst.write(src.read(end - start))
+        for header, at, entry in [(dynsym, dynsym_at, dynsym["sh_entsize"])] + \
+                                 ([(version[0], version[1], 2)] if version else []):
+            src.seek(header["sh_offset"])
+            table = src.read(header["sh_size"])
+            dst.seek(header["sh_offset"])
+            dst.write(b"".join(table[i * entry:(i + 1) * entry] for i in keep))
+            dst.seek(at + size_at)
+            dst.write(struct.pack(word, len(keep) * entry))
