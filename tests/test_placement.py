@@ -121,6 +121,23 @@ def test_a_build_whose_slim_link_differs_is_linked_in_full(tmp_path, monkeypatch
     assert json.loads(out.stdout.splitlines()[-1])["status"] == "ok"
 
 
+def test_a_link_command_that_cannot_be_traced_is_run_as_it_is():
+    """A link command that takes no -Wl,-t (a linker called directly) is run as given, for
+    its first placement and the rest, never slim."""
+    ran = []
+
+    def run(argv, cwd):
+        if "-Wl,-t" in argv:
+            raise artifacts.BuildError("ld: unrecognized option '-Wl,-t'")
+        ran.append(argv)
+        return ""
+    build = ("ld", "a.o", "-o", "/x/a", "untraceable")
+    for out in ("/x/a.layout0", "/x/a.layout1"):
+        slimlink.link(build, ["ld", "a.o", "-o", out], None, run)
+    assert ran == [["ld", "a.o", "-o", "/x/a.layout0"], ["ld", "a.o", "-o", "/x/a.layout1"]]
+    assert slimlink._slim[build] is None
+
+
 def test_a_slim_copy_holds_the_named_symbols_in_their_order_and_no_code(tmp_path):
     """A slim library: its dynamic symbols cut to the names asked for (each with its
     version), in the library's order, and its code left out of a sparse file."""
