@@ -11,7 +11,8 @@ copy*: the library with its dynamic symbol table cut to the names the executable
 table holds, in their order (ld records an import in its library's order), and without
 its code (the file is sparse: a linker never reads a library's code).  The copies, and
 the linker scripts that named the libraries (libc.so, libm.so) rewritten to name the
-copies, go in a folder put first on the link's library path.  ld orders the executable's
+copies, go in a folder of the cache, named by the libraries and the names (the next run
+finds them), put first on the link's library path.  ld orders the executable's
 symbols by walking its symbol hash table, whose size the whole link grew it to, so the
 slim link is run with that size (--hash-size), tried from bfd's sizes.  A slim link is
 kept for a build only when it writes the first placement's bytes exactly; otherwise (a
@@ -20,14 +21,12 @@ linked as the build links it.
 """
 from __future__ import annotations
 
-import atexit
 import functools
 import hashlib
 import os
 import re
 import shutil
 import struct
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,8 @@ from typing import Callable
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+
+from cpulab import paths
 
 # bfd's hash table sizes that --hash-size can set (it rounds up to one of these); None: its
 # default, 4051.  A link against glibc here grows its table to 16381.
@@ -58,7 +59,6 @@ class Slim:
 _slim: dict[tuple, Slim | None] = {}  # a build's link -> how it is run slim (None: as it is)
 _locks: dict[tuple, threading.Lock] = {}
 _guard = threading.Lock()
-_folder: list[str] = []  # this process's folder of slim copies
 
 
 def link(build: tuple, argv: list[str], cwd: str | None, run: Callable[..., str]) -> None:
@@ -74,12 +74,6 @@ def link(build: tuple, argv: list[str], cwd: str | None, run: Callable[..., str]
             return
     slim = _slim[build]
     run(slim.argv(argv) if slim else argv, cwd)
-
-
-def _remove_copies() -> None:
-    """Remove this process's slim copies (at its exit: kept for every run it makes)."""
-    for folder in _folder:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _first(argv: list[str], out: str, cwd: str | None, run: Callable[..., str]) -> Slim | None:
@@ -126,15 +120,12 @@ def _copies(opened: list[str], libraries: list[str], names: frozenset[str],
     bases = [os.path.basename(p) for p in libraries + scripts]
     if len(set(bases)) < len(bases):
         return None
-    digest = hashlib.sha256(repr((sorted(names), libraries, scripts)).encode()).hexdigest()[:16]
-    with _guard:
-        if not _folder:
-            _folder.append(tempfile.mkdtemp(prefix="cpulab-slim-"))
-            atexit.register(_remove_copies)
-    folder = os.path.join(_folder[0], digest)
+    files = [(p, os.stat(at(p)).st_mtime_ns, os.stat(at(p)).st_size) for p in libraries + scripts]
+    digest = hashlib.sha256(repr((sorted(names), files)).encode()).hexdigest()[:24]
+    folder = str(paths.cache_dir() / "slim" / digest)  # kept: the same libraries and names, the same copies
     renamed = {p: os.path.join(folder, os.path.basename(p)) for p in libraries + scripts}
     if not os.path.isdir(folder):
-        tmp = f"{folder}.{threading.get_ident()}"
+        tmp = f"{folder}.{os.getpid()}.{threading.get_ident()}"
         os.makedirs(tmp, exist_ok=True)
         for p in libraries:
             _slim_copy(at(p), names, os.path.join(tmp, os.path.basename(p)))
