@@ -121,6 +121,16 @@ def test_a_build_whose_slim_link_differs_is_linked_in_full(tmp_path, monkeypatch
     assert json.loads(out.stdout.splitlines()[-1])["status"] == "ok"
 
 
+def test_a_cache_where_no_slim_copy_can_be_made_leaves_the_links_in_full(tmp_path, monkeypatch):
+    """Slim copies that cannot be written (the cache a file, here) cost nothing but the
+    speed: every placement is linked as the build links it."""
+    art = build("sha256", tmp_path / "cache")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("CPULAB_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    exes = [artifacts.place(art, i) for i in range(2)]
+    assert slimlink._slim[(*art.commands[-1], None)] is None and all(Path(e).exists() for e in exes)
+
+
 def test_a_link_command_that_cannot_be_traced_is_run_as_it_is():
     """A link command that takes no -Wl,-t (a linker called directly) is run as given, for
     its first placement and the rest, never slim."""

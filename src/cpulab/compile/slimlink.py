@@ -77,15 +77,23 @@ def link(build: tuple, argv: list[str], cwd: str | None, run: Callable[..., str]
 
 
 def _first(argv: list[str], out: str, cwd: str | None, run: Callable[..., str]) -> Slim | None:
-    """Link `argv` as it is, traced; then find its slim form, which must write the same
-    bytes into a file beside `out`: that form, or None."""
+    """Link `argv` as it is, traced; then its slim form, if one writes the same bytes (None:
+    none does, or its copies cannot be made, in an unwritable cache say)."""
     try:
         printed = run([*argv, "-Wl,-t"], cwd)
     except Exception:  # a link command that takes no -Wl,-t (not a compiler driver): as it is
         run(argv, cwd)
         return None
-    def at(path: str) -> str:  # a path the link names, from here
-        return os.path.join(cwd or "", path)
+    try:
+        return _slim_form(argv, out, printed, lambda path: os.path.join(cwd or "", path), lambda a: run(a, cwd))
+    except (OSError, ELFError):
+        return None
+
+
+def _slim_form(argv: list[str], out: str, printed: str, at: Callable[[str], str],
+               run: Callable[[list[str]], str]) -> Slim | None:
+    """The slim form of a link that wrote `out` and printed its trace, tried into a file
+    beside `out` (`at`: a path the link names, from here)."""
     opened = list(dict.fromkeys(p for p in (ln.strip() for ln in printed.splitlines()) if p and os.path.isfile(at(p))))
     libraries = [p for p in opened if _is_shared_library(at(p))]
     names = _dynamic_names(at(out))
@@ -96,7 +104,7 @@ def _first(argv: list[str], out: str, cwd: str | None, run: Callable[..., str]) 
         for size in HASH_SIZES:
             slim = Slim(*copies, size)
             try:
-                run(slim.argv([trial if a == out else a for a in argv]), cwd)
+                run(slim.argv([trial if a == out else a for a in argv]))
             except Exception:  # the linker takes no slim copy (a BuildError): link as the build does
                 return None
             if _same(at(out), at(trial)):
