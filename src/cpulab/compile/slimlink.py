@@ -2,8 +2,8 @@
 
 A link reads the whole dynamic symbol table of every shared library it is given
 (libc.so.6's 3,000 symbols and libm.so.6's 1,200: most of the 20 ms a placement's link
-takes here, the compiler driver's included), though the executable imports a few dozen of them, and a run links a
-placement for every process (1,600 in the seeds plan).
+takes here, the compiler driver's included), though the executable imports a few dozen
+of them, and a run links a placement for every process (1,600 in the seeds plan).
 
 So the first placement of each build's link in a process is linked as the build links,
 traced (ld -t: the files it opened).  Each shared library it opened then gets a *slim
@@ -95,9 +95,11 @@ def _slim_form(argv: list[str], out: str, printed: str, at: Callable[[str], str]
     """The slim form of a link that wrote `out` and printed its trace, tried into a file
     beside `out` (`at`: a path the link names, from here)."""
     opened = list(dict.fromkeys(p for p in (ln.strip() for ln in printed.splitlines()) if p and os.path.isfile(at(p))))
-    libraries = [p for p in opened if _is_shared_library(at(p))]
+    kinds = {p: _kind(at(p)) for p in opened}
+    libraries = [p for p in opened if kinds[p] == "library"]
+    scripts = [p for p in opened if kinds[p] == "script"]
     names = _dynamic_names(at(out))
-    if not libraries or names is None or (copies := _copies(opened, libraries, names, at)) is None:
+    if not libraries or names is None or (copies := _copies(libraries, scripts, names, at)) is None:
         return None
     trial = f"{out}.slim"
     try:
@@ -119,16 +121,14 @@ def _same(a: str, b: str) -> bool:
         return f.read() == g.read()
 
 
-def _copies(opened: list[str], libraries: list[str], names: frozenset[str],
+def _copies(libraries: list[str], scripts: list[str], names: frozenset[str],
             at: Callable[[str], str]) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     """The folder holding a slim copy of each library and a rewritten copy of each linker
-    script among the opened files (by base name: none when two share one), and the
-    opened paths renamed to them."""
-    scripts = [p for p in opened if p not in libraries and _is_script(at(p))]
+    script (by base name: none when two share one), and their paths renamed to them."""
     bases = [os.path.basename(p) for p in libraries + scripts]
     if len(set(bases)) < len(bases):
         return None
-    files = [(p, os.stat(at(p)).st_mtime_ns, os.stat(at(p)).st_size) for p in libraries + scripts]
+    files = [(p, st.st_mtime_ns, st.st_size) for p in libraries + scripts for st in [os.stat(at(p))]]
     digest = hashlib.sha256(repr((sorted(names), files)).encode()).hexdigest()[:24]
     folder = str(paths.cache_dir() / "slim" / digest)  # kept: the same libraries and names, the same copies
     renamed = {p: os.path.join(folder, os.path.basename(p)) for p in libraries + scripts}
@@ -157,18 +157,18 @@ def _renamed_in_script(text: str, renamed: dict[str, str]) -> str:
     return text
 
 
-def _is_shared_library(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF" and ELFFile(f)["e_type"] == "ET_DYN"
-    except (OSError, ELFError):
-        return False
-
-
-def _is_script(path: str) -> bool:
+def _kind(path: str) -> str:
+    """What a file a link opened is, from its first bytes: "library" (ELF ET_DYN), "script"
+    (text), or "other" (an object, an archive, an executable)."""
     with open(path, "rb") as f:
-        head = f.read(8)
-    return not head.startswith((b"\x7fELF", b"!<arch>"))
+        head = f.read(18)
+    if head.startswith(b"!<arch>"):
+        return "other"
+    if not head.startswith(b"\x7fELF"):
+        return "script"
+    if len(head) < 18:
+        return "other"
+    return "library" if int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 3 else "other"  # ET_DYN
 
 
 def _dynamic_names(exe: str) -> frozenset[str] | None:
@@ -178,45 +178,52 @@ def _dynamic_names(exe: str) -> frozenset[str] | None:
         return None if table is None else frozenset(s.name for s in table.iter_symbols())
 
 
+@dataclass(frozen=True)
+class _Library:
+    """What a slim copy is made from: the dynamic symbols' names by index, the .dynsym and
+    .gnu.version section headers (each with its header's offset in the file), whether the
+    file is 64-bit, and the byte ranges a linker reads (all but code)."""
+    names: tuple[str, ...]
+    dynsym: tuple[dict, int]
+    versions: tuple[dict, int] | None
+    wide: bool
+    ranges: tuple[tuple[int, int], ...]
+
+
 @functools.lru_cache(maxsize=64)
-def _library(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[str, ...], dict, list[tuple[int, int]]]:
-    """A library's dynamic symbol names by index; its .dynsym's and .gnu.version's
-    headers (with their header's offset in the file); the byte ranges a linker reads
-    (all but code)."""
+def _library(path: str, _mtime_ns: int, _size: int) -> _Library:
     with open(path, "rb") as f:
         elf = ELFFile(f)
-        names = tuple(s.name for s in elf.get_section_by_name(".dynsym").iter_symbols())
-        sections, ranges = {}, [(0, elf["e_phoff"] + elf["e_phnum"] * elf["e_phentsize"]),
-                                (elf["e_shoff"], elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"])]
-        for i, s in enumerate(elf.iter_sections()):
-            if s.name in (".dynsym", ".gnu.version"):
-                sections[s.name] = (dict(s.header), elf["e_shoff"] + i * elf["e_shentsize"])
-            if s["sh_type"] != "SHT_NOBITS" and not (s["sh_type"] == "SHT_PROGBITS" and s["sh_flags"] & 0x4):
-                ranges.append((s["sh_offset"], s["sh_offset"] + s["sh_size"]))  # all but code (SHF_EXECINSTR)
-        sections["class"] = elf.elfclass
-    return names, sections, ranges
+        headers, ranges = {}, [(0, elf["e_phoff"] + elf["e_phnum"] * elf["e_phentsize"]),
+                               (elf["e_shoff"], elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"])]
+        for i, sec in enumerate(elf.iter_sections()):
+            if sec.name in (".dynsym", ".gnu.version"):
+                headers[sec.name] = (dict(sec.header), elf["e_shoff"] + i * elf["e_shentsize"])
+            if sec["sh_type"] != "SHT_NOBITS" and not (sec["sh_type"] == "SHT_PROGBITS" and sec["sh_flags"] & 0x4):
+                ranges.append((sec["sh_offset"], sec["sh_offset"] + sec["sh_size"]))  # all but code (SHF_EXECINSTR)
+        names = tuple(sym.name for sym in elf.get_section_by_name(".dynsym").iter_symbols())
+        return _Library(names, headers[".dynsym"], headers.get(".gnu.version"), elf.elfclass == 64, tuple(ranges))
 
 
 def _slim_copy(real: str, names: frozenset[str], out: str) -> None:
     """A sparse copy of a shared library with its dynamic symbols cut to `names` (its
     local ones kept), in their order, their versions with them."""
     st = os.stat(real)
-    symbols, sections, ranges = _library(real, st.st_mtime_ns, st.st_size)
-    (dynsym, dynsym_at), version = sections[".dynsym"], sections.get(".gnu.version")
-    keep = [i for i, n in enumerate(symbols) if i < dynsym["sh_info"] or n in names]
+    lib = _library(real, st.st_mtime_ns, st.st_size)
+    dynsym = lib.dynsym[0]
+    keep = [i for i, n in enumerate(lib.names) if i < dynsym["sh_info"] or n in names]
     if len(keep) <= dynsym["sh_info"]:  # it defines nothing the executable uses: ld takes an empty table amiss
         shutil.copyfile(real, out)
         return
-    wide = sections["class"] == 64
-    size_at, word = (32, "<Q") if wide else (20, "<I")  # sh_size within a section header
+    size_at, word = (32, "<Q") if lib.wide else (20, "<I")  # sh_size within a section header
+    tables = [(*lib.dynsym, dynsym["sh_entsize"])] + ([(*lib.versions, 2)] if lib.versions else [])
     with open(real, "rb") as src, open(out, "wb") as dst:
         dst.truncate(st.st_size)
-        for start, end in ranges:
+        for start, end in lib.ranges:
             src.seek(start)
             dst.seek(start)
             dst.write(src.read(end - start))
-        for header, at, entry in [(dynsym, dynsym_at, dynsym["sh_entsize"])] + \
-                                 ([(version[0], version[1], 2)] if version else []):
+        for header, at, entry in tables:
             src.seek(header["sh_offset"])
             table = src.read(header["sh_size"])
             dst.seek(header["sh_offset"])
