@@ -45,10 +45,12 @@ def test_a_member_that_fails_fails_alone(sha256_o2):
     from cpulab.plan.toolchain import Variant
     bad = artifacts.build_executable(TEST_KERNELS / "misbehave.c", Variant("t", cflags=("-O2",))).path
     jobs = [_job(sha256_o2, 6), HarnessJob(bad, {"mode": "crash"}, samples=6, turns=True, timeout=10),
-            HarnessJob(bad, {"mode": "hang"}, samples=6, turns=True, timeout=1.5), _job(sha256_o2, 6)]
-    outs = LocalExecutor(seed=3).execute_group(jobs, [[0, 1, 2, 3]] * 6)
+            HarnessJob(bad, {"mode": "hang"}, samples=6, turns=True, timeout=1.5), _job(sha256_o2, 6),
+            _job(str(sha256_o2) + ".gone", 6)]
+    outs = LocalExecutor(seed=3).execute_group(jobs, [[0, 1, 2, 3, 4]] * 6)
     assert outs[0].status == outs[3].status == Status.OK and len(outs[3].data["ns"]) == 6
     assert outs[1].status == Status.CRASH and outs[2].status == Status.TIMEOUT
+    assert outs[4].status == Status.ERROR and "cannot execute" in outs[4].error
 
 
 def test_without_turns_the_harness_needs_no_token(sha256_o2):

@@ -251,13 +251,15 @@ class LocalExecutor:
         try:
             for job, pad in zip(jobs, pads):
                 env = {**fixed_env(job), **self._layout_env(pad)}
+                m = _Member()
+                members.append(m)  # listed before its process exists: an interrupt from here on kills it
                 try:
-                    members.append(_Member.spawn(job.argv(), env, self.cpu))
-                    self.live.add(members[-1].pid)
+                    m.spawn(job.argv(), env, self.cpu)
+                    self.live.add(m.pid)
                 except OSError as e:
-                    members.append(_Member.failed(f"cannot execute {job.argv()[0]}: {e.strerror or e}"))
+                    m.error = f"cannot execute {job.argv()[0]}: {e.strerror or e}"
                 # Its set-up and calibration run alone; one that hangs there is killed at its own timeout.
-                members[-1].wait_ready(time.perf_counter() + job.timeout)
+                m.wait_ready(time.perf_counter() + job.timeout)
             deadline = time.perf_counter() + max(j.timeout for j in jobs)
             last = None  # every member's first sample follows the others' set-up
             for order in orders:
@@ -270,7 +272,9 @@ class LocalExecutor:
         except BaseException:  # Ctrl-C, SIGTERM: no member may outlive us
             for m in members:
                 m.kill()
-                m.reap(time.perf_counter())
+            for m in members:
+                with contextlib.suppress(ChildProcessError):  # one reaped as the interrupt came
+                    m.reap(time.perf_counter())
             raise
         finally:
             self.live.clear()
@@ -294,28 +298,19 @@ class _Member:
         self.out = self.err = None
         self.t0 = time.perf_counter()
 
-    @classmethod
-    def failed(cls, error: str) -> "_Member":
-        m = cls()
-        m.error = error
-        return m
-
-    @classmethod
-    def spawn(cls, argv: list[str], env: dict[str, str], cpu: int) -> "_Member":
-        m = cls()
-        token_r, m.token_w = os.pipe()
-        m.done_r, done_w = os.pipe()
-        m.out, m.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    def spawn(self, argv: list[str], env: dict[str, str], cpu: int) -> None:
+        token_r, self.token_w = os.pipe()
+        self.done_r, done_w = os.pipe()
+        self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
         try:
             with on_cpu(cpu), open(os.devnull, "rb") as null:
-                m.pid = os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
-                    (os.POSIX_SPAWN_DUP2, null.fileno(), 0), (os.POSIX_SPAWN_DUP2, m.out.fileno(), 1),
-                    (os.POSIX_SPAWN_DUP2, m.err.fileno(), 2), (os.POSIX_SPAWN_DUP2, token_r, 3),
+                self.pid = os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
+                    (os.POSIX_SPAWN_DUP2, null.fileno(), 0), (os.POSIX_SPAWN_DUP2, self.out.fileno(), 1),
+                    (os.POSIX_SPAWN_DUP2, self.err.fileno(), 2), (os.POSIX_SPAWN_DUP2, token_r, 3),
                     (os.POSIX_SPAWN_DUP2, done_w, 4)])
         finally:
             os.close(token_r)  # the child's ends: its exit then reads as EOF here
             os.close(done_w)
-        return m
 
     def take_turn(self, deadline: float, after_other: bool) -> None:
         """Hand over the token and wait until the member hands it back (one sample).  The
