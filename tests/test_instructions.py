@@ -1,5 +1,5 @@
-"""The second witness: instructions per unit counted under valgrind, of the timed work
-alone, and the words where it and the time disagree."""
+"""The second witness: instructions per unit counted exactly (under valgrind, or stepped on
+the core), of the timed work alone, and the words where it and the time disagree."""
 from __future__ import annotations
 
 import json
@@ -30,13 +30,21 @@ def three_per_unit():
     return artifacts.build_executable(TEST_KERNELS / "three_per_unit.c", Variant("t", cflags=("-O2",))).path
 
 
+@pytest.fixture
+def under_valgrind(monkeypatch):
+    """count() without stepping: valgrind's own count."""
+    monkeypatch.setattr(instructions, "step_unavailable_reason", lambda: "not in this test")
+
+
 @needs_valgrind
-def test_the_count_is_the_timed_work_alone(three_per_unit):
+def test_the_count_is_the_timed_work_alone(three_per_unit, under_valgrind):
     """A loop of exactly three instructions per unit: the count is 3 per unit plus the
     C loop's few per 4096-trip rep, whatever the 100,000-step set-up and the harness
     execute around it; and it repeats to 0.05% (two counts once differed by 0.014%: each
     is the difference of two whole processes, which wobble by a few dozen instructions)."""
     exe = three_per_unit
+    for notes in ({"lanes": 1}, None):  # another test's, perhaps by another counter
+        instructions.kept_count(exe, {}, notes, False).unlink(missing_ok=True)
     c = instructions.count(exe, {}, {"lanes": 1}, tsc_hz=2e9)
     first, functions = c.per_unit, c.functions
     assert 3.0 <= first <= 3.0 + 20 / 4096
@@ -47,7 +55,7 @@ def test_the_count_is_the_timed_work_alone(three_per_unit):
 
 
 @needs_valgrind
-def test_another_path_under_valgrind_gives_no_count(three_per_unit):
+def test_another_path_under_valgrind_gives_no_count(three_per_unit, under_valgrind):
     exe = three_per_unit
     with pytest.raises(instructions.CountError, match="another path.*lanes 1 where timed 2"):
         instructions.count(exe, {}, {"lanes": 2}, tsc_hz=2e9)
@@ -83,10 +91,35 @@ def test_the_core_counts_what_valgrind_counts(three_per_unit, kernel, params):
 
 
 @needs_x86_64
+def test_a_call_of_few_branches_is_stepped_and_valgrind_never_runs(three_per_unit, monkeypatch):
+    def valgrind(*args):
+        raise AssertionError("valgrind ran")
+    monkeypatch.setattr(instructions, "valgrind_run", valgrind)
+    instructions.kept_count(three_per_unit, {}, {"lanes": 1}, False).unlink(missing_ok=True)
+    c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9)
+    assert c.source == "branch-step" and 3.0 <= c.per_unit <= 3.0 + 20 / 4096
+
+
+@needs_valgrind
+@needs_x86_64
+def test_a_branchy_call_and_a_cache_model_are_counted_under_valgrind(three_per_unit, monkeypatch):
+    """Over QUICK_STOPS a repetition (the loop's 4,096 branches against a limit of 1), and
+    with the cache model, which stepping has not, valgrind counts."""
+    monkeypatch.setattr(instructions, "QUICK_STOPS", 1)
+    for caches in (False, True):
+        instructions.kept_count(three_per_unit, {}, {"lanes": 1}, caches).unlink(missing_ok=True)
+    assert instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9).source == "valgrind"
+    monkeypatch.undo()
+    c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9, caches=True)
+    assert c.source == "valgrind" and c.d1_misses is not None
+
+
+@needs_x86_64
 def test_what_valgrind_cannot_run_is_counted_on_the_core(three_per_unit, monkeypatch):
     def avx512(*args):
         raise instructions.OtherPath("valgrind 3.19 cannot execute this build's instructions (AVX-512?)")
     monkeypatch.setattr(instructions, "valgrind_run", avx512)
+    monkeypatch.setattr(instructions, "QUICK_STOPS", 1)  # past the quick try: the fallback
     monkeypatch.setattr(instructions, "unavailable_reason", lambda: None)
     instructions.kept_count(three_per_unit, {}, {"lanes": 1}, False).unlink(missing_ok=True)  # another test's
     c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9)

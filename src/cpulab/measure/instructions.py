@@ -1,6 +1,7 @@
 """The second witness where no counters exist: each result's instructions per unit of
-work, counted exactly by valgrind (cachegrind without its cache model counts every
-user-space instruction executed), beside a time that moves by percents.
+work, counted exactly, by valgrind (cachegrind without its cache model counts every
+user-space instruction executed) or stepped on the core (below), beside a time that moves
+by percents.
 
 The artifact runs under valgrind with one sample of 1 repetition, then of 2, then (when
 a repetition is short) of enough to add EXTRA_INSTRUCTIONS: set-up, the harness's own
@@ -26,20 +27,23 @@ Valgrind 3.19 cannot execute AVX-512 and hides it from CPUID, so a build that us
 stops on an unhandled instruction, and a kernel that picks its path at run time takes
 another one under valgrind: the notes by which a kernel says which path it took
 (PATH_NOTES) must equal the timed run's.  Such a build is counted on the core itself
-instead (`instructions_source` "branch-step"): the build's own harness counts its first
-k_run call with a stop (a trap it handles itself, native/stepcount.h) at each branch
+(`instructions_source` "branch-step"): the build's own harness counts its first k_run
+call with a stop (a trap it handles itself, native/stepcount.h) at each branch
 (measure/stepmap.py maps the instructions between two branches, which run freely), exact
 and without the loader's or the set-up's instructions, so the difference of calls of 1
 and 2 repetitions is one repetition's work to the instruction (one call alone would add
-the call's own set-up: 1.8% of RC5's SIMD repetition).  A stop costs ~3.3 us under KVM
-(12.4 us as a ptrace stop, its first form), so a call is bounded by STEP_LIMIT stops;
-valgrind stays first where it runs the timed path, being faster on branchy code (a stop
-every 4-5 instructions) and holding the cache model.
+the call's own set-up: 1.8% of RC5's SIMD repetition).  A stop costs 2.5-3.3 us under KVM
+(12.4 us as a ptrace stop, its first form), so a call is bounded by STEP_LIMIT stops.
+Stepping is also tried first, up to QUICK_STOPS stops a repetition, on any build: there it
+costs less than valgrind's runs.  Valgrind counts branchier calls (a stop every 4-5
+instructions: DES's table core, 1.6 million a repetition), calls stepping cannot follow,
+and whatever asks for the cache model.
 """
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -66,6 +70,9 @@ EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
 TIMEOUT_S = 600.0
 STEP_LIMIT = 1_000_000  # stops (branches) one stepped call may take (about 3.5 s under KVM)
+# Stops a repetition may take to be stepped before valgrind is tried, the cheaper counter
+# below it (RC5's portable core, 12,300 stops: 0.15 s of CPU against valgrind's 0.87 s).
+QUICK_STOPS = 100_000
 REPEATABLE = 0.001  # two counts of one whole process further apart than this: not deterministic
 FUNCTIONS = 8  # a count names its functions executing the most instructions
 # ... of at least this share of the timed work: below it, a kernel's extra repetitions
@@ -139,7 +146,15 @@ def kept_count(executable: str, params: dict[str, str], timed_notes: dict | None
 
 def _count(executable: str, params: dict[str, str], timed_notes: dict | None, tsc_hz: float | None,
            caches: bool) -> Count:
-    """count() without its keeping."""
+    """count() without its keeping: stepped where that is cheap (at most QUICK_STOPS a
+    repetition) and no cache model is asked for, else under valgrind, else (valgrind cannot
+    run the timed path) stepped to STEP_LIMIT."""
+    if not caches and not step_unavailable_reason():
+        try:
+            return count_with(functools.partial(step_run, stops_a_rep=QUICK_STOPS), executable, params,
+                              timed_notes, tsc_hz, False)
+        except CountError:
+            pass  # a branchy call (valgrind counts it faster), or one stepping cannot follow
     if why := unavailable_reason():
         raise CountError(why)
     try:
@@ -341,20 +356,23 @@ def step_argv(executable: str, params: dict[str, str], reps: int, tsc_hz: float 
 
 
 def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None,
-              caches: bool = False) -> _Profile:
+              caches: bool = False, stops_a_rep: int | None = None) -> _Profile:
     """One run of a kernel with its first k_run call (the sample's `reps` repetitions)
     stepped on the core by its own harness (native/stepcount.h, a stop at each branch):
-    exact, the call alone."""
+    exact, the call alone; at most stops_a_rep stops a repetition (default: STEP_LIMIT a call)."""
     entry, functions = _symbols(executable)
     if "k_run" not in entry:
         raise CountError("no k_run symbol to count from (a stripped build?)")
     with tempfile.NamedTemporaryFile("w", prefix="cpulab-", suffix=".map") as code:
         stepmap.write(executable, Path(code.name))
         try:
-            p = subprocess.run(step_argv(executable, params, reps, tsc_hz, entry["k_run"], code.name),
+            limit = stops_a_rep * reps if stops_a_rep else None
+            p = subprocess.run(step_argv(executable, params, reps, tsc_hz, entry["k_run"], code.name, limit),
                                capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise CountError(f"stepping took over {TIMEOUT_S:.0f} s") from None
+        except OSError as e:  # setarch missing
+            raise CountError(f"cannot step: {e}") from None
     marked = [json.loads(ln[len(STEP_MARK):]) for ln in p.stdout.splitlines() if ln.startswith(STEP_MARK)]
     if not marked:  # the harness failed, saying why, or cannot step (a build older than the counter)
         _harness_data(p, _Profile({}, Counter(), source="branch-step"), True)
