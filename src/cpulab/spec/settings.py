@@ -62,11 +62,12 @@ class Settings(BaseModel):
     method: Literal[METHODS] = setting(
         "turns", "How variants meet their baseline: turns (a point's processes alive together, samples in turns), "
                  "paired (a ratio per round) or unpaired.", flags=("--method",))
-    instructions: bool = setting(False, "Also count each result's instructions per unit under valgrind, or stepped "
-                                        "on the core where valgrind cannot run it (exact, beside the time).",
+    instructions: bool = setting(False, "Also count each result's instructions per unit, stepped on the core where "
+                                        "that is cheap or valgrind cannot run it, else under valgrind (exact, "
+                                        "beside the time).",
                                  flags=("--instructions",))
     metric: Literal[METRICS] = setting(
-        "time", "What the verdicts are read from: time; instructions (counted under valgrind, a change of at least "
+        "time", "What the verdicts are read from: time; instructions (counted exactly, a change of at least "
                 "--precision is faster/slower); memory (each process's peak RSS).", flags=("--metric",))
     events: list[str] = setting(
         [], "Counters read around each sample (a kernel's timed call) and each whole process, as perf names them: "
