@@ -2,6 +2,7 @@
 the core), of the timed work alone, and the words where it and the time disagree."""
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import shutil
@@ -31,7 +32,16 @@ def three_per_unit():
 
 
 @pytest.fixture
-def under_valgrind(monkeypatch):
+def own_counts(monkeypatch, tmp_path):
+    """count() keeps its counts in this test's folder: the other worker's tests count the
+    same executable, perhaps by another counter, and keep theirs beside it."""
+    def kept(executable, params, timed_notes, caches):
+        return tmp_path / "counts" / hashlib.sha256(repr((params, timed_notes, caches)).encode()).hexdigest()
+    monkeypatch.setattr(instructions, "kept_count", kept)
+
+
+@pytest.fixture
+def under_valgrind(monkeypatch, own_counts):
     """count() without stepping: valgrind's own count."""
     monkeypatch.setattr(instructions, "step_unavailable_reason", lambda: "not in this test")
 
@@ -43,8 +53,6 @@ def test_the_count_is_the_timed_work_alone(three_per_unit, under_valgrind):
     execute around it; and it repeats to 0.05% (two counts once differed by 0.014%: each
     is the difference of two whole processes, which wobble by a few dozen instructions)."""
     exe = three_per_unit
-    for notes in ({"lanes": 1}, None):  # another test's, perhaps by another counter
-        instructions.kept_count(exe, {}, notes, False).unlink(missing_ok=True)
     c = instructions.count(exe, {}, {"lanes": 1}, tsc_hz=2e9)
     first, functions = c.per_unit, c.functions
     assert 3.0 <= first <= 3.0 + 20 / 4096
@@ -91,40 +99,35 @@ def test_the_core_counts_what_valgrind_counts(three_per_unit, kernel, params):
 
 
 @needs_x86_64
-def test_a_call_of_few_branches_is_stepped_and_valgrind_never_runs(three_per_unit, monkeypatch):
+def test_a_call_of_few_branches_is_stepped_and_valgrind_never_runs(three_per_unit, monkeypatch, own_counts):
     def valgrind(*args):
         raise AssertionError("valgrind ran")
     monkeypatch.setattr(instructions, "valgrind_run", valgrind)
-    instructions.kept_count(three_per_unit, {}, {"lanes": 1}, False).unlink(missing_ok=True)
     c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9)
     assert c.source == "branch-step" and 3.0 <= c.per_unit <= 3.0 + 20 / 4096
 
 
 @needs_valgrind
 @needs_x86_64
-def test_a_branchy_call_and_a_cache_model_are_counted_under_valgrind(three_per_unit, monkeypatch):
-    """Over QUICK_STOPS a repetition (the loop's 4,096 branches against a limit of 1), and
-    with the cache model, which stepping has not, valgrind counts."""
-    monkeypatch.setattr(instructions, "QUICK_STOPS", 1)
-    for caches in (False, True):
-        instructions.kept_count(three_per_unit, {}, {"lanes": 1}, caches).unlink(missing_ok=True)
-    assert instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9).source == "valgrind"
-    monkeypatch.undo()
+def test_a_branchy_call_and_a_cache_model_are_counted_under_valgrind(three_per_unit, monkeypatch, own_counts):
+    """With the cache model, which stepping has not, and over QUICK_STOPS a repetition (the
+    loop's 4,096 branches against a limit of 1), valgrind counts."""
     c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9, caches=True)
     assert c.source == "valgrind" and c.d1_misses is not None
+    monkeypatch.setattr(instructions, "QUICK_STOPS", 1)
+    assert instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9).source == "valgrind"
 
 
 @needs_x86_64
-def test_what_valgrind_cannot_run_is_counted_on_the_core(three_per_unit, monkeypatch):
+def test_what_valgrind_cannot_run_is_counted_on_the_core(three_per_unit, monkeypatch, own_counts):
     def avx512(*args):
         raise instructions.OtherPath("valgrind 3.19 cannot execute this build's instructions (AVX-512?)")
     monkeypatch.setattr(instructions, "valgrind_run", avx512)
     monkeypatch.setattr(instructions, "QUICK_STOPS", 1)  # past the quick try: the fallback
     monkeypatch.setattr(instructions, "unavailable_reason", lambda: None)
-    instructions.kept_count(three_per_unit, {}, {"lanes": 1}, False).unlink(missing_ok=True)  # another test's
     c = instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9)
     assert c.source == "branch-step" and c.notes()["instructions_source"] == "branch-step"
-    # kept beside the executable: counted again, nothing runs
+    # kept: counted again, nothing runs
     monkeypatch.setattr(instructions, "step_run", None)
     assert instructions.count(three_per_unit, {}, {"lanes": 1}, tsc_hz=2e9) == c
 
