@@ -103,10 +103,25 @@ def test_a_slim_link_writes_the_bytes_of_the_full_link(tmp_path):
     same bytes; shown here on the others: each is the full link of its layout, byte for byte."""
     art = build("sha256", tmp_path / "cache")
     exes = [artifacts.place(art, i) for i in range(3)]
-    assert slimlink._slim[(*art.commands[-1], None)] is not None  # a glibc dynamic link takes it
+    slim = slimlink._slim[(*art.commands[-1], None)]
+    assert slim is not None  # a glibc dynamic link takes it
+    assert slim.direct and Path(slim.direct[0]).name != "collect2"  # and runs as ld itself, no driver
     for exe in exes[1:]:
         artifacts.run_step([*artifacts.with_output(list(art.commands[-1]), f"{exe}.full"), f"-Wl,-T,{exe}.ld"])
         assert Path(f"{exe}.full").read_bytes() == Path(exe).read_bytes()
+
+
+def test_a_linker_command_that_writes_other_bytes_leaves_the_slim_link_to_the_driver(tmp_path, monkeypatch):
+    """The linker's own command is kept only where it writes the driver's bytes: one that
+    strips the executable (other bytes) leaves the slim link to the driver."""
+    command = slimlink._linker_command
+    monkeypatch.setattr(slimlink, "_linker_command", lambda driver, cwd: [*command(driver, cwd), "-s"])
+    art = build("sha256", tmp_path / "cache")
+    exes = [artifacts.place(art, i) for i in range(2)]
+    slim = slimlink._slim[(*art.commands[-1], None)]
+    assert slim is not None and not slim.direct
+    artifacts.run_step([*artifacts.with_output(list(art.commands[-1]), f"{exes[1]}.full"), f"-Wl,-T,{exes[1]}.ld"])
+    assert Path(f"{exes[1]}.full").read_bytes() == Path(exes[1]).read_bytes()
 
 
 def test_a_build_whose_slim_link_differs_is_linked_in_full(tmp_path, monkeypatch):
