@@ -75,8 +75,9 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
     while the other lanes' items may still add some.  The block runs once the first lane
     has left: once all work is done, or, hand_over, once nothing but trailing work
     (TRAILS), which that lane never takes, is queued or under way; the other lanes do the
-    trailing work beside the block (the alone rounds, on the first lane's CPU), and once
-    the block ends the first lane takes its share of what is left of it.  Ctrl-C (or
+    trailing work beside the block (the alone rounds, on the first lane's CPU), and more
+    that the block hands them (the function it is given: trail(work)) until it ends; then
+    the first lane takes its share of what is left of it.  Ctrl-C (or
     SIGTERM) in the main thread stops every lane: the processes measuring are killed and
     their round is not recorded; what was recorded stays."""
     queue: list[tuple[float, int, Callable]] = []  # a heap of (-seconds, when queued, item)
@@ -97,8 +98,9 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
         def takes() -> bool:  # under `ready`: whether the queue's head is this lane's
             return bool(queue) and not (hands_over and queue[0][0] == -TRAILS)
 
-        def waits() -> bool:  # under `ready`: whether an item under way may add this lane's
-            return (leading if hands_over else busy) > 0 and not stop.is_set()
+        def waits() -> bool:  # under `ready`: whether an item under way, or the block, may add this lane's
+            beside_block = hand_over and not first and not block_over.is_set()
+            return ((leading if hands_over else busy) > 0 or beside_block) and not stop.is_set()
         # The lane's thread stays on its CPU: woken on the other one (to hand a group's
         # token over, hundreds of times a second), it could only take that CPU from the
         # other lane's sample.
@@ -129,13 +131,20 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
                         add(more)
                         ready.notify_all()
 
+    def trail(more: list[Work]) -> None:
+        with ready:
+            add(more)
+            ready.notify_all()
+
     add(work)
     with ThreadPoolExecutor(len(executors)) as pool:
         futures = [pool.submit(lane, ex, random.Random(rng.random()), i == 0) for i, ex in enumerate(executors)]
         try:
             futures[0].result()
-            yield
-            block_over.set()
+            yield trail
+            with ready:
+                block_over.set()
+                ready.notify_all()
             if hand_over:  # its CPU is free again: the first lane takes its share of what is left
                 futures.append(pool.submit(lane, executors[0], random.Random(rng.random()), False))
             for f in futures:

@@ -167,8 +167,9 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     in `beside` (called with the lane's executor, store and stop event) in whichever lane
     comes free; the others then run alone, then machine_alone() (the probe tables that
     measure beyond a core), with the lanes' counts and explanations not yet done on the
-    other CPU, whose rest both CPUs finish after them.  Returns the experiments that ran
-    in lanes (none: nothing did, `beside` neither)."""
+    other CPU, and the alone experiments' own beside machine_alone(), whose rest both CPUs
+    finish after them.  Returns the experiments that ran in lanes (none: nothing did,
+    `beside` neither)."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
@@ -178,7 +179,7 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
 
-        counts = {exp: threading.Lock() for exp in sharing}  # held by the lane counting exp's instructions
+        counts = {exp: threading.Lock() for exp in {*sharing, *alone}}  # held by the lane counting exp's instructions
 
         def count(exp: str):
             # Its instructions, which no round changes: counted in whichever lane comes free
@@ -222,8 +223,13 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     # the other CPU (the lanes' spare: a second claim of it would fail) links what the rounds will need
     other = spare or (site.spare_executor() if alone else None)
     alone_targets = [t for t in targets if t.experiment in alone]
-    with two_lanes, linking_ahead(alone_targets, site, other.cpu if other else None, schedule):
+    with two_lanes as trail, linking_ahead(alone_targets, site, other.cpu if other else None, schedule):
         kernels.measure(alone, site.executor, store, rng, progress, schedule)
+        if trail is not None and after is not None:
+            # The alone experiments' counts and explanations trail too, beside the probes that
+            # need the machine (the roofline, 3 s in the seeds, the other CPU idle); their rest
+            # on both CPUs after them
+            trail([(TRAILS, explained(exp)) for exp in sorted(alone)])
         machine_alone()
     return sharing if spare is not None else []
 
