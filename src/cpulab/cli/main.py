@@ -27,9 +27,18 @@ for module in (run, new, ci, bisect, results, history, machine_probes, memory, c
 # `python -m cpulab.cli`): README, Shell completion.
 COMPLETE_VAR = "_CPULAB_COMPLETE"
 
+# How long a thread running Python keeps the interpreter from one that waits for it
+# (Python's default: 5 ms).  The thread that hands a group's token over wakes hundreds of
+# times a second, while the other CPU's threads link placements and read code in Python:
+# at 5 ms each wake could wait that long with the measured processes idle (the seeds'
+# alone experiments' start-up 5.1-5.3 s at 5 ms, 3.6-4.0 s at 0.5 ms; the run 104-105 s
+# and 97-102 s, Zen 4).
+SWITCH_INTERVAL_S = 0.0005
+
 
 def main() -> None:
     """Entry point: click's usage errors become one line and exit status 2."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         cli.main(standalone_mode=False, complete_var=COMPLETE_VAR)
     except click.exceptions.UsageError as e:
