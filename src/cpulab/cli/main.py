@@ -30,9 +30,9 @@ COMPLETE_VAR = "_CPULAB_COMPLETE"
 # How long a thread running Python keeps the interpreter from one that waits for it
 # (Python's default: 5 ms).  The thread that hands a group's token over wakes hundreds of
 # times a second, while the other CPU's threads link placements and read code in Python:
-# at 5 ms each wake could wait that long with the measured processes idle (the seeds'
-# alone experiments' start-up 5.1-5.3 s at 5 ms, 3.6-4.0 s at 0.5 ms; the run 104-105 s
-# and 97-102 s, Zen 4).
+# at 5 ms each wake could wait that long with the measured processes idle (seeds runs,
+# Zen 4, four each way: the alone experiments' start-up 3.7-5.3 s at 5 ms, 3.6-4.0 s at
+# 0.5 ms; the lanes' 5.3-7.8 s and 4.3-5.4 s; the whole run 98-105 s and 94-102 s).
 SWITCH_INTERVAL_S = 0.0005
 
 
