@@ -500,8 +500,10 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     records which ones shared; the third has the machine to itself after them.  A shared
     experiment's instructions are counted on one CPU, in its lane or beside the third's
     rounds; the third's after its rounds, on one CPU too (beside the probes that need the
-    machine, which there are none of here)."""
+    machine, which there are none of here).  Each experiment is explained once, in the
+    lanes: nothing is left to explain after them."""
     from cpulab.measure import instructions, probes
+    from cpulab.measure.schedule.afterwards import Afterwards
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: nothing to share")
     probe = probes.get("seed004-table3")
@@ -513,6 +515,12 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
         counted.append((time.monotonic_ns(), os.sched_getaffinity(0)))
         return instructions.Count(1.0, [])
     monkeypatch.setattr(instructions, "count", count)
+    explained, analysed = [], []
+    explanations, analyse = Afterwards.explanations, Afterwards.analyse
+    monkeypatch.setattr(Afterwards, "explanations", lambda self, exps, *a, **k: (
+        explained.append(exps), explanations(self, exps, *a, **k))[1])
+    monkeypatch.setattr(Afterwards, "analyse", lambda self, exps, *a, **k: (
+        analysed.append(exps), analyse(self, exps, *a, **k))[1])
     exps = [plans.Experiment(name, ["sha256"], ["O2", "O3"], "O2", params={"sha256": {"size": ["256"]}},
                              share_machine=name != "alone", instructions=True) for name in ("a", "b", "alone")]
     p = plans.validate(plans.Plan("lanes", exps, Settings(**{**FAST, "processes": 4, "samples": 20}), probe_tables=["seed004-table3"]))
@@ -538,6 +546,7 @@ def test_experiments_that_share_the_machine_run_one_per_cpu_at_once(tmp_path, mo
     assert table.data["at"] < span["alone"][0]  # in a lane, before the experiment that runs alone
     assert len(counted) == 6 and all(len(cpus) == 1 for _, cpus in counted)
     assert sum(at > span["alone"][1] for at, _ in counted) >= 2  # the third's, at least, after its rounds
+    assert sorted(sorted(e) for e in explained) == [[], ["a"], ["alone"], ["b"]] and analysed == [set()]
 
 
 class _Lane:

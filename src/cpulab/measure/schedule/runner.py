@@ -146,7 +146,7 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
 
     beside = [table_in_lane(name) for name in tables if not probes.get(name).alone]
     beside += [links_in_lane(links[k:k + LINKS_AN_ITEM]) for k in range(0, len(links), LINKS_AN_ITEM)]
-    shared = _measure(kernels, schedule, store, targets, progress, rng, beside, after, tables_left)
+    shared, explained = _measure(kernels, schedule, store, targets, progress, rng, beside, after, tables_left)
     if shared:
         store.add_conditions(run_id, {"shared_machine": shared})
     ran = []  # [program.NAME] workloads: built from their own source trees, timed whole
@@ -154,12 +154,14 @@ def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Pr
         with split.timing(time_split.RUN, "programs"):
             ran = programs.run_in_plan(plan, schedule, store, run_id, site, progress, rng)
     spare = site.spare_executor()  # nothing is measured any more: both CPUs count and profile
-    after.analyse(None, [site.executor] + ([spare] if spare else []), store, rng, progress, ran)
+    rest = {r.experiment for r in store.results(run_id)} - explained  # (reading all of a run's results: 0.6 s)
+    after.analyse(rest, [site.executor] + ([spare] if spare else []), store, rng, progress, ran)
 
 
 def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: list[Target], progress: Progress,
              rng: random.Random, beside: list[Callable[[Executor, Store, threading.Event], None]] = (),
-             after: Afterwards | None = None, machine_alone: Callable[[], None] = lambda: None) -> list[str]:
+             after: Afterwards | None = None,
+             machine_alone: Callable[[], None] = lambda: None) -> tuple[list[str], set[str]]:
     """The kernels' rounds.  Experiments that share the machine (plan: share_machine) run
     first, two at a time, one per CPU when the site has a spare one (in_lanes): each one's
     first round, then the rest of them longest first (by that round), with their
@@ -169,12 +171,12 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     measure beyond a core), with the lanes' counts and explanations not yet done on the
     other CPU, and the alone experiments' own beside machine_alone(), whose rest both CPUs
     finish after them.  Returns the experiments that ran in lanes (none: nothing did,
-    `beside` neither)."""
+    `beside` neither), and those counted and explained there."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
     alone = {k[0] for k in kernels.points} - (set(sharing) if spare else set())
-    two_lanes = contextlib.nullcontext()
+    two_lanes, explained_here = contextlib.nullcontext(), set()
     if spare is not None:
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
         one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
@@ -212,6 +214,7 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
             # largest differences explained: counts and profiles depend on nothing beside them
             def item(executor, lane_store, lane_rng, stop):
                 count(exp)(executor, lane_store, lane_rng, stop)
+                explained_here.add(exp)
                 return [(TRAILS, w) for _, w in after.explanations({exp}, lane_store, TrailingProgress(progress), stop)]
             return item
         work = [(math.inf, shared_experiment(exp)) for exp in sharing]
@@ -231,7 +234,7 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
             # on both CPUs after them
             trail([(TRAILS, explained(exp)) for exp in sorted(alone)])
         machine_alone()
-    return sharing if spare is not None else []
+    return (sharing if spare is not None else []), explained_here
 
 
 def _probe_table(store: Store, run_id: int, name: str, measure, timer: str, split: TimeSplit,
