@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cotenant import cotenant  # noqa: E402
 
 from cpulab import analysis  # noqa: E402
+from cpulab.cli.main import SWITCH_INTERVAL_S  # noqa: E402
 from cpulab.measure.schedule import runner  # noqa: E402
 from cpulab.plan import kernels as kernel_tables, plan as plans  # noqa: E402
 from cpulab.spec.settings import Settings  # noqa: E402
@@ -200,6 +201,7 @@ def tally(comps: list[dict], results: list) -> dict:
 
 
 def main() -> None:
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # the runs measured as the cpulab command measures them
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--aa", type=int, default=40, help=f"A/A experiments of {AA_POINTS} points (default 40)")
     ap.add_argument("--injected", type=int, default=12,
