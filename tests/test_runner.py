@@ -635,6 +635,14 @@ def test_work_the_block_hands_on_is_done_beside_it_by_the_lane_that_had_none_lef
             time.sleep(0.01)
         in_block = list(done)
     assert ("explain", "two") in in_block and sorted(name for name, _ in done) == ["explain", "rounds"]
+    # Ctrl-C in the block while that lane waits for more: it stops at once
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with lanes([(math.inf, item("rounds"))], [_Lane("one"), _Lane("two")], ":memory:", random.Random(1),
+                   hand_over=True):
+            time.sleep(0.2)
+            raise KeyboardInterrupt
+    assert time.monotonic() - started < 5
 
 
 def test_share_machine_must_be_true_or_false(tmp_path):

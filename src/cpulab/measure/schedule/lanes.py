@@ -150,7 +150,9 @@ def lanes(work: list[Work], executors: list[Executor], store_path, rng: random.R
             for f in futures:
                 f.result()
         except BaseException:
-            stop.set()
+            with ready:  # a lane waiting for the block's work wakes to leave
+                stop.set()
+                ready.notify_all()
             for ex in executors:
                 ex.kill_all()
             raise
