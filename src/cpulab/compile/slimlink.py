@@ -109,15 +109,16 @@ def _first(argv: list[str], out: str, cwd: str | None, run: Callable[..., str]) 
         run(argv, cwd)
         return None
     try:
-        return _slim_form(argv, out, printed, lambda path: os.path.join(cwd or "", path), lambda a: run(a, cwd))
+        return _slim_form(argv, out, printed, cwd, lambda a: run(a, cwd))
     except (OSError, ELFError):
         return None
 
 
-def _slim_form(argv: list[str], out: str, printed: str, at: Callable[[str], str],
+def _slim_form(argv: list[str], out: str, printed: str, cwd: str | None,
                run: Callable[[list[str]], str]) -> Slim | None:
-    """The slim form of a link that wrote `out` and printed its trace, tried into a file
-    beside `out` (`at`: a path the link names, from here)."""
+    """The slim form of a link (run in `cwd`) that wrote `out` and printed its trace, tried
+    into a file beside `out`."""
+    at = functools.partial(os.path.join, cwd or "")  # a path the link names, from here
     opened = list(dict.fromkeys(p for p in (ln.strip() for ln in printed.splitlines()) if p and os.path.isfile(at(p))))
     kinds = {p: _kind(at(p)) for p in opened}
     libraries = [p for p in opened if kinds[p] == "library"]
@@ -135,18 +136,19 @@ def _slim_form(argv: list[str], out: str, printed: str, at: Callable[[str], str]
             except Exception:  # the linker takes no slim copy (a BuildError): link as the build does
                 return None
             if _same(at(out), at(trial)):
-                return _direct(slim, trial_argv, out, at, run)
+                return _direct(slim, trial_argv, out, cwd, run)
         return None
     finally:
         Path(at(trial)).unlink(missing_ok=True)
 
 
-def _direct(slim: Slim, trial_argv: list[str], out: str, at: Callable[[str], str],
+def _direct(slim: Slim, trial_argv: list[str], out: str, cwd: str | None,
             run: Callable[[list[str]], str]) -> Slim:
     """`slim` with the linker's own command, where the driver says it (-###) and that
     command writes the first placement's bytes too; else `slim` as it is."""
+    at = functools.partial(os.path.join, cwd or "")
     driver, trial, script = slim.argv(trial_argv), trial_argv[trial_argv.index("-o") + 1], _script(trial_argv)
-    cmd = _linker_command(driver, at(""))
+    cmd = _linker_command(driver, cwd)
     if not cmd or script is None or cmd.count(trial) != 1 or cmd.count(script) != 1:
         return slim
     Path(at(trial)).unlink(missing_ok=True)  # written anew, or the trial fails
@@ -159,12 +161,12 @@ def _direct(slim: Slim, trial_argv: list[str], out: str, at: Callable[[str], str
     return dataclasses.replace(slim, direct=tuple(cmd), direct_at=(cmd.index(trial), cmd.index(script)))
 
 
-def _linker_command(driver: list[str], cwd: str) -> list[str] | None:
+def _linker_command(driver: list[str], cwd: str | None) -> list[str] | None:
     """The command a compiler driver's link runs (the last line of its -###), gcc's
     collect2 replaced by the ld it runs and the LTO plugin's arguments dropped; None
     where the driver does not say."""
     try:
-        p = subprocess.run([*driver, "-###"], capture_output=True, text=True, cwd=cwd or None, timeout=60)
+        p = subprocess.run([*driver, "-###"], capture_output=True, text=True, cwd=cwd, timeout=60)
         lines = [ln for ln in p.stderr.splitlines() if ln.startswith(" ")]
         if p.returncode or not lines:
             return None
