@@ -120,3 +120,27 @@ def test_a_report_that_cannot_be_drawn_is_one_line(small_run, tmp_path, monkeypa
         html.write(summary, tmp_path / "broken.html", VIEWS)
     assert not (tmp_path / "broken.html").exists()
     assert (store.run(summary.run_id), store.results(summary.run_id)) == before
+
+
+def test_plots_drawn_in_two_processes_are_the_ones_drawn_in_one(small_run, tmp_path, monkeypatch):
+    """The report draws every other figure in a forked child: the page is the same bytes
+    as one drawn here alone, and figures a failing child did not draw are drawn here."""
+    import contextlib
+    from cpulab.report import plots
+    _, summary, _ = small_run
+    together = html.write(summary, tmp_path / "together.html", VIEWS).read_bytes()
+    assert together.count(b"<svg") >= 3
+    child = plots._child_drawing
+
+    def failing(figs):  # a child that dies before writing anything
+        pid = os.fork()
+        if pid == 0:
+            os._exit(3)
+        read, write = os.pipe()
+        os.close(write)
+        return pid, read
+    monkeypatch.setattr(plots, "_child_drawing", failing)
+    assert html.write(summary, tmp_path / "failed.html", VIEWS).read_bytes() == together
+    monkeypatch.setattr(plots, "_child_drawing", child)
+    monkeypatch.setattr(plots, "drawn_together", contextlib.nullcontext)
+    assert html.write(summary, tmp_path / "alone.html", VIEWS).read_bytes() == together

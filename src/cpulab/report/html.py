@@ -118,7 +118,9 @@ def sections(s: Summary, views: Views) -> list[dict]:
 def render(s: Summary, views: Views) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
     tpl = env.get_template("report.html.j2")
-    return tpl.render(s=s, sections=sections(s, views), geomeans=geomean_table(s), comparisons=comparison_list(s),
+    with plots.drawn_together():
+        drawn = sections(s, views)
+    return tpl.render(s=s, sections=drawn, geomeans=geomean_table(s), comparisons=comparison_list(s),
                       fold=FOLD_ROWS, fmt_params=fmt_params, legend=s.policy.legend(),
                       carryover=carryover_line(s), time_split=time_split_table(s),
                       caches=", ".join(cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
