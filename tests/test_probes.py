@@ -146,3 +146,22 @@ def test_mca_models_a_dependent_add_as_one_cycle():
     assert 0.9 <= p["cycles_per_iteration"] <= 1.1
     p = probes.mca_predict("dec rax; jnz LOOP", as_loop=True)
     assert p["instructions"] == 2
+
+
+@pytest.mark.skipif(not shutil.which("llvm-mca"), reason="llvm-mca missing (install llvm)")
+def test_mca_models_an_input_once(monkeypatch):
+    """A loop asked for again (an explanation and its builds' code show it twice) is
+    modelled once, and each caller gets its own copy of the answer."""
+    import subprocess
+    from cpulab.measure.probes import mca
+    mca.mca_cpu()  # asks llc once, through the same subprocess.run
+    runs = []
+    real = subprocess.run
+    monkeypatch.setattr(mca.subprocess, "run", lambda *a, **k: runs.append(a) or real(*a, **k))
+    body = "imul rax, rbx; add rcx, rax; dec rdx; jnz LOOP"  # an input no other test models
+    first = probes.mca_predict(body, as_loop=True)
+    first["cycles_per_iteration"] = None
+    again = probes.mca_predict(body, as_loop=True)
+    assert len(runs) == 1 and again["instructions"] == 4 and again["cycles_per_iteration"] >= 1
+    probes.mca_predict(body, as_loop=True, iterations=200)  # another input: modelled
+    assert len(runs) == 2

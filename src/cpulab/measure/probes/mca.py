@@ -42,10 +42,16 @@ def mca_predict(body: str, syntax: str = "intel", as_loop: bool = False, iterati
     stmts = [re.sub(r"\b1b\b", ".Lloop", expand_loop(s)) for s in split_body(body)]
     text = (".Lloop:\n" if as_loop else "") + "\n".join(stmts) + "\n"
     iterations = iterations or max(100, min(1000, SIMULATED_INSTRUCTIONS // max(1, len(stmts))))
-    args = [exe, f"-mcpu={cpu}", f"--iterations={iterations}"]
-    if syntax == "intel":
-        args.append("-x86-asm-syntax=intel")
-    p = subprocess.run(args, input=text, capture_output=True, text=True, timeout=60)
+    args = (exe, f"-mcpu={cpu}", f"--iterations={iterations}") + (("-x86-asm-syntax=intel",) if syntax == "intel" else ())
+    return dict(_modelled(args, text, cpu, iterations))
+
+
+@functools.lru_cache(maxsize=256)
+def _modelled(args: tuple[str, ...], text: str, cpu: str, iterations: int) -> dict:
+    """llvm-mca's answer for one input, kept: a model is the same every time, and a run's
+    explanations ask it again for each loop they show twice (12 of the seeds' 40 calls,
+    1.8 s of CPU, repeated an input already modelled)."""
+    p = subprocess.run(list(args), input=text, capture_output=True, text=True, timeout=60)
     m = re.search(r"Total Cycles:\s+(\d+)", p.stdout)
     if p.returncode != 0 or not m:
         return {"cpu": cpu, "error": (p.stderr.strip().splitlines() or ["llvm-mca failed"])[0]}
