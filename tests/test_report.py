@@ -113,12 +113,19 @@ def test_a_report_that_cannot_be_drawn_is_one_line(small_run, tmp_path, monkeypa
     store, summary, _ = small_run
     before = (store.run(summary.run_id), store.results(summary.run_id))
 
-    def broken(*args, **kwargs):
-        raise ValueError("cannot draw\nthis plot")
+    curves = plots.curves
+
+    def broken(*args, **kwargs):  # the sweep's second plot: its first is built and kept
+        if broken.calls:
+            raise ValueError("cannot draw\nthis plot")
+        broken.calls += 1
+        return curves(*args, **kwargs)
+    broken.calls = 0
     monkeypatch.setattr(plots, "curves", broken)
     with pytest.raises(html.ReportError, match="broken.html cannot be drawn: ValueError: cannot draw this plot"):
         html.write(summary, tmp_path / "broken.html", VIEWS)
     assert not (tmp_path / "broken.html").exists()
+    assert plots._pyplot().get_fignums() == []  # the figures built before the failure are closed
     assert (store.run(summary.run_id), store.results(summary.run_id)) == before
 
 

@@ -82,22 +82,26 @@ def drawn_together():
     _together = kept = []
     try:
         yield
+        _together = None
+        _draw(kept)
     finally:
         _together = None
-    try:
-        theirs = kept[1::2]
-        child = _child_drawing([d.fig for d in theirs]) if theirs else None
-        try:
-            for d in kept if child is None else kept[0::2]:
-                d.svg = _svg_text(d.fig)
-        finally:
-            texts = _child_drawn(*child, len(theirs)) if child is not None else None
-        if child is not None:
-            for d, text in zip(theirs, texts or [_svg_text(d.fig) for d in theirs]):
-                d.svg = text
-    finally:
         for d in kept:
             _pyplot().close(d.fig)
+
+
+def _draw(kept: list[Drawing]) -> None:
+    """Each Drawing's SVG: every other one drawn in a forked child, the rest here."""
+    theirs = kept[1::2]
+    child = _child_drawing([d.fig for d in theirs]) if theirs else None
+    try:
+        for d in kept if child is None else kept[0::2]:
+            d.svg = _svg_text(d.fig)
+    finally:
+        texts = _child_drawn(*child, len(theirs)) if child is not None else None
+    if child is not None:
+        for d, text in zip(theirs, texts or [_svg_text(d.fig) for d in theirs]):
+            d.svg = text
 
 
 def _child_drawing(figs: list) -> tuple[int, int] | None:
