@@ -142,6 +142,26 @@ def test_forced_simd_paths(build_kernel, isa, lanes):
     assert d["notes"]["keys_per_batch"] == lanes * CHAINS
 
 
+def test_a_build_for_the_portable_core_alone_holds_no_vector_core(build_kernel):
+    """Built for points that run the portable core alone (Workload.held gives
+    -DCPULAB_CORE_PORTABLE), the kernel leaves the vector cores out: it passes its known
+    answers on the portable core and refuses the simd one, saying why."""
+    import subprocess
+    portable = build_kernel("rc5_72.c", cflags=("-O2", "-DCPULAB_CORE_PORTABLE"))
+    assert_ok(run_artifact(portable, "--param", "core=portable", "--param", "keys=256", *CORRECTNESS))
+    d = run_artifact(portable, "--param", "core=simd", "--param", "keys=256", *CORRECTNESS)
+    assert d["status"] == "setup-failed" and "portable core alone" in d["error"]
+    if is_x86():
+        def cores(exe):
+            return {n for n in subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout.split()
+                    if n.startswith(("sse2_", "avx2_", "avx512_"))}
+        assert cores(build_kernel("rc5_72.c")) >= {"sse2_c4", "avx2_c4", "avx512_c4"} and cores(portable) == set()
+    w = workloads.get("rc5-72")
+    assert w.held([{"core": "portable"}]) == ("-DCPULAB_CORE_PORTABLE",)
+    assert w.held([{"core": "simd"}]) == ("-DCPULAB_CORE_SIMD",)
+    assert w.held([{"core": "portable"}, {"core": "simd"}]) == () == w.held([{"keys": "16"}, {"core": "portable"}])
+
+
 @pytest.mark.parametrize("param,value", [("core", "fast"), ("keys", "0"), ("isa", "neon9")])
 def test_bad_parameters_fail_setup(build_kernel, param, value):
     d = run_artifact(build_kernel("rc5_72.c"), "--param", f"{param}={value}", *CORRECTNESS)

@@ -126,6 +126,23 @@ def test_builds_share_the_objects_they_compile_alike(tmp_path, monkeypatch):
     assert (tmp_path / "again.o").read_bytes() in objects
 
 
+def test_an_experiments_builds_hold_the_choices_its_points_run(tmp_path):
+    """rc5-72's core is a compiled choice: an experiment that runs the portable core alone
+    measures a build without the vector cores, one that runs both the whole build, and
+    two experiments that run the same choices share one build."""
+    exps = [plans.Experiment(name, ["rc5-72"], ["O2"], "O2", params={"rc5-72": {"core": cores, "keys": ["64"]}})
+            for name, cores in (("portable", ["portable"]), ("both", ["portable", "simd"]), ("again", ["portable"]))]
+    p = plans.validate(plans.Plan("held", exps, Settings(**{**FAST, "processes": 1})))
+    store = Store(tmp_path / "db.sqlite")
+    results = store.results(runner.run_plan(p.given(seed=5), store))
+    assert {r.status for r in results} == {"ok"}
+    built = {(r.experiment, r.params["core"]): store.artifact(r.artifact_hash) for r in results}
+    portable, both = built[("portable", "portable")], built[("both", "portable")]
+    assert built[("again", "portable")].hash == portable.hash != both.hash == built[("both", "simd")].hash
+    assert any("-DCPULAB_CORE_PORTABLE" in cmd for cmd in portable.commands)
+    assert not any("-DCPULAB_CORE" in arg for cmd in both.commands for arg in cmd)
+
+
 def test_identical_builds_are_same(tmp_path):
     """An A/A test of the whole method: one artifact measured as 20 pairs of 'variants'.
     The raw p (before Holm and before the 1% effect floor) must hold alpha: more than 4

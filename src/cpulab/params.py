@@ -62,6 +62,10 @@ class Param:
     kind: "int" (decimal integer), "size" (bytes, with K/M/G/T suffixes), "choice"
         (one of `choices`) or "text" (any string, e.g. a path; never split at commas).
     min, max: the accepted range of an int or size, inclusive.
+    compiled: a choice whose code a build holds only where its points run it: the build
+        of an experiment whose points run some of the choices, not all, is compiled with
+        -DCPULAB_<NAME>_<CHOICE> for each of them (Workload.held), and one given none
+        holds every choice.
     """
 
     default: str
@@ -69,12 +73,15 @@ class Param:
     min: int = 0
     max: int = INT64_MAX
     choices: tuple[str, ...] = ()
+    compiled: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"parameter kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if (self.kind == "choice") != bool(self.choices):
             raise ValueError("a choice parameter, and only one, lists its choices")
+        if self.compiled and self.kind != "choice":
+            raise ValueError("only a choice parameter is compiled")
         if self.parse(self.default) != self.default:
             raise ValueError(f"default {self.default!r} is not canonical")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -116,6 +117,17 @@ class Workload:
         return dataclasses.replace(self, kernel=moved(self.kernel),
                                    library_sources=tuple(map(moved, self.library_sources)),
                                    include_dirs=tuple(map(moved, self.include_dirs)))
+
+    def held(self, points: list[dict[str, str]]) -> tuple[str, ...]:
+        """The compiler flags of a build that runs these points: for each compiled
+        parameter (Param.compiled) of which they run some choices, not all, a define
+        -DCPULAB_<NAME>_<CHOICE> per choice they run; none where they run every choice."""
+        flags = []
+        for key, p in self.params.items():
+            run = {pt.get(key, p.default) for pt in points}
+            if p.compiled and run < set(p.choices):
+                flags += ["-D" + re.sub(r"\W", "_", f"CPULAB_{key}_{c}".upper()) for c in p.choices if c in run]
+        return tuple(flags)
 
     def defaults(self) -> dict[str, str]:
         return {k: p.default for k, p in self.params.items()}

@@ -1,5 +1,6 @@
 """What the runner measures: one Target per (experiment, workload, variant, point), made
-from a plan by building each (workload, variant) once (build_targets), or from a stopped
+from a plan by building each (workload, variant) once, holding the choices of compiled
+parameters its experiment's points run (build_targets), or from a stopped
 run's owed results (resumed_targets).  Variants whose executable and settings are
 byte-identical to an earlier one's are measured once (execution_key); `run --against RUN`
 adds RUN's stored executables beside the new builds (against_targets).
@@ -7,6 +8,7 @@ adds RUN's stored executables beside the new builds (against_targets).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import threading
@@ -26,7 +28,7 @@ from cpulab.measure import randomness
 from cpulab.time_split import RUN, TimeSplit
 from cpulab.model import Status, params_key
 from cpulab.plan import toolchain
-from cpulab.plan.plan import Plan
+from cpulab.plan.plan import Experiment, Plan
 from cpulab.spec.schedule import Schedule
 from cpulab.store.db import Store
 
@@ -101,7 +103,7 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
         if vname not in recorded_variants:
             store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
             recorded_variants.add(vname)
-        built = builds[(wname, vname)]
+        built = builds[(wname, vname, held(plan, exp, wname))]
         status, error, art = built.status, built.error, built.artifact
         if art:
             store.add_artifact(art.as_dict())
@@ -208,25 +210,40 @@ def linking_ahead(targets: list[Target], site: Site, cpu: int | None, schedule: 
             thread.join()
 
 
-def _build_pairs(plan: Plan, pairs: list[tuple], site: Site, split: TimeSplit,
-                 progress: Progress) -> dict[tuple[str, str], Built]:
-    """Each distinct (workload, variant) built once, two at a time: nothing is measured
-    yet, so both CPUs compile.  The build phase's wall time goes to the experiments in
-    proportion to their builds' own times."""
-    first_of: dict[tuple[str, str], str] = {}
-    for exp, wname, vname in pairs:
-        first_of.setdefault((wname, vname), exp.name)
+def held(plan: Plan, exp: Experiment, wname: str) -> tuple[str, ...]:
+    """The flags by which the experiment's build of the workload holds only the choices
+    its points run (Workload.held)."""
+    w = workloads.get(wname)
+    return w.held(w.grid(plan.settings.grid, exp.params.get(wname)))
 
-    def timed(pair: tuple[str, str]) -> tuple[Built, float]:
+
+def build_of(plan: Plan, wname: str, vname: str,
+             flags: tuple[str, ...]) -> tuple[workloads.Workload, toolchain.Variant]:
+    """The workload and the variant as one build of them compiles: the variant's tree (a
+    commit's, `cpulab ci`), the choices held (`held`: the kernel's flags gain them)."""
+    v = plan.variant(vname)
+    return workloads.get(wname).for_variant(vname), dataclasses.replace(v, cflags=v.cflags + flags) if flags else v
+
+
+def _build_pairs(plan: Plan, pairs: list[tuple], site: Site, split: TimeSplit,
+                 progress: Progress) -> dict[tuple[str, str, tuple[str, ...]], Built]:
+    """Each distinct (workload, variant, choices held) built once, two at a time: nothing
+    is measured yet, so both CPUs compile.  The build phase's wall time goes to the
+    experiments in proportion to their builds' own times."""
+    first_of: dict[tuple[str, str, tuple[str, ...]], str] = {}
+    for exp, wname, vname in pairs:
+        first_of.setdefault((wname, vname, held(plan, exp, wname)), exp.name)
+
+    def timed(key: tuple[str, str, tuple[str, ...]]) -> tuple[Built, float]:
         t0 = time.perf_counter()
-        built = site.build(workloads.get(pair[0]).for_variant(pair[1]), plan.variant(pair[1]))
-        progress.advance(f"{pair[0]} / {pair[1]}" + (f": {built.status}" if built.status != Status.PENDING else ""))
+        built = site.build(*build_of(plan, *key))
+        progress.advance(f"{key[0]} / {key[1]}" + (f": {built.status}" if built.status != Status.PENDING else ""))
         return built, time.perf_counter() - t0
 
     # A build that compiles as an earlier one does (static links O2's object) is started
     # after every other: it then finds that object in the cache, where side by side both
     # compiled it (2 s of rc5-72 in the seeds)
-    compiles = [(w, plan.variant(v).compiler, plan.variant(v).cflags) for w, v in first_of]
+    compiles = [(w, plan.variant(v).compiler, plan.variant(v).cflags + flags) for w, v, flags in first_of]
     shared = [compiles.index(c) < i for i, c in enumerate(compiles)]
     order = [pair for pair, later in sorted(zip(first_of, shared), key=lambda ps: ps[1])]
     progress.phase("build", len(first_of))
@@ -296,13 +313,14 @@ def resumed_targets(plan: Plan, store: Store, run_id: int, progress: Progress) -
     owed = [r for r in store.results(run_id)
             if r.status in (Status.PENDING, Status.OK) and done.get(r.id, 0) < rounds[r.experiment]]
     progress.phase("build", len(owed))
-    built: dict[tuple[str, str], Built] = {}
+    experiments = {e.name: e for e in plan.experiments}
+    built: dict[tuple[str, str, tuple[str, ...]], Built] = {}
     targets = []
     for r in owed:
-        pair = (r.workload, r.variant)
-        if pair not in built:
-            built[pair] = build_variant(workloads.get(r.workload), plan.variant(r.variant))
-        b = built[pair]
+        key = (r.workload, r.variant, held(plan, experiments[r.experiment], r.workload))
+        if key not in built:
+            built[key] = build_variant(*build_of(plan, *key))
+        b = built[key]
         why = f"not resumed: {b.status} now: {b.error}" if b.status != Status.PENDING else ""
         if b.artifact is not None and b.artifact.hash != r.artifact_hash:
             why = "not resumed: the build differs from the one measured (compiler or sources changed)"
