@@ -141,6 +141,10 @@ def test_an_experiments_builds_hold_the_choices_its_points_run(tmp_path):
     assert built[("again", "portable")].hash == portable.hash != both.hash == built[("both", "simd")].hash
     assert any("-DCPULAB_CORE_PORTABLE" in cmd for cmd in portable.commands)
     assert not any("-DCPULAB_CORE" in arg for cmd in both.commands for arg in cmd)
+    # resumed (each result owed a second process), every result finds the build it ran
+    more = plans.validate(plans.Plan("held", exps, Settings(**{**FAST, "processes": 2})))
+    resumed = targets.resumed_targets(more, store, results[0].run_id, QuietProgress())
+    assert {t.result_id: t.artifact.hash for t in resumed} == {r.id: r.artifact_hash for r in results}
 
 
 def test_identical_builds_are_same(tmp_path):
