@@ -109,6 +109,18 @@ def test_a_kernel_table_is_a_workload_swept_and_checked_like_a_built_in(tmp_path
     assert plans.from_stored(plan.record(seed=1), "run 1").kernels == plan.kernels  # resumed alike
 
 
+def test_a_kernel_choice_can_be_compiled(tmp_path, registry):
+    """A choice declared `compiled` is held by a build only where its experiment runs it:
+    the build's flags define each choice run (Workload.held), as rc5-72's core."""
+    plan = write_kernel(tmp_path)
+    plan.write_text(plan.read_text().replace(
+        "n = { default", "how = { choices = ['bytes', 'words'], default = 'bytes', compiled = true }\nn = { default"))
+    plans.load(str(plan))
+    w = workloads.get("scaled")
+    assert w.params["how"].compiled and not w.params["n"].compiled
+    assert w.held([{"how": "words"}]) == ("-DCPULAB_HOW_WORDS",) and w.held(w.grid("quick")) == ("-DCPULAB_HOW_BYTES",)
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.replace('unit = "elements"', 'unit = "widgets"'), "kernel.scaled.unit: expected one of"),
     (lambda t: t.replace('source = "kernel.c"', 'source = "nowhere.c"'), "kernel.scaled.source: "),
@@ -117,6 +129,7 @@ def test_a_kernel_table_is_a_workload_swept_and_checked_like_a_built_in(tmp_path
     (lambda t: t.replace('unit = "elements"', 'unit = "elements"\nflags = 1'), "unknown key 'flags'"),
     (lambda t: t.replace("max = 1000000", "max = 100"), "params.scaled.n: '256' is out of range 1..100"),
     (lambda t: t.replace("default = 64", 'default = "lots"'), "params.n: 'lots' is not a decimal integer"),
+    (lambda t: t.replace("default = 64", "default = 64, compiled = true"), "params.n: only a choice parameter is compiled"),
     (lambda t: t.replace('n = "64..256"', 'm = "1"'), "workload 'scaled' has no parameter 'm' (it has: n)"),
     (lambda t: t.replace("[kernel.scaled]", "[kernel.sha256]").replace("kernel.scaled.params", "kernel.sha256.params"),
      "kernel.sha256: a built-in workload has this name"),

@@ -9,7 +9,7 @@
     check_tolerance = 1e-9         # without k_verify: checksums compared as doubles
     [kernel.find.params]
     size = { kind = "size", default = "64K", min = "1K", max = "1G" }
-    how = { choices = ["bytes", "words"], default = "bytes" }
+    how = { choices = ["bytes", "words"], default = "bytes", compiled = true }  # -DCPULAB_HOW_BYTES ...
 
 Paths are relative to the plan's folder.  A kernel becomes a workload like the built-in
 ones (workloads.Workload, registered for this process under its name): swept and
@@ -83,7 +83,7 @@ def _param(spec: dict, where: str) -> Param:
     choices is a choice, one without a kind an int."""
     choices = spec.get("choices", [])
     kind = spec.get("kind") or ("choice" if choices else "int")
-    kw = {"kind": kind, "choices": tuple(choices)}
+    kw = {"kind": kind, "choices": tuple(choices), "compiled": bool(spec.get("compiled", False))}
     try:
         if kind in ("int", "size"):
             unbounded = Param("0", kind, min=-2**63)

@@ -113,6 +113,7 @@ class KernelParam(Table):
     min: str | int | None = None
     max: str | int | None = None
     choices: list[Text] = []
+    compiled: bool = False  # a choice whose code a build holds only where its experiment runs it (Param.compiled)
 
 
 class KernelTable(Table):
