@@ -42,7 +42,9 @@ def mca_predict(body: str, syntax: str = "intel", as_loop: bool = False, iterati
     stmts = [re.sub(r"\b1b\b", ".Lloop", expand_loop(s)) for s in split_body(body)]
     text = (".Lloop:\n" if as_loop else "") + "\n".join(stmts) + "\n"
     iterations = iterations or max(100, min(1000, SIMULATED_INSTRUCTIONS // max(1, len(stmts))))
-    args = (exe, f"-mcpu={cpu}", f"--iterations={iterations}") + (("-x86-asm-syntax=intel",) if syntax == "intel" else ())
+    args = (exe, f"-mcpu={cpu}", f"--iterations={iterations}")
+    if syntax == "intel":
+        args += ("-x86-asm-syntax=intel",)
     return dict(_modelled(args, text, cpu, iterations))
 
 
