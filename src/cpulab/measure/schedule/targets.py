@@ -94,16 +94,19 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
                split: TimeSplit) -> list[Target]:
     """Build every (workload, variant) once; record skips and build failures; mark
     variants whose executable is byte-identical to an earlier one's as 'identical'."""
-    pairs = [(e, w, v) for e in plan.experiments for w in e.workloads for v in e.variants if w not in plan.programs]
+    # (experiment, build key): a build is (workload, variant, the flags of the choices it holds)
+    pairs = [(e, (w, v, held(plan, e, w))) for e in plan.experiments for w in e.workloads for v in e.variants
+             if w not in plan.programs]
     builds = _build_pairs(plan, pairs, site, split, progress)
     recorded_variants: set[str] = set()
     targets: list[Target] = []
-    for exp, wname, vname in pairs:
+    for exp, key in pairs:
+        wname, vname, _ = key
         w, v = workloads.get(wname), plan.variant(vname)
         if vname not in recorded_variants:
             store.add_variant(run_id, v.as_dict(), site.compiler_version(v))
             recorded_variants.add(vname)
-        built = builds[(wname, vname, held(plan, exp, wname))]
+        built = builds[key]
         status, error, art = built.status, built.error, built.artifact
         if art:
             store.add_artifact(art.as_dict())
@@ -231,19 +234,20 @@ def _build_pairs(plan: Plan, pairs: list[tuple], site: Site, split: TimeSplit,
     is measured yet, so both CPUs compile.  The build phase's wall time goes to the
     experiments in proportion to their builds' own times."""
     first_of: dict[tuple[str, str, tuple[str, ...]], str] = {}
-    for exp, wname, vname in pairs:
-        first_of.setdefault((wname, vname, held(plan, exp, wname)), exp.name)
+    for exp, key in pairs:
+        first_of.setdefault(key, exp.name)
+    as_built = {key: build_of(plan, *key) for key in first_of}
 
     def timed(key: tuple[str, str, tuple[str, ...]]) -> tuple[Built, float]:
         t0 = time.perf_counter()
-        built = site.build(*build_of(plan, *key))
+        built = site.build(*as_built[key])
         progress.advance(f"{key[0]} / {key[1]}" + (f": {built.status}" if built.status != Status.PENDING else ""))
         return built, time.perf_counter() - t0
 
     # A build that compiles as an earlier one does (static links O2's object) is started
     # after every other: it then finds that object in the cache, where side by side both
     # compiled it (2 s of rc5-72 in the seeds)
-    compiles = [(w, plan.variant(v).compiler, plan.variant(v).cflags + flags) for w, v, flags in first_of]
+    compiles = [(key[0], v.compiler, v.cflags) for key, (_, v) in as_built.items()]
     shared = [compiles.index(c) < i for i, c in enumerate(compiles)]
     order = [pair for pair, later in sorted(zip(first_of, shared), key=lambda ps: ps[1])]
     progress.phase("build", len(first_of))
