@@ -151,3 +151,32 @@ def test_plots_drawn_in_two_processes_are_the_ones_drawn_in_one(small_run, tmp_p
     monkeypatch.setattr(plots, "_child_drawing", child)
     monkeypatch.setattr(plots, "drawn_together", contextlib.nullcontext)
     assert html.write(summary, tmp_path / "alone.html", VIEWS).read_bytes() == together
+
+
+@pytest.mark.parametrize("where", ["drawing", "reading"])
+def test_a_report_stopped_while_drawing_leaves_no_child(small_run, tmp_path, monkeypatch, where):
+    """Ctrl-C while this process draws its figures, or while it reads the child's: the
+    child drawing the others is killed and reaped, not left to draw for nothing."""
+    from cpulab.report import plots
+    _, summary, _ = small_run
+    started, child_drawing, parent = [], plots._child_drawing, os.getpid()
+
+    def drawing(figs):
+        started.append(child_drawing(figs))
+        return started[-1]
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(plots, "_child_drawing", drawing)
+    if where == "drawing":  # only here: the forked child draws as it would
+        svg_text = plots._svg_text
+        monkeypatch.setattr(plots, "_svg_text", lambda fig: svg_text(fig) if os.getpid() != parent else interrupted())
+    else:
+        monkeypatch.setattr(os, "fdopen", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        html.write(summary, tmp_path / "stopped.html", VIEWS)
+    assert started
+    for pid, _ in started:
+        with pytest.raises(ChildProcessError):  # reaped already
+            os.waitpid(pid, os.WNOHANG)
+    assert plots._pyplot().get_fignums() == []

@@ -404,6 +404,29 @@ def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, sig):
     assert f"interrupted ({signal.Signals(sig).name})" in err and "cpulab run --resume 1" in err
 
 
+def test_a_run_stopped_in_its_builds_is_resumed_whole(tmp_path):
+    """Ctrl-C while the builds compile, before any result is recorded: --resume builds
+    and measures the whole plan (it once found nothing owed and said done)."""
+    p = make_plan(["sha256"], ["O2", "O1"], {"sha256": {"size": ["256", "1024"]}}).given(seed=3)
+    store = Store(tmp_path / "db.sqlite")
+
+    class StoppedInBuilds(runner.LocalSite):
+        def build(self, w, v):
+            if v.name == "O1":
+                raise KeyboardInterrupt
+            return super().build(w, v)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_plan(p, store, site=StoppedInBuilds(LocalExecutor(seed=3)))
+    run_id = store.latest_run()
+    assert store.run(run_id).status == "interrupted" and store.results(run_id) == []
+    assert runner.run_plan(p, store, resume=run_id) == run_id
+    results = store.results(run_id)
+    assert sorted((r.variant, r.params["size"], r.status) for r in results) == \
+        [(v, n, "ok") for v in ("O1", "O2") for n in ("1024", "256")]
+    assert all(len(store.samples(r.id)) == FAST["processes"] * FAST["samples"] for r in results)
+    assert store.run(run_id).status == "done"
+
+
 def test_killed_run_reads_interrupted_and_resume_completes_it(tmp_path):
     db = tmp_path / "db.sqlite"
     runs, samples = 4, 2

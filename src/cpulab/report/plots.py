@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import signal
 from collections import defaultdict
 
 from cpulab.params import human_bytes
@@ -97,9 +98,13 @@ def _draw(kept: list[Drawing]) -> None:
     try:
         for d in kept if child is None else kept[0::2]:
             d.svg = _svg_text(d.fig)
-    finally:
-        texts = _child_drawn(*child, len(theirs)) if child is not None else None
+    except BaseException:  # Ctrl-C, or a figure that cannot be drawn: the child is not waited for
+        if child is not None:
+            os.close(child[1])
+            _ended(child[0])
+        raise
     if child is not None:
+        texts = _child_drawn(*child, len(theirs))
         for d, text in zip(theirs, texts or [_svg_text(d.fig) for d in theirs]):
             d.svg = text
 
@@ -129,14 +134,24 @@ def _child_drawing(figs: list) -> tuple[int, int] | None:
 
 def _child_drawn(pid: int, read: int, count: int) -> list[str] | None:
     """What the child wrote, once it has ended: `count` SVG texts, or None if it failed."""
-    with os.fdopen(read) as f:
-        text = f.read()
+    try:
+        with os.fdopen(read) as f:
+            text = f.read()
+    except BaseException:  # stopped while reading: the child ends with it, reaped
+        _ended(pid)
+        raise
     _, status = os.waitpid(pid, 0)
     try:
         texts = json.loads(text) if status == 0 else None
     except ValueError:
         return None
     return texts if isinstance(texts, list) and len(texts) == count else None
+
+
+def _ended(pid: int) -> None:
+    """The drawing child killed and reaped."""
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 
 
 def _mark_caches(ax, caches: list[dict]) -> None:

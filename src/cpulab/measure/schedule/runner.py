@@ -104,8 +104,9 @@ def run_plan(plan: Plan, store: Store, executor: Executor | None = None, progres
 
 def _measure_all(plan: Plan, store: Store, run_id: int, site: Site, progress: Progress,
                  split: TimeSplit, resume: int | None) -> None:
-    targets = build_targets(plan, store, run_id, progress, site, split) if resume is None else \
-        resumed_targets(plan, store, run_id, progress)
+    # A stopped run's owed processes, and what it had not recorded (stopped in its builds)
+    targets = resumed_targets(plan, store, run_id, progress) if resume is not None else []
+    targets += build_targets(plan, store, run_id, progress, site, split)
     rng = randomness.stream(plan.settings.seed, "rounds")
 
     def unmeasured(names: list[str]) -> list[str]:  # the probe tables of `names` the run has not stored

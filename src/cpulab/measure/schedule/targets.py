@@ -92,11 +92,20 @@ def build_variant(w: workloads.Workload, v: toolchain.Variant) -> Built:
 
 def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, site: Site,
                split: TimeSplit) -> list[Target]:
-    """Build every (workload, variant) once; record skips and build failures; mark
-    variants whose executable is byte-identical to an earlier one's as 'identical'."""
+    """The plan's results that the run has not recorded (a fresh run: all; a run stopped
+    in its builds: all, for it records them once they are built), each (workload,
+    variant) built once; record skips and build failures; mark variants whose executable
+    is byte-identical to an earlier one's as 'identical'."""
+    recorded = {(r.experiment, r.workload, r.variant, params_key(r.params)) for r in store.results(run_id)}
+
+    def points(e: Experiment, wname: str, vname: str) -> list[dict[str, str]]:
+        return [params for params in workloads.get(wname).grid(plan.settings.grid, e.params.get(wname))
+                if (e.name, wname, vname, params_key(params)) not in recorded]
     # (experiment, build key): a build is (workload, variant, the flags of the choices it holds)
     pairs = [(e, (w, v, held(plan, e, w))) for e in plan.experiments for w in e.workloads for v in e.variants
-             if w not in plan.programs]
+             if w not in plan.programs and points(e, w, v)]
+    if not pairs:
+        return []
     builds = _build_pairs(plan, pairs, site, split, progress)
     recorded_variants: set[str] = set()
     targets: list[Target] = []
@@ -110,7 +119,7 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
         status, error, art = built.status, built.error, built.artifact
         if art:
             store.add_artifact(art.as_dict())
-        for params in w.grid(plan.settings.grid, exp.params.get(wname)):
+        for params in points(exp, wname, vname):
             t = Target(exp.name, wname, vname, params, artifact=art, live=status == Status.PENDING,
                        emulator=built.emulator if status == Status.PENDING else (), seed=plan.settings.seed)
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
