@@ -135,6 +135,24 @@ def test_workload_table_rows_and_verdicts(summary):
     assert max(share) == 1.0 and all(0 < x <= 1 for x in share)
 
 
+def test_the_legend_says_what_the_rounds_varied_and_what_an_observation_is(summary):
+    """Placements are named only where results ran them; a command's observation is a
+    whole run, a kernel's the fastest of a process's first samples."""
+    import dataclasses
+    from cpulab.report.views import legend, observation_line
+    placed = dataclasses.replace(summary, results=[dataclasses.replace(r, placements=5) for r in summary.results])
+    unplaced = dataclasses.replace(summary, results=[dataclasses.replace(r, placements=0) for r in summary.results])
+    mixed = dataclasses.replace(summary, results=placed.results[:1] + unplaced.results[1:])
+    assert "placement of its own of each build (" in legend(placed) and "relinked" not in legend(placed)
+    assert "each build cpulab relinks" in legend(mixed)
+    assert "nothing is relinked" in legend(unplaced) and "placement of its own" not in legend(unplaced)
+    assert "first 3 samples" in observation_line(summary) and "whole run" not in observation_line(summary)
+    commands = dataclasses.replace(summary, results=[dataclasses.replace(r, unit="runs") for r in summary.results])
+    assert "whole run" in observation_line(commands) and "samples" not in observation_line(commands)
+    both = dataclasses.replace(summary, results=commands.results[:1] + summary.results[1:])
+    assert "whole run" in observation_line(both) and "first 3 samples" in observation_line(both)
+
+
 def test_counted_instructions_show_beside_the_time_and_why_one_has_none(summary):
     import dataclasses
     results = [dataclasses.replace(r, instructions_per_unit=40.0 + i, instructions_source="valgrind")

@@ -20,8 +20,8 @@ from cpulab.report.analysis_views import Views, analysis_plots, analysis_tables
 from cpulab.report.machine_views import drift_sentence, machine_tables
 from cpulab.report.event_views import event_tables
 from cpulab.report.views import (
-    carryover_line, comparison_list, fmt_params, geomean_table, pivot_table, time_split_table, workload_of,
-    workload_tables
+    carryover_line, comparison_list, fmt_params, geomean_table, legend, pivot_table, time_split_table,
+    workload_of, workload_tables
 )
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -121,7 +121,7 @@ def render(s: Summary, views: Views) -> str:
     with plots.drawn_together():
         drawn = sections(s, views)
     return tpl.render(s=s, sections=drawn, geomeans=geomean_table(s), comparisons=comparison_list(s),
-                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=s.policy.legend(),
+                      fold=FOLD_ROWS, fmt_params=fmt_params, legend=legend(s),
                       carryover=carryover_line(s), time_split=time_split_table(s),
                       caches=", ".join(cache_label(c) for c in s.machine.get("caches", [])) or "unknown",
                       started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started)))

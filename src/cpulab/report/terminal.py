@@ -6,13 +6,14 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from cpulab import stats
 from cpulab.model import Machines, Summary
 from cpulab.report.tables import fmt_num, to_rich
 from cpulab.report.analysis_views import Views, analysis_tables, explain_tables
 from cpulab.report.machine_views import machine_tables
 from cpulab.report.event_views import event_tables
-from cpulab.report.views import carryover_line, geomean_table, process_table, time_split_line, workload_tables
+from cpulab.report.views import (
+    carryover_line, geomean_table, legend, observation_line, process_table, time_split_line, workload_tables
+)
 
 
 def run_status_note(summary: Summary) -> str:
@@ -47,9 +48,7 @@ def print_summary(summary: Summary, console: Console, views: Views) -> None:
         console.print(f"[dim]{escape(line)}.[/]")
     if line := time_split_line(summary):
         console.print(f"[dim]{escape(line)}.[/]")
-    console.print(f"[dim]verdict: {escape(summary.policy.legend())}. Each observation "
-                  f"is one process: the fastest of its first {stats.KEEP} samples not left out (a sample is left "
-                  "out when its thread was off the CPU for over 1% of it, or it migrated or saw steal time). A "
+    console.print(f"[dim]verdict: {escape(legend(summary))}. {escape(observation_line(summary))}. A "
                   "median interval marked (NN%) covers only that much: too few processes for 95%.[/]")
 
 

@@ -12,7 +12,8 @@ from collections import defaultdict
 from typing import Any
 
 from cpulab import workloads
-from cpulab import time_split
+from cpulab import stats, time_split
+from cpulab.measure.execute.processes import UNIT
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
 from cpulab.report.tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 
@@ -53,6 +54,25 @@ def _placement_band(r: Result) -> Cell:
         return Cell(None, "one layout" if (r.notes or {}).get("one_layout") else "")
     lo, hi = r.placement_band
     return Cell(hi - lo, f"{100 * (lo - 1):+.1f}% .. {100 * (hi - 1):+.1f}% ({r.placements})")
+
+
+def legend(s: Summary) -> str:
+    """The run's method in words (DecisionPolicy.legend), saying whether its rounds varied
+    where the code sits."""
+    measured = [r for r in s.results if r.processes]
+    return s.policy.legend(placed=any(r.placements for r in measured),
+                           unplaced=any(not r.placements for r in measured))
+
+
+def observation_line(s: Summary) -> str:
+    """What one observation of the run's results is: a kernel's process, or a whole run of
+    a program or command."""
+    units = {r.unit == UNIT for r in s.results if r.processes}
+    kernel = (f"a kernel's is one process: the fastest of its first {stats.KEEP} samples not left out (a sample "
+              "is left out when its thread was off the CPU for over 1% of it, or it migrated or saw steal time)")
+    whole = "a program's or command's is one whole run of it, its wall time"
+    return "Each observation: " + "; ".join(([kernel] if False in units or not units else [])
+                                            + ([whole] if True in units else []))
 
 
 def carryover_line(s: Summary) -> str:

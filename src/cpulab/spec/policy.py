@@ -162,7 +162,10 @@ class DecisionPolicy:
         """Whether a look may stop adding rounds for a comparison with this verdict."""
         return verdict not in ("unclear", "inconclusive")
 
-    def legend(self) -> str:
+    def legend(self, placed: bool = True, unplaced: bool = False) -> str:
+        """The method in words; placed: some result's rounds ran placements of their own,
+        unplaced: some result's did not (qemu-user, a program or command cpulab does not
+        link), so the sentence on layouts says what the rounds varied."""
         how = {"turns": "rounds of processes alive together, samples in turns; signed-rank over rounds of the "
                         + ("median ratio of each turn's second samples (each member takes two in a row: the second "
                            "follows its own, so no other build's carry-over enters)" if self.pairs else
@@ -184,9 +187,12 @@ class DecisionPolicy:
                   + f" at the first three (at least {100 * (1 - self.alpha):g}% wherever the looks stop)"
                   if self.budgeted else f"{100 * (1 - self.alpha):g}% intervals")
         head = by_count + levels + "; "
-        return (head + f"{how}; each round runs a placement of its "
-                f"own of each build (the same code with its functions, data and buffers elsewhere), so the test "
-                f"includes where code and data sit; faster/slower when p < {self.alpha:g},{spent} after Holm "
+        layouts = ("each round runs a placement of its own of each build" + (" cpulab relinks" if unplaced else "")
+                   + " (the same code with its functions, data and buffers elsewhere), so the test includes where "
+                   "code and data sit" if placed else
+                   "nothing is relinked: every round runs the same executables as built (the order and offsets of "
+                   "their code and data are not varied)")
+        return (head + f"{how}; {layouts}; faster/slower when p < {self.alpha:g},{spent} after Holm "
                 f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "
                 f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
                 f"only); "
