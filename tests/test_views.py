@@ -78,6 +78,21 @@ def test_every_kind_of_run_record_reads_as_one_type():
     assert RunRecord.of_stored(kinds["plan"][0]).policy.min_effect > 0
 
 
+def test_a_stopped_run_is_said_resumable_only_where_it_is(summary):
+    """A plan's stopped run points at --resume; a stopped `cpulab time` has no plan to
+    resume (run --resume refuses it), so its note does not."""
+    import dataclasses
+    from cpulab.measure.schedule.process_rounds import Rounds
+    from cpulab.measure.schedule.timed_commands import TIME_DEFAULTS, time_record
+    from cpulab.report.terminal import run_status_note
+    stopped = dataclasses.replace(summary, status="interrupted")
+    assert stopped.plan.kind == "plan" and "--resume" in run_status_note(stopped)
+    timed = dataclasses.replace(stopped, plan=time_record(["true", "false"], ["t", "f"], {}, Rounds(), False, 0,
+                                                          TIME_DEFAULTS.given(processes=5, budget=0.0)))
+    note = run_status_note(timed)
+    assert "stopped before its end (interrupted)" in note and "--resume" not in note
+
+
 def test_a_field_the_model_does_not_declare_is_an_error(doc):
     doc["results"][0]["speed"] = 1.0
     with pytest.raises(TypeError, match="speed"):

@@ -21,8 +21,8 @@ def run_status_note(summary: Summary) -> str:
     rid = summary.run_id
     if summary.status == "running":
         return f"run {rid} is still running: these results are partial"
-    return (f"run {rid} stopped before its end ({summary.status}): these are the results measured by then; "
-            f"'cpulab run --resume {rid}' measures the rest")
+    return (f"run {rid} stopped before its end ({summary.status}): these are the results measured by then"
+            + (f"; 'cpulab run --resume {rid}' measures the rest" if summary.plan.kind == "plan" else ""))
 
 
 def print_summary(summary: Summary, console: Console, views: Views) -> None:
