@@ -168,6 +168,17 @@ def test_the_legend_says_what_the_rounds_varied_and_what_an_observation_is(summa
     assert "whole run" in observation_line(both) and "first 3 samples" in observation_line(both)
 
 
+def test_why_a_build_kept_one_layout_is_said_once_under_its_table(summary):
+    import dataclasses
+    why = "one layout: compiled and linked in one step (no objects kept to relink)"
+    rows = [dataclasses.replace(r, notes={**r.notes, "one_layout": why}, placement_band=None)
+            for r in summary.results]
+    t = workload_tables(dataclasses.replace(summary, results=rows))[("cli", "sha256")]
+    variants = list(dict.fromkeys(r.label for r in rows))
+    assert [n for n in t.notes if why in n] == [f"{', '.join(variants)}: {why}"]
+    assert {str(row[[c.name for c in t.columns].index("placements")]) for row in t.rows} == {"one layout"}
+
+
 def test_counted_instructions_show_beside_the_time_and_why_one_has_none(summary):
     import dataclasses
     results = [dataclasses.replace(r, instructions_per_unit=40.0 + i, instructions_source="valgrind")

@@ -179,9 +179,20 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
             if simulated:  # per unit, from valgrind's cache model with this machine's sizes
                 cells += [Cell(r.d1_misses_per_unit), Cell(r.ll_misses_per_unit)]
             t.add(*cells)
+        t.notes += one_layout_notes(rows)
         t.notes += cause_notes([c for c in s.comparisons if (c.experiment, c.workload) == (exp, wname)])
         tables[(exp, wname)] = t
     return tables
+
+
+def one_layout_notes(rows: list[Result]) -> list[str]:
+    """Why builds kept one layout (a program cpulab could not relink), once per reason
+    with the variants it holds for: their rows say only "one layout"."""
+    variants: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        if (why := (r.notes or {}).get("one_layout")) and r.label not in variants[why]:
+            variants[why].append(r.label)
+    return [f"{', '.join(vs)}: {why}" for why, vs in variants.items()]
 
 
 def cause_notes(comparisons: list[Comparison]) -> list[str]:
