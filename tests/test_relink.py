@@ -56,8 +56,14 @@ def program(src: Path, build: str = "make CC={cc} CFLAGS='{cflags}' LDFLAGS='{ld
                                                  "check": {"stdout_regex": "^sum [0-9]+$"}}}}, "t.toml")
 
 
-def test_a_program_built_from_objects_runs_in_layouts_of_its_own_with_the_same_code(source, tmp_path):
-    b = build_program(program(source).programs["prog"], toolchain.BUILTIN["O2"], cache_dir=tmp_path / "cache")
+MAKE = "make CC={cc} CFLAGS='{cflags}' LDFLAGS='{ldflags}'"
+# Compiled and linked in one step: cpulab compiles the sources apart to relink their objects
+ONE_STEP = "{cc} {cflags} -o prog main.c work.c"
+
+
+@pytest.mark.parametrize("build", [MAKE, ONE_STEP])
+def test_a_program_runs_in_layouts_of_its_own_with_the_same_code(source, tmp_path, build):
+    b = build_program(program(source, build).programs["prog"], toolchain.BUILTIN["O2"], cache_dir=tmp_path / "cache")
     assert b.link is not None and b.one_layout == "", b.one_layout
     relink = Relink(b.exe, b.hash, b.link)
     try:
@@ -73,13 +79,12 @@ def test_a_program_built_from_objects_runs_in_layouts_of_its_own_with_the_same_c
 
 
 @pytest.mark.parametrize("build, run, variant, why", [
-    ("$CC_ONE_STEP", "{build}/prog 5000", "O2", "compiled and linked in one step"),
-    ("make CC={cc} CFLAGS='{cflags}' LDFLAGS='{ldflags}'", "{build}/prog 5000", "lto", "link-time optimised"),
-    ("make CC={cc} CFLAGS='{cflags}' LDFLAGS='{ldflags}' && printf '#!/bin/sh\\nexec ./prog \"$@\"\\n' > run.sh "
+    ("{cc} {cflags} -o prog -x c main.c work.c", "{build}/prog 5000", "O2", "could not be done apart"),
+    (MAKE, "{build}/prog 5000", "lto", "link-time optimised"),
+    (MAKE + " && printf '#!/bin/sh\\nexec ./prog \"$@\"\\n' > run.sh "
      "&& chmod +x run.sh", "{build}/run.sh 5000", "O2", "no link of the build made it"),
 ])
 def test_a_program_that_cannot_be_relinked_keeps_one_layout_and_says_why(source, tmp_path, build, run, variant, why):
-    build = build.replace("$CC_ONE_STEP", "{cc} {cflags} -o prog main.c work.c")
     b = build_program(program(source, build, run).programs["prog"], toolchain.BUILTIN[variant],
                       cache_dir=tmp_path / "cache")
     assert b.link is None and why in b.one_layout, b.one_layout

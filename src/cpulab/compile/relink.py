@@ -9,16 +9,19 @@ program's link (`program_link`): each round links its objects again under a layo
 script drawn for that round (artifacts.layout_script: functions in a random order behind
 random gaps, data behind random pads), into an executable beside the built one.
 
-A program keeps one layout, and its row says why (`program_link`'s reason), when no
-recorded link made it (a prebuilt binary, a script), when its link compiles sources in
-the same step (no objects kept to relink), or when it is link-time optimised (the code
-would be generated anew at each link), or linked by another linker than GNU ld.
+A link that compiles sources in the same step is first done apart (_compiled_apart).  A
+program keeps one layout, and its table says why (`program_link`'s reason), when no
+recorded link made it (a prebuilt binary, a script), when its one-step link cannot be
+done apart, when it is link-time optimised (the code would be generated anew at each
+link), or linked by another linker than GNU ld.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,11 +90,45 @@ def program_link(home: Path, exe: str) -> tuple[dict | None, str]:
         return None, "one layout: link-time optimised (its code is generated at each link)"
     if any(w.startswith("-fuse-ld=") and w != "-fuse-ld=bfd" for w in words):
         return None, "one layout: linked by another linker than GNU ld"
-    if any(Path(w).suffix in SOURCE_SUFFIXES and not w.startswith("-") for w in words):
-        return None, "one layout: compiled and linked in one step (no objects kept to relink)"
+    if any(_is_source(w) for w in words):
+        if (link := _compiled_apart(home, link)) is None:
+            return None, "one layout: compiled and linked in one step, which could not be done apart"
     if not _objects(link):
         return None, "one layout: its link names no object file"
     return link, ""
+
+
+def _is_source(word: str) -> bool:
+    return Path(word).suffix in SOURCE_SUFFIXES and not word.startswith("-")
+
+
+def _compiled_apart(home: Path, link: dict) -> dict | None:
+    """A link that compiles its sources in the same step (`cc -O2 -o prog prog.c`), done
+    apart: each source compiled alone with the link's flags (and the section flags, as
+    every compile of the build) into an object kept under home/apart, and the link
+    naming the objects in their place: the same program, whose objects can be relinked.
+    None where the words are not plain enough to split (a response file, a language
+    given by -x) or a compile fails."""
+    argv, cwd = link["argv"], link["cwd"]
+    if link["rsp"] or any(a.startswith("-x") for a in argv[1:]):
+        return None
+    out = output_at(argv)
+    output = set() if out is None else {out, out + 1} if argv[out] == "-o" else {out}
+    sources = [i for i, a in enumerate(argv) if i and i not in output and _is_source(a)]
+    # what only a link reads is left out of the compiles (gcc would ignore it there)
+    flags = [a for i, a in enumerate(argv) if i and i not in output and i not in sources
+             and not a.startswith("-l") and not a.endswith((".o", ".a")) and ".so" not in Path(a).name]
+    apart = home / "apart"
+    apart.mkdir(exist_ok=True)
+    objects = {}
+    for i in sources:
+        key = hashlib.sha256(json.dumps([cwd, argv, i]).encode()).hexdigest()[:16]
+        objects[i] = obj = str(apart / f"{key}-{Path(argv[i]).stem}.o")
+        compiled = subprocess.run([argv[0], *flags, *SECTION_FLAGS, "-c", argv[i], "-o", obj], cwd=cwd,
+                                  stdin=subprocess.DEVNULL, capture_output=True)
+        if compiled.returncode:
+            return None
+    return {**link, "argv": [objects.get(i, a) for i, a in enumerate(argv)]}
 
 
 def _objects(link: dict) -> dict[str, str]:
