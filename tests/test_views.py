@@ -164,6 +164,10 @@ def test_the_legend_says_what_the_rounds_varied_and_what_an_observation_is(summa
     assert "first 3 samples" in observation_line(summary) and "whole run" not in observation_line(summary)
     commands = dataclasses.replace(summary, results=[dataclasses.replace(r, unit="runs") for r in summary.results])
     assert "whole run" in observation_line(commands) and "samples" not in observation_line(commands)
+    turns = dataclasses.replace(summary.policy, method="turns")  # a plan's: commands and programs run back to back
+    assert "samples in turns" in legend(dataclasses.replace(summary, policy=turns))
+    commands = dataclasses.replace(commands, policy=turns)
+    assert "samples in turns" not in legend(commands) and "per-round ratios" in legend(commands)
     both = dataclasses.replace(summary, results=commands.results[:1] + summary.results[1:])
     assert "whole run" in observation_line(both) and "first 3 samples" in observation_line(both)
 

@@ -7,6 +7,7 @@ analysis_views.py, machines side by side by machine_views.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from typing import Any
@@ -58,10 +59,12 @@ def _placement_band(r: Result) -> Cell:
 
 def legend(s: Summary) -> str:
     """The run's method in words (DecisionPolicy.legend), saying whether its rounds varied
-    where the code sits."""
+    where the code sits; a run of whole processes only (programs, commands: one run a
+    process, back to back in a round) is described as the paired test it is."""
     measured = [r for r in s.results if r.processes]
-    return s.policy.legend(placed=any(r.placements for r in measured),
-                           unplaced=any(not r.placements for r in measured))
+    whole = measured and all(r.unit == UNIT for r in measured) and s.policy.method == "turns"
+    policy = dataclasses.replace(s.policy, method="paired") if whole else s.policy
+    return policy.legend(placed=any(r.placements for r in measured), unplaced=any(not r.placements for r in measured))
 
 
 def observation_line(s: Summary) -> str:
