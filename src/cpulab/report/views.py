@@ -14,7 +14,6 @@ from typing import Any
 
 from cpulab import workloads
 from cpulab import stats, time_split
-from cpulab.measure.execute.processes import UNIT
 from cpulab.model import Comparison, Result, Status, Summary, Verdict
 from cpulab.report.tables import Cell, Table, columns, fmt_delta, fmt_num, verdict_tag
 
@@ -62,7 +61,7 @@ def legend(s: Summary) -> str:
     where the code sits; a run of whole processes only (programs, commands: one run a
     process, back to back in a round) is described as the paired test it is."""
     measured = [r for r in s.results if r.processes]
-    whole = measured and all(r.unit == UNIT for r in measured) and s.policy.method == "turns"
+    whole = measured and all(r.unit == "runs" for r in measured) and s.policy.method == "turns"
     policy = dataclasses.replace(s.policy, method="paired") if whole else s.policy
     return policy.legend(placed=any(r.placements for r in measured), unplaced=any(not r.placements for r in measured))
 
@@ -70,7 +69,7 @@ def legend(s: Summary) -> str:
 def observation_line(s: Summary) -> str:
     """What one observation of the run's results is: a kernel's process, or a whole run of
     a program or command."""
-    units = {r.unit == UNIT for r in s.results if r.processes}
+    units = {r.unit == "runs" for r in s.results if r.processes}
     kernel = (f"a kernel's is one process: the fastest of its first {stats.KEEP} samples not left out (a sample "
               "is left out when its thread was off the CPU for over 1% of it, or it migrated or saw steal time)")
     whole = "a program's or command's is one whole run of it, its wall time"
