@@ -225,6 +225,18 @@ def test_a_plan_without_processes_sizes_each_experiment_by_its_family(tmp_path):
     assert plans.load(write(tmp_path, GOOD)).processes_of("x") == 3  # given: as given
 
 
+def test_an_experiment_spends_its_own_budget_in_budget_mode(tmp_path):
+    """An experiment's budget stands in for the plan's; a plan without one (0: a fixed
+    count, as --budget 0 asks) holds every experiment to its first look."""
+    text = GOOD.replace("runs = 3", "runs = 3\nbudget = 30") + GOOD[GOOD.index("[[experiment]]"):].replace(
+        '"x"', '"y"').replace('baseline = "O2"', 'baseline = "O2"\nbudget = 4.5')
+    p = plans.load(write(tmp_path, text))
+    assert p.schedule().budget == {"x": 30.0, "y": 4.5}
+    assert p.given(budget=0.0).schedule().budget == {"x": 0.0, "y": 0.0}
+    stored = plans.from_stored(p.record(seed=1), "run 1")  # resumed alike
+    assert stored.schedule().budget == p.schedule().budget
+
+
 def test_settings_from_the_command_line_make_a_new_plan_and_leave_the_old_one():
     """`run --processes 5 --samples 7 --baseline O3`: the plan's settings and every
     experiment's own counts and baseline give way; the plan read from the file is not

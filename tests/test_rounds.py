@@ -29,11 +29,49 @@ def measure(store, wall, budget: float) -> tuple[FakeExecutor, dict[str, int]]:
     run_id = store.start_run({}, "m", RunRecord.make("time", plan), {}, {}, [])
     targets = [ProcessTarget(store.add_result(run_id, "time", v, {}, UNIT, Status.PENDING, experiment="t"),
                              v, ("t",), [v]) for v in ("a", "b")]
-    schedule = Schedule(first={"t": FIRST}, budget=budget, policy=DecisionPolicy(budgeted=bool(budget), method="paired"),
+    schedule = Schedule(first={"t": FIRST}, budget={"t": budget}, policy=DecisionPolicy(budgeted=bool(budget), method="paired"),
                         baselines={"t": "a"})
     ex = FakeExecutor(wall)
     process_rounds.measure(store, targets, Rounds(warmup=0), schedule, ex, rng=random.Random(2))
     return ex, {t.label: len({s.process for s in store.samples(t.result_id)}) for t in targets}
+
+
+def test_one_look_at_a_time_measures_what_the_whole_loop_does(tmp_path):
+    """Given a Looks, measure_rounds stops at each look that asks for more, saying so,
+    and the next call goes on from there: a lane takes an experiment's looks one by one
+    (runner), and they add up to the rounds and samples of the whole loop."""
+    from types import SimpleNamespace
+    from cpulab.measure.execute.processes import process_record
+    from cpulab.measure.schedule.rounds import Looks, QuietProgress, measure_rounds
+    from cpulab.store.db import Store
+
+    def run(looks):
+        store = Store(tmp_path / f"{looks is not None}.sqlite")
+        plan = {"name": "t", "processes": FIRST, "budget": 1.0, "method": "paired",
+                "experiments": [{"name": "t", "workloads": ["time"], "variants": ["a", "b"], "baseline": "a"}]}
+        run_id = store.start_run({}, "m", RunRecord.make("time", plan), {}, {}, [])
+        targets = [ProcessTarget(store.add_result(run_id, "time", v, {}, UNIT, Status.PENDING, experiment="t"),
+                                 v, ("t",), [v]) for v in ("a", "b")]
+        wall = timed(1.0, 0.3)  # no difference in 30% jitter: undecided look after look
+
+        def run_round(k, order):
+            for t in order:
+                took = wall(SimpleNamespace(command=t.command))
+                store.add_process(t.result_id, t.rounds, process_record({"wall_s": took, "user_s": took,
+                                                                        "sys_s": 0.0, "exit": 0}), 0)
+                t.rounds += 1
+            return 0.02
+        schedule = Schedule(first={"t": FIRST}, budget={"t": 1.0}, baselines={"t": "a"},
+                            policy=DecisionPolicy(budgeted=True, method="paired"))
+        rng, calls = random.Random(2), 0
+        while measure_rounds(store, {("t",): targets}, schedule, run_round, QuietProgress(), rng, looks=looks):
+            calls += 1
+            assert looks.goal[("t",)] == 2 * looks.done[("t",)]  # the next look set, none of it run
+        samples = {t.label: [s.ns for s in store.samples(t.result_id)] for t in targets}
+        return calls, samples
+    calls, one_by_one = run(Looks())
+    _, whole = run(None)
+    assert calls >= 2 and one_by_one == whole and len(whole["a"]) > FIRST * 4
 
 
 def test_a_fixed_count_gives_every_command_its_rounds_each_round_whole(store):
@@ -97,8 +135,8 @@ def test_the_rounds_sure_to_run_end_at_the_look_under_way():
     it is in, and at a look's end of none more (the look decides); without a budget, of
     the first look's alone."""
     policy = DecisionPolicy(budgeted=True, method="paired")
-    looks = Schedule(first={"t": 5}, budget=20.0, policy=policy, baselines={"t": "a"})
-    fixed = Schedule(first={"t": 5}, budget=0.0, policy=policy, baselines={"t": "a"})
+    looks = Schedule(first={"t": 5}, budget={"t": 20.0}, policy=policy, baselines={"t": "a"})
+    fixed = Schedule(first={"t": 5}, budget={"t": 0.0}, policy=policy, baselines={"t": "a"})
     assert [looks.sure_rounds("t", done) for done in range(22)] == [5] * 6 + [10] * 5 + [20] * 10 + [40]
     assert {fixed.sure_rounds("t", done) for done in range(22)} == {5}
 
@@ -119,7 +157,7 @@ def test_the_linker_links_ahead_no_round_past_the_look_under_way():
 
     art = Artifact("/fake/k", "k", "k", 1, "fake", (), placeable=True)
     t = Target("t", "sha256", "O2", {}, artifact=art, seed=9)
-    schedule = Schedule(first={"t": 3}, budget=20.0, policy=DecisionPolicy(budgeted=True, method="paired"),
+    schedule = Schedule(first={"t": 3}, budget={"t": 20.0}, policy=DecisionPolicy(budgeted=True, method="paired"),
                         baselines={"t": "O2"})
     with linking_ahead([t], Site(), 0, schedule):
         for done in range(4):  # rounds 0, 1 and 2 run, then the look

@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from cpulab import workloads
 from cpulab.params import KINDS
-from cpulab.spec.settings import Processes, Samples, Settings, declared
+from cpulab.spec.settings import Budget, Processes, Samples, Settings, declared
 
 
 class PlanError(Exception):
@@ -79,6 +79,7 @@ class ExperimentTable(Table):
     params: dict[str, dict[str, Any]] = {}  # workload -> parameter -> values, parsed by its declaration
     processes: Processes | None = None
     samples: Samples | None = None
+    budget: Budget | None = None
     share_machine: bool = False
     instructions: bool = False
 

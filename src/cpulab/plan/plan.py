@@ -43,6 +43,7 @@ class Experiment:
     params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     processes: int | None = None  # processes per result here, if not the plan's
     samples: int | None = None  # samples per process here, if not the plan's
+    budget: float | None = None  # seconds for rounds beyond the first look here, if not the plan's
     # Its kernels are bound by their own core (registers, L1/L2-sized data, or emulated):
     # it may be measured on one CPU while another such experiment runs on the other
     # (runner._measure).  Otherwise it has the machine to itself.
@@ -85,7 +86,8 @@ class Plan:
     def schedule(self) -> Schedule:
         """The run's one schedule and policy, for every round and look."""
         s = self.settings
-        return Schedule({e.name: self.processes_of(e.name) for e in self.experiments}, s.budget, s.policy,
+        return Schedule({e.name: self.processes_of(e.name) for e in self.experiments},
+                        {e.name: self.budget_of(e.name) for e in self.experiments}, s.policy,
                         {e.name: e.baseline for e in self.experiments}, s.against)
 
     def given(self, **settings) -> "Plan":
@@ -103,6 +105,13 @@ class Plan:
     def counts_instructions(self, experiment: str) -> bool:
         s = self.settings
         return s.instructions or s.metric == "instructions" or self.experiment(experiment).instructions
+
+    def budget_of(self, experiment: str) -> float:
+        """Seconds the experiment spends adding rounds to its undecided comparisons: its own
+        budget, if it has one, in budget mode (a plan's budget of 0, a fixed count, holds
+        for every experiment), else the plan's."""
+        e = self.experiment(experiment)
+        return e.budget if e.budget is not None and self.settings.budget else self.settings.budget
 
     def samples_of(self, experiment: str) -> int:
         e = self.experiment(experiment)
@@ -150,7 +159,7 @@ def _experiment(e: ExperimentTable, i: int, custom: dict[str, Variant], at: str)
     return Experiment(name=e.name if e.name is not None else f"experiment-{i}", title=e.title, intro=e.intro,
                       tag=e.tag, workloads=list(e.workloads), variants=list(e.variants),
                       baseline=_pick_baseline(baselines, custom), params=dict(e.params), processes=e.processes,
-                      samples=e.samples, share_machine=e.share_machine, instructions=e.instructions)
+                      samples=e.samples, budget=e.budget, share_machine=e.share_machine, instructions=e.instructions)
 
 
 def _pick_baseline(names: list[str], custom: dict[str, Variant]) -> str:

@@ -12,7 +12,7 @@ from cpulab.spec.policy import DecisionPolicy
 @dataclass(frozen=True)
 class Schedule:
     first: dict[str, int]  # experiment -> rounds at the first look
-    budget: float  # seconds per experiment for rounds beyond the first look (0: none)
+    budget: dict[str, float]  # experiment -> seconds for rounds beyond its first look (0: none)
     policy: DecisionPolicy
     baselines: dict[str, str]  # experiment -> its baseline variant
     against: int | None = None  # run --against: each variant against VARIANT@RUN
@@ -23,6 +23,6 @@ class Schedule:
         later look has begun, that look's (the looks end at n, 2n, 4n, ... rounds:
         rounds.measure_rounds).  At a look's end, only the look says whether more follow."""
         end = self.first[experiment]
-        while self.budget and done > end:
+        while self.budget.get(experiment) and done > end:
             end *= 2
         return end

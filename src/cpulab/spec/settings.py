@@ -19,6 +19,7 @@ from cpulab.spec.policy import METHODS, METRICS, DecisionPolicy
 # The counts' and seconds' ranges, shared by a plan's settings and an experiment's own counts.
 Processes = Annotated[int, Field(ge=1, le=10000)]  # per result, one per round
 Samples = Annotated[int, Field(ge=1, le=10000)]  # per process (the harness holds at most 10000)
+Budget = Annotated[float, Field(ge=0.0, le=86400.0)]  # seconds per experiment beyond its first look
 
 
 def setting(default, help: str, *, flags: tuple[str, ...] = (), plan: bool = True, old: str = "",

@@ -22,7 +22,7 @@ from cpulab import stats, workloads
 from cpulab.compile.artifacts import BuildError
 from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu
 from cpulab.measure.schedule.auto_check import checked
-from cpulab.measure.schedule.rounds import Progress, measure_rounds, turn_order, turns_in_pairs
+from cpulab.measure.schedule.rounds import Looks, Progress, measure_rounds, turn_order, turns_in_pairs
 from cpulab.measure.schedule.session import Stopped
 from cpulab.measure.schedule.site import Site
 from cpulab.measure.schedule.targets import Target
@@ -55,12 +55,14 @@ class KernelRounds:
     prepared: dict[int, dict[str, str]] = field(default_factory=dict)  # result id -> its parameters made ready
 
     def measure(self, experiments: set[str], executor: Executor, store: Store, rng: random.Random,
-                progress: Progress, schedule: Schedule, stop: threading.Event | None = None) -> None:
-        """The experiments' points, in rounds and looks as the schedule says, on the executor."""
+                progress: Progress, schedule: Schedule, stop: threading.Event | None = None,
+                looks: Looks | None = None) -> bool:
+        """The experiments' points, in rounds and looks as the schedule says, on the
+        executor; given `looks`, one look, and whether another is due (measure_rounds)."""
         def one(k: tuple, order: list[Target]) -> float:
             return self.round(k, order, executor, store, rng, progress, stop)
-        measure_rounds(store, {k: ts for k, ts in self.points.items() if k[0] in experiments}, schedule, one,
-                       progress, rng, stop)
+        return measure_rounds(store, {k: ts for k, ts in self.points.items() if k[0] in experiments}, schedule,
+                              one, progress, rng, stop, looks)
 
     def round(self, k: tuple, order: list[Target], executor: Executor, store: Store, rng: random.Random,
               progress: Progress, stop: threading.Event | None) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from cpulab.estimates import compare_results, result_summary
@@ -41,26 +42,40 @@ class QuietProgress:
 RunRound = Callable[[tuple, list], float]
 
 
+@dataclass
+class Looks:
+    """Where points stand in their looks: each point's rounds to reach and rounds done,
+    each experiment's budget spent; kept between the calls that measure one look each."""
+    goal: dict[tuple, int] = field(default_factory=dict)
+    done: dict[tuple, int] = field(default_factory=dict)
+    spent: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
 def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, run_round: RunRound,
-                   progress: Progress, rng: random.Random, stop: threading.Event | None = None) -> None:
+                   progress: Progress, rng: random.Random, stop: threading.Event | None = None,
+                   looks: Looks | None = None) -> bool:
     """Rounds until every point has its rounds and no look asks for more (or `stop` is
     set).  points: key (experiment, ...) -> its targets.  A resumed target ahead of its
-    point's others waits for them."""
-    goal = {k: schedule.first[k[0]] for k in points}
-    done = {k: min(t.rounds for t in ts) for k, ts in points.items()}
-    spent: dict[str, float] = defaultdict(float)
-    progress.phase("measure", sum((goal[k] - done[k]) * len(ts) for k, ts in points.items()))
+    point's others waits for them.  Given `looks`, it measures one look (the rounds due
+    from where `looks` stands) and returns whether another is due, `looks` holding it."""
+    one_look, looks = looks is not None, looks or Looks()
+    goal, done, spent = looks.goal, looks.done, looks.spent
+    if not goal:  # the first call: every point to its first look
+        goal.update({k: schedule.first[k[0]] for k in points})
+        done.update({k: min(t.rounds for t in ts) for k, ts in points.items()})
+        progress.phase("measure", sum((goal[k] - done[k]) * len(ts) for k, ts in points.items()))
     while True:
         due = [k for k in points if done[k] < goal[k] and any(t.live for t in points[k])]
         if not due:
             due = _next_look(store, points, goal, done, spent, schedule, progress)
-            if not due:
-                return
+            if not due or one_look:
+                return bool(due)
         rng.shuffle(due)
         for k in due:
             if stop is not None and stop.is_set():
-                return
-            if schedule.budget and done[k] >= schedule.first[k[0]] and spent[k[0]] >= schedule.budget:
+                return False
+            budget = schedule.budget.get(k[0], 0.0)
+            if budget and done[k] >= schedule.first[k[0]] and spent[k[0]] >= budget:
                 goal[k] = done[k]  # out of budget: this round is not started
                 continue
             order = [t for t in points[k] if t.live and t.rounds <= done[k]]
@@ -74,10 +89,8 @@ def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, 
     """In budget mode, at a look: the points with an undecided comparison get rounds up
     to the next look, while their experiment has budget left; the undecided ones are
     shown.  Comparisons are decided over their whole experiment (its Holm family)."""
-    if not schedule.budget:
-        return []
     policy = schedule.policy
-    at_look = {k for k in points if done[k] == goal[k] and spent[k[0]] < schedule.budget}
+    at_look = {k for k in points if done[k] == goal[k] and spent[k[0]] < schedule.budget.get(k[0], 0.0)}
     more, labels = [], []
     for exp in sorted({k[0] for k in at_look}):
         point_of, results = {}, []

@@ -27,7 +27,7 @@ from cpulab.measure.schedule import programs
 from cpulab.measure.schedule.afterwards import Afterwards
 from cpulab.measure.schedule.kernel_rounds import KernelRounds, points_of
 from cpulab.measure.schedule.lanes import TRAILS, LaneProgress, TrailingProgress, lanes
-from cpulab.measure.schedule.rounds import Progress, QuietProgress
+from cpulab.measure.schedule.rounds import Looks, Progress, QuietProgress
 from cpulab.measure.schedule.session import machine_identity, recorded_run
 from cpulab.measure.schedule.site import Site
 from cpulab.measure.schedule.targets import (
@@ -181,7 +181,7 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     two_lanes, explained_here = contextlib.nullcontext(), set()
     if spare is not None:
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
-        one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=0)
+        one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=dict.fromkeys(schedule.first, 0.0))
 
         counts = {exp: threading.Lock() for exp in {*sharing, *alone}}  # held by the lane counting exp's instructions
 
@@ -200,13 +200,21 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
             # Its first round before the rest: what a round of it costs, so that the lanes take
             # the longest rest first (a sample of a 100 MB file's hash is a pass, 0.3 s, not
             # min_sample_time: file-hash, taken last, kept one lane busy 27 s after the other).
+            # Then its looks, each an item whose seconds are the most the experiment may
+            # still take (its budget left): the lanes take the looks of those that may go on
+            # longest first, side by side (as one item each, the seeds' per-clock, its rest
+            # estimated by its first round, started last and ran 26 s after the other lane).
+            looks = Looks()
+
             def first(executor, lane_store, lane_rng, stop):
                 t0 = time.perf_counter()
                 kernels.measure({exp}, executor, lane_store, lane_rng, LaneProgress(progress), one_round, stop)
-                return [((time.perf_counter() - t0) * (schedule.first[exp] - 1), rest)]
+                return [((time.perf_counter() - t0) * (schedule.first[exp] - 1) + schedule.budget[exp], look)]
 
-            def rest(executor, lane_store, lane_rng, stop):
-                kernels.measure({exp}, executor, lane_store, lane_rng, LaneProgress(progress), schedule, stop)
+            def look(executor, lane_store, lane_rng, stop):
+                if kernels.measure({exp}, executor, lane_store, lane_rng, LaneProgress(progress), schedule, stop,
+                                   looks):
+                    return [(schedule.budget[exp] - looks.spent[exp], look)]
                 if after is not None and not stop.is_set():
                     return [(TRAILS, explained(exp))]
             return first
