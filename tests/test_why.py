@@ -54,6 +54,22 @@ def test_the_hot_loops_side_by_side_with_the_model_read_per_unit():
     assert "the model sees no difference" in s
 
 
+def test_unlike_loops_without_a_count_are_not_set_side_by_side_as_work():
+    """Without instruction counts the iterations of a vector and a scalar loop are unlike
+    work: the model's cycles an iteration are quoted, saying they are not per unit, and
+    no agreement with the measurement is claimed; with no parameters, no "at" is said."""
+    scalar = _loop(["addsd"] * 5, mca=1.0)
+    vector = _loop(["vaddpd"] * 15, mca=2.5, bits=128)
+    why = cause(_comparison(3.0), _result("O2", 1.2), _result("O3", 0.3), scalar, vector, [])
+    s = why["sentence"]
+    assert "llvm-mca models 1 -> 2.5 cycles an iteration of 5 -> 15 instructions (their iterations do unlike " \
+        "work: with instructions counted, --instructions, the model is read per flop)" in s
+    assert "mca_ratio_per_unit" not in why["figures"] and "as measured" not in s and "opposite" not in s
+    c = _comparison(3.0)
+    c.params, c.why = {}, why
+    assert cause_notes([c]) == [f"why O3 is faster than O2: {s}"]
+
+
 def test_nothing_that_tells_the_builds_apart_is_said_so_with_where_the_data_lives():
     same = _loop(["addsd xmm0,xmm1", "jne"], mca=4.0)
     why = cause(_comparison(1.03), _result("O2", 1.0, ws=1 << 20), _result("O3", 0.97, ws=1 << 20),

@@ -181,6 +181,9 @@ def _loops(c: Comparison, base: Result, var: Result, hb: dict | None, hv: dict |
             figures["mca_ratio_per_unit"] = modelled
             agrees = (" (the model sees no difference: look beyond the loop's schedule)" if abs(modelled - 1) < ALIKE
                       else " (as measured)" if (modelled < 1) == (measured < 1) else " (the model expects the opposite)")
+        elif modelled is None:  # iterations of unlike loops: their work a unit is unknown without a count
+            agrees = (f" (their iterations do unlike work: with instructions counted, --instructions, the model "
+                      f"is read per {base.unit.rstrip('s') or 'unit'})")
         parts.append(f"llvm-mca models {mb:.3g} -> {mv:.3g} cycles an iteration of {hb['instructions']} -> "
                      f"{hv['instructions']} instructions{agrees}")
     return ", ".join(parts)

@@ -208,7 +208,8 @@ def cause_notes(comparisons: list[Comparison]) -> list[str]:
     for (variant, verdict), cs in groups.items():
         widest = max(cs, key=lambda c: abs(math.log(c.ratio)))
         where = f" at {len(cs)} points" if len(cs) > 1 else ""
-        at = f" ({'widest ' if len(cs) > 1 else ''}at {fmt_params(widest.params, widest.workload)})"
+        at = f" ({'widest ' if len(cs) > 1 else ''}at {fmt_params(widest.params, widest.workload)})" \
+            if widest.params else ""
         than = f"the same as {widest.baseline}" if verdict == Verdict.SAME else f"{verdict} than {widest.baseline}"
         out.append(f"why {variant} is {than}{where}: {widest.why['sentence']}{at}")
     return out
