@@ -168,6 +168,10 @@ def test_the_legend_says_what_the_rounds_varied_and_what_an_observation_is(summa
     assert "samples in turns" in legend(dataclasses.replace(summary, policy=turns))
     commands = dataclasses.replace(commands, policy=turns)
     assert "samples in turns" not in legend(commands) and "per-round ratios" in legend(commands)
+    from cpulab.store.foreign import plan_of as imported_plan
+    imported = dataclasses.replace(commands, plan=RunRecord.make("imported", imported_plan(
+        "hyperfine", "1", "mean", [{"workload": "w", "variant": v, "processes": [1.0]} for v in ("x", "y")])))
+    assert "relinked" not in legend(imported) and "placement" not in legend(imported)  # another tool ran it
     both = dataclasses.replace(summary, results=commands.results[:1] + summary.results[1:])
     assert "whole run" in observation_line(both) and "first 3 samples" in observation_line(both)
 

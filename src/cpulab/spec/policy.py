@@ -165,7 +165,8 @@ class DecisionPolicy:
     def legend(self, placed: bool = True, unplaced: bool = False) -> str:
         """The method in words; placed: some result's rounds ran placements of their own,
         unplaced: some result's did not (qemu-user, a program or command cpulab does not
-        link), so the sentence on layouts says what the rounds varied."""
+        link), so the sentence on layouts says what the rounds varied; neither (an
+        imported run, which another tool measured): none is said."""
         how = {"turns": "rounds of processes alive together, samples in turns; signed-rank over rounds of the "
                         + ("median ratio of each turn's second samples (each member takes two in a row: the second "
                            "follows its own, so no other build's carry-over enters)" if self.pairs else
@@ -191,8 +192,8 @@ class DecisionPolicy:
                    + " (the same code with its functions, data and buffers elsewhere), so the test includes where "
                    "code and data sit" if placed else
                    "nothing is relinked: every round runs the same executables as built (the order and offsets of "
-                   "their code and data are not varied)")
-        return (head + f"{how}; {layouts}; faster/slower when p < {self.alpha:g},{spent} after Holm "
+                   "their code and data are not varied)" if unplaced else "")  # neither: measured by another tool
+        return (head + f"{how}; " + (f"{layouts}; " if layouts else "") + f"faster/slower when p < {self.alpha:g},{spent} after Holm "
                 f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "
                 f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
                 f"only); "
