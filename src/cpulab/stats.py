@@ -4,16 +4,16 @@ The unit of observation is one process: within a process the code and data layou
 fixed, so its samples are not independent of each other.  A process's estimate is the
 fastest of its first KEEP used samples (noise on a shared machine only slows; a fixed
 count, so neither a process that kept more samples nor a plan that asked more looks
-faster); processes with fewer
-used samples are left out and counted.  Medians, intervals and tests are computed over
-processes, or over rounds when variants are paired (by round, or sample by sample when
-the processes of a round took their samples in turns).  What is decided from a test
-(verdicts, looks) is policy.py's.
+faster); processes with fewer used samples are left out and counted.  Medians,
+intervals and tests are computed over processes, or over rounds when variants are
+paired (by round, or sample by sample when the processes of a round took their samples
+in turns).  What is decided from a test (verdicts, looks) is policy.py's.
 """
 from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,9 +23,11 @@ import numpy as np
 from cpulab.spec.signals import SIGNALS
 
 
+NORMAL = statistics.NormalDist()  # its quantile as scipy's (its cdf is not: erf, not erfc, in the tails)
+
+
 def scipy_stats():
-    """scipy.stats, imported when a test is first computed: its 0.6 s would otherwise
-    start every command (`cpulab --help`, `list`, a refused plan)."""
+    """scipy.stats, imported only where a test needs it (Mann-Whitney): 0.8 s every command would pay."""
     from scipy import stats
     return stats
 
@@ -55,13 +57,13 @@ class Estimate:
     ci_coverage: float = math.nan  # the real coverage of ci: 0.95 or more, less below 6 observations
 
 
-@functools.lru_cache(maxsize=None)  # a handful of sample sizes; scipy's cdf is 0.3 ms a call (2 s of a report)
+@functools.lru_cache(maxsize=None)  # a handful of sample sizes
 def _median_ci_rank(n: int, confidence: float) -> tuple[int, float]:
     """The rank l of the interval [x_(l), x_(n-1-l)] and its coverage P(l < B <= n-1-l),
-    B ~ Binomial(n, 1/2): the largest l whose coverage is still >= confidence, or l = 0
-    (the full range) when no pair of ranks reaches it."""
+    B ~ Binomial(n, 1/2) (exact: C(n, k) / 2^n): the largest l whose coverage is still
+    >= confidence, or l = 0 (the full range) when no pair of ranks reaches it."""
     def coverage(l: int) -> float:
-        return float(scipy_stats().binom.cdf(n - 1 - l, n, 0.5) - scipy_stats().binom.cdf(l, n, 0.5))
+        return sum(math.comb(n, k) for k in range(l + 1, n - l)) / 2 ** n
     l = 0
     while l + 1 < n - 2 - l and coverage(l + 1) >= confidence:
         l += 1
@@ -195,9 +197,7 @@ def ratio_ci(base, var, n_boot: int = 2000, confidence: float = 0.95, seed: int 
 
 
 def mann_whitney_p(base, var) -> float:
-    if len(base) < 2 or len(var) < 2:
-        return 1.0
-    if np.ptp(np.concatenate([base, var])) == 0:
+    if len(base) < 2 or len(var) < 2 or np.ptp(np.concatenate([base, var])) == 0:
         return 1.0
     return float(scipy_stats().mannwhitneyu(var, base, alternative="two-sided").pvalue)
 
@@ -290,7 +290,7 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         hi_tail = 1.0 - (cdf[w - 1] if w >= 1 else 0.0)
     else:  # S has mean sum/2 and variance sum(score^2)/4; scores step by 1 at least
         mu, sd = scores.sum() / 2, math.sqrt(float((scores.astype(float) ** 2).sum())) / 2
-        lo_tail, hi_tail = scipy_stats().norm.cdf((w + 0.5 - mu) / sd), scipy_stats().norm.sf((w - 0.5 - mu) / sd)
+        lo_tail, hi_tail = (0.5 * math.erfc(z / (sd * math.sqrt(2))) for z in (mu - w - 0.5, w - 0.5 - mu))
     p = float(min(1.0, 2 * min(lo_tail, hi_tail)))
     # Interval [w_(C), w_(M+1-C)] (1-based) with C the largest rank such that
     # P(W+ <= C-1) <= alpha/2; its coverage is 1 - 2 P(W+ <= C-1).  When even C = 1 is
@@ -301,7 +301,7 @@ def paired_compare(ratios, confidence: float = 0.95, method: str = "paired") -> 
         c = max(1, int(np.searchsorted(cdf_all, (1 - confidence) / 2, side="right")))
     else:
         mu, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-        c = max(1, math.floor(mu + 0.5 - scipy_stats().norm.ppf(0.5 + confidence / 2) * sd))
+        c = max(1, math.floor(mu + 0.5 - NORMAL.inv_cdf(0.5 + confidence / 2) * sd))
     ci = (float(math.exp(walsh[c - 1])), float(math.exp(walsh[len(walsh) - c])))
     mean_ci = mean_interval(d, confidence)
     return Test(ratio, ci, p, floor, method, n, mean_ci, *mean_test(d, ratio, mean_ci))

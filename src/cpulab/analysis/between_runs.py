@@ -137,7 +137,7 @@ def apart_verdicts(family: list[tuple], drift: float | None) -> list[tuple[stats
     apart; without a drift bound every measured comparison is unclear.  The drift bounds
     one point at 95%; a family of m points is widened to a bound on all m at once
     (Bonferroni: the normal quantile of 0.025 / m over 1.96), as Holm holds its p-values."""
-    widen = float(stats.scipy_stats().norm.ppf(1 - 0.025 / max(len(family), 1))) / 1.96
+    widen = stats.NORMAL.inv_cdf(1 - 0.025 / max(len(family), 1)) / 1.96
     tests = [apart_test(b, v, (drift or 0.0) * widen) for _, b, v in family]
     decided = APART.decide(tests)
     return [(t, p, verdict if drift is not None else Verdict.UNCLEAR) for t, (p, verdict, _) in zip(tests, decided)]
