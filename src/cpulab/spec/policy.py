@@ -193,9 +193,9 @@ class DecisionPolicy:
                    "code and data sit" if placed else
                    "nothing is relinked: every round runs the same executables as built (the order and offsets of "
                    "their code and data are not varied)" if unplaced else "")  # neither: measured by another tool
-        return (head + f"{how}; " + (f"{layouts}; " if layouts else "") + f"faster/slower when p < {self.alpha:g},{spent} after Holm "
-                f"over every comparison of the experiment and the interval excludes 1 (the chance of any false "
-                f"faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
+        return (head + f"{how}; " + (f"{layouts}; " if layouts else "")
+                + f"faster/slower when p < {self.alpha:g},{spent} after Holm over every comparison of the "
+                f"experiment and the interval excludes 1 (the chance of any false faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
                 f"only); "
                 + (f"a build run in one layout only (a program cpulab cannot relink, a link-time-optimised build) must "
                    f"also change by {100 * self.min_effect:g}%; " if self.min_effect else "")

@@ -181,7 +181,8 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     two_lanes, explained_here = contextlib.nullcontext(), set()
     if spare is not None:
         progress.phase("measure (two CPUs)", len(beside))  # each lane adds its experiments' steps
-        one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1), budget=dict.fromkeys(schedule.first, 0.0))
+        one_round = dataclasses.replace(schedule, first=dict.fromkeys(schedule.first, 1),
+                                        budget=dict.fromkeys(schedule.first, 0.0))
 
         counts = {exp: threading.Lock() for exp in {*sharing, *alone}}  # held by the lane counting exp's instructions
 

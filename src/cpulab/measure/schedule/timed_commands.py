@@ -148,7 +148,8 @@ def time_commands(store: Store, commands: list[str], settings: Settings = TIME_D
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
         try:
-            schedule = Schedule({"time": settings.processes}, {"time": settings.budget}, record.policy, {"time": labels[0]})
+            schedule = Schedule({"time": settings.processes}, {"time": settings.budget}, record.policy,
+                                {"time": labels[0]})
             measure(store, targets, how, schedule, executor, progress, randomness.stream(settings.seed, "rounds"))
         finally:
             if cleanup:
