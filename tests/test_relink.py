@@ -80,6 +80,8 @@ def test_a_program_runs_in_layouts_of_its_own_with_the_same_code(source, tmp_pat
 
 @pytest.mark.parametrize("build, run, variant, why", [
     ("{cc} {cflags} -o prog -x c main.c work.c", "{build}/prog 5000", "O2", "could not be done apart"),
+    ("{cc} {cflags} -fprofile-use -Wno-missing-profile -o prog main.c work.c", "{build}/prog 5000", "O2",
+     "could not be done apart"),  # compiled apart, a profile would be looked for under another name
     (MAKE, "{build}/prog 5000", "lto", "link-time optimised"),
     (MAKE + " && printf '#!/bin/sh\\nexec ./prog \"$@\"\\n' > run.sh "
      "&& chmod +x run.sh", "{build}/run.sh 5000", "O2", "no link of the build made it"),

@@ -30,6 +30,8 @@ from cpulab.compile.artifacts import SECTION_FLAGS, link_in_layout, output_at
 from cpulab.workloads import CXX_SUFFIXES
 
 SOURCE_SUFFIXES = (".c", ".s", ".S", ".i", ".ii", ".m", ".f", ".f90", *CXX_SUFFIXES)
+# Words of a one-step link that it is not done apart for (_compiled_apart).
+UNSPLIT = ("-x", "-fprofile-use", "-fauto-profile", "-fwhole-program", "-combine")
 NOT_A_LINK = ("-c", "-S", "-E", "-M", "-MM", "-v", "--version", "-dumpversion", "-dumpmachine", "-print-prog-name",
               "--help")
 
@@ -108,9 +110,11 @@ def _compiled_apart(home: Path, link: dict) -> dict | None:
     every compile of the build) into an object kept under home/apart, and the link
     naming the objects in their place: the same program, whose objects can be relinked.
     None where the words are not plain enough to split (a response file, a language
-    given by -x) or a compile fails."""
+    given by -x), where a compile apart could make other code (a profile read by the
+    object's name, -fprofile-use; one unit taken as the whole program), or where a
+    compile fails."""
     argv, cwd = link["argv"], link["cwd"]
-    if link["rsp"] or any(a.startswith("-x") for a in argv[1:]):
+    if link["rsp"] or any(a.startswith(UNSPLIT) for a in argv[1:]):
         return None
     out = output_at(argv)
     output = set() if out is None else {out, out + 1} if argv[out] == "-o" else {out}
