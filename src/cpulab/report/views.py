@@ -70,12 +70,12 @@ def legend(s: Summary) -> str:
 def observation_line(s: Summary) -> str:
     """What one observation of the run's results is: a kernel's process, or a whole run of
     a program or command."""
-    units = {r.unit == "runs" for r in s.results if r.processes}
+    measured = [r for r in s.results if r.processes]
     kernel = (f"a kernel's is one process: the fastest of its first {stats.KEEP} samples not left out (a sample "
               "is left out when its thread was off the CPU for over 1% of it, or it migrated or saw steal time)")
     whole = "a program's or command's is one whole run of it, its wall time"
-    return "Each observation: " + "; ".join(([kernel] if False in units or not units else [])
-                                            + ([whole] if True in units else []))
+    said = [kernel] if not measured or any(r.unit != "runs" for r in measured) else []
+    return "Each observation: " + "; ".join(said + ([whole] if any(r.unit == "runs" for r in measured) else []))
 
 
 def carryover_line(s: Summary) -> str:

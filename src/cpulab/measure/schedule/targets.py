@@ -98,18 +98,19 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
     is byte-identical to an earlier one's as 'identical'."""
     recorded = {(r.experiment, r.workload, r.variant, params_key(r.params)) for r in store.results(run_id)}
 
-    def points(e: Experiment, wname: str, vname: str) -> list[dict[str, str]]:
+    def unrecorded(e: Experiment, wname: str, vname: str) -> list[dict[str, str]]:
         return [params for params in workloads.get(wname).grid(plan.settings.grid, e.params.get(wname))
                 if (e.name, wname, vname, params_key(params)) not in recorded]
-    # (experiment, build key): a build is (workload, variant, the flags of the choices it holds)
-    pairs = [(e, (w, v, held(plan, e, w))) for e in plan.experiments for w in e.workloads for v in e.variants
-             if w not in plan.programs and points(e, w, v)]
-    if not pairs:
+    # (experiment, build key, its points to record): a build is (workload, variant, the
+    # flags of the choices it holds)
+    todo = [(e, (w, v, held(plan, e, w)), points) for e in plan.experiments for w in e.workloads
+            for v in e.variants if w not in plan.programs and (points := unrecorded(e, w, v))]
+    if not todo:
         return []
-    builds = _build_pairs(plan, pairs, site, split, progress)
+    builds = _build_pairs(plan, [(e, key) for e, key, _ in todo], site, split, progress)
     recorded_variants: set[str] = set()
     targets: list[Target] = []
-    for exp, key in pairs:
+    for exp, key, points in todo:
         wname, vname, _ = key
         w, v = workloads.get(wname), plan.variant(vname)
         if vname not in recorded_variants:
@@ -119,7 +120,7 @@ def build_targets(plan: Plan, store: Store, run_id: int, progress: Progress, sit
         status, error, art = built.status, built.error, built.artifact
         if art:
             store.add_artifact(art.as_dict())
-        for params in points(exp, wname, vname):
+        for params in points:
             t = Target(exp.name, wname, vname, params, artifact=art, live=status == Status.PENDING,
                        emulator=built.emulator if status == Status.PENDING else (), seed=plan.settings.seed)
             t.result_id = store.add_result(run_id, wname, vname, params, w.unit, status, error,
