@@ -1,4 +1,6 @@
 """Groups in turns: harness processes alive together on one CPU, one sample at a time."""
+import errno
+import os
 import random
 
 import pytest
@@ -40,10 +42,15 @@ def test_fewer_tokens_than_samples_ends_early(sha256_o2):
     assert out.status == Status.OK and len(out.data["ns"]) == 4
 
 
-def test_a_member_that_fails_fails_alone(sha256_o2):
+@pytest.fixture(scope="module")
+def misbehave():
     from conftest import TEST_KERNELS
     from cpulab.plan.toolchain import Variant
-    bad = artifacts.build_executable(TEST_KERNELS / "misbehave.c", Variant("t", cflags=("-O2",))).path
+    return artifacts.build_executable(TEST_KERNELS / "misbehave.c", Variant("t", cflags=("-O2",))).path
+
+
+def test_a_member_that_fails_fails_alone(sha256_o2, misbehave):
+    bad = misbehave
     jobs = [_job(sha256_o2, 6), HarnessJob(bad, {"mode": "crash"}, samples=6, turns=True, timeout=10),
             HarnessJob(bad, {"mode": "hang"}, samples=6, turns=True, timeout=1.5), _job(sha256_o2, 6),
             _job(str(sha256_o2) + ".gone", 6)]
@@ -51,6 +58,17 @@ def test_a_member_that_fails_fails_alone(sha256_o2):
     assert outs[0].status == outs[3].status == Status.OK and len(outs[3].data["ns"]) == 6
     assert outs[1].status == Status.CRASH and outs[2].status == Status.TIMEOUT
     assert outs[4].status == Status.ERROR and "cannot execute" in outs[4].error
+
+
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_a_process_that_hangs_is_killed_at_its_timeout(misbehave, monkeypatch, pidfd):
+    """Its pidfd polled, or before Linux 5.3 (no pidfd) a timer."""
+    if not pidfd:
+        def no_pidfd(pid):
+            raise OSError(errno.ENOSYS, "no pidfd")
+        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    out = LocalExecutor(seed=7).execute(HarnessJob(misbehave, {"mode": "hang"}, samples=3, timeout=1.0))
+    assert out.status == Status.TIMEOUT and 1.0 <= out.process.wall_s < 30
 
 
 def test_without_turns_the_harness_needs_no_token(sha256_o2):
