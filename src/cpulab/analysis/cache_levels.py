@@ -9,7 +9,7 @@ own with 4 KiB pages, and a shared machine adds noise.
 
 ``detect_levels`` therefore works in two stages:
 
-1. change points: ruptures' PELT with a least-squares cost splits log(latency) into
+1. change points: PELT with a least-squares cost (pelt.py) splits log(latency) into
    segments of constant mean; the penalty is a BIC-like ``3 sigma^2 log n`` with the
    noise sigma estimated robustly from the point-to-point differences;
 2. plateau or ramp: a segment whose own least-squares slope is below
@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from cpulab.analysis.pelt import pelt_ends
 from cpulab.params import data_caches
 from cpulab.params import human_bytes
 
@@ -80,10 +81,7 @@ def _segments(y: np.ndarray, sigma: float, min_size: int) -> list[tuple[int, int
     n = len(y)
     if n < 2 * min_size:
         return [(0, n)]
-    import ruptures
-
-    pen = 3.0 * sigma**2 * math.log(n)
-    ends = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(y.reshape(-1, 1)).predict(pen=pen)
+    ends = pelt_ends(y, 3.0 * sigma**2 * math.log(n), min_size)
     starts = [0] + ends[:-1]
     return list(zip(starts, ends))
 

@@ -5,7 +5,7 @@ in many runs (two experiments measuring one point do so their own ways: RC5's po
 alone in link-format, in turns with other builds in per-clock): each run's estimate and
 interval (estimates.result_summary), in the order of the code's commits when every run
 carries one (plan.origin), else in the order the runs started.  Change points are found
-over the logs of the estimates with ruptures' PELT and a penalty of 5 sigma^2 ln n per
+over the logs of the estimates with PELT (pelt.py) and a penalty of 5 sigma^2 ln n per
 change, sigma^2 the series' own noise read from successive differences (robust to the
 steps themselves).  A pairwise test between neighbours cries wolf on a noisy host
 (MongoDB's and Mozilla's experience); a penalised segmentation of the whole history does
@@ -21,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 
+from cpulab.analysis.pelt import pelt_ends
 from cpulab.estimates import ESTIMATOR, result_summary
 from cpulab.model import params_key
 from cpulab.spec.record import StoredResult
@@ -105,8 +106,7 @@ def change_points(values: list[float]) -> list[int]:
     if sigma == 0:
         sigma = 1e-9  # identical values: any real move is a change
     pen = PENALTY * sigma ** 2 * math.log(len(logs))
-    import ruptures  # with scipy, 0.7 s of start-up that only a history needs
-    ends = ruptures.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(logs.reshape(-1, 1)).predict(pen=pen)
+    ends = pelt_ends(logs, pen, MIN_SEGMENT)
     return [e for e in ends if e < len(values)]
 
 
