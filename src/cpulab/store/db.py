@@ -88,10 +88,7 @@ class Store:
             self._migrate()
             self.con.execute("PRAGMA foreign_keys = ON")
             if self.con.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
-                # A commit is written to the log, not synced to the disk: a crash of the OS
-                # may lose the last ones, never the store's consistency; a cpulab killed or
-                # stopped loses nothing.  The sync cost each process's record 0.26 ms idle
-                # and 1.5 ms beside the seeds' other work, the measuring CPU idle meanwhile.
+                # unsynced commits: an OS crash may lose the last, never consistency (a sync: 0.3-1.5 ms)
                 self.con.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as e:
             raise _store_error(self.path, e, timeout) from None

@@ -30,7 +30,6 @@ import os
 import random
 import select
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -38,6 +37,7 @@ import time
 from pathlib import Path
 
 from cpulab.measure.execute import cpulock
+from cpulab.measure.execute.reaping import finished, kill_group, output_file, wait4_within
 # What a job and an executor are, and the harness's job, live in jobs.py; imported from here too
 from cpulab.measure.execute.jobs import (  # noqa: F401
     Executor, Finished, HarnessJob, Job, Outcome, parse_harness_output
@@ -105,63 +105,6 @@ def _keep_tsc(job: Job, out: Outcome) -> None:
         _tsc_hz = float(hz)
 
 
-def _wait4_within(pid: int, seconds: float, on_timeout) -> tuple[int, object]:
-    """wait4 for pid, calling on_timeout (which kills it) if it outlives `seconds`: its
-    pidfd polled until then.  (A timer thread started for each process waited for the
-    other CPU's threads to let the interpreter go, about 2 ms a process with the measuring
-    CPU idle: 5.6% of the seeds' alone rounds, sampled.)  Before Linux 5.3 (no pidfd), the
-    timer."""
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return _wait4_timed(pid, seconds, on_timeout)
-    try:
-        poll = select.poll()
-        poll.register(fd, select.POLLIN)
-        if not poll.poll(math.ceil(seconds * 1000)):
-            on_timeout()
-    finally:
-        os.close(fd)
-    _, status, ru = os.wait4(pid, 0)
-    return status, ru
-
-
-def _wait4_timed(pid: int, seconds: float, on_timeout) -> tuple[int, object]:
-    """_wait4_within with a timer thread.  The timer is a daemon: an interrupt that lands
-    before cancel() must not keep cpulab waiting for it at exit."""
-    killer = threading.Timer(seconds, on_timeout)
-    killer.daemon = True
-    try:
-        killer.start()
-        _, status, ru = os.wait4(pid, 0)
-    finally:
-        killer.cancel()
-    return status, ru
-
-
-def _output_file():
-    """Where a process's stdout or stderr goes, read back once it is reaped: a file in
-    memory (memfd): no file system's metadata to create and remove (a temporary file on
-    disk took 50 us idle, 2% of the seeds' alone rounds beside the other CPU's work)."""
-    return open(os.memfd_create("cpulab-output"), "w+b")
-
-
-def _finished(status: int, ru, out, err, wall_s: float, timed_out: bool) -> Finished:
-    """What a reaped process left: its exit, its output files read back, its rusage."""
-    out.seek(0)
-    err.seek(0)
-    return Finished(os.waitstatus_to_exitcode(status), out.read().decode(errors="replace"),
-                    err.read().decode(errors="replace"), wall_s, ru.ru_utime, ru.ru_stime, ru.ru_maxrss,
-                    ru.ru_nvcsw, ru.ru_nivcsw, timed_out)
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 _claimed: int | None = None  # the CPU this cpulab process claimed (cpulock.claim_cpu), kept for its life
 _claim = None
 
@@ -215,7 +158,7 @@ class LocalExecutor:
     def kill_all(self) -> None:
         """Kill what this executor is measuring (from another thread: a run stopping)."""
         for pid in list(self.live):
-            _kill_group(pid)
+            kill_group(pid)
 
     @contextlib.contextmanager
     def _holding_cpu(self):
@@ -245,22 +188,22 @@ class LocalExecutor:
 
     def _spawn_and_reap(self, argv: list[str], env: dict[str, str], timeout: float) -> Finished:
         timed_out = threading.Event()
-        with _output_file() as out, _output_file() as err:
+        with output_file() as out, output_file() as err:
             with on_cpu(self.cpu):
                 t0 = time.perf_counter()
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
                                         start_new_session=True)
             self.live.add(proc.pid)
             try:
-                status, ru = _wait4_within(proc.pid, timeout, lambda: (timed_out.set(), _kill_group(proc.pid)))
+                status, ru = wait4_within(proc.pid, timeout, lambda: (timed_out.set(), kill_group(proc.pid)))
             except BaseException:  # Ctrl-C, SIGTERM: the measured process must not outlive us
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 proc.wait()
                 raise
             finally:
                 self.live.discard(proc.pid)
             proc.returncode = os.waitstatus_to_exitcode(status)
-            return _finished(status, ru, out, err, time.perf_counter() - t0, timed_out.is_set())
+            return finished(status, ru, out, err, time.perf_counter() - t0, timed_out.is_set())
 
     def execute_group(self, jobs: list[HarnessJob], orders: list[list[int]]) -> list[Outcome]:
         """Run the jobs' harnesses alive together on this executor's CPU, in turns: in turn
@@ -328,7 +271,7 @@ class _Member:
     def spawn(self, argv: list[str], env: dict[str, str], cpu: int) -> None:
         token_r, self.token_w = os.pipe()
         self.done_r, done_w = os.pipe()
-        self.out, self.err = _output_file(), _output_file()
+        self.out, self.err = output_file(), output_file()
         try:
             with on_cpu(cpu), open(os.devnull, "rb") as null:
                 self.pid = os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
@@ -372,11 +315,11 @@ class _Member:
     def reap(self, deadline: float) -> Finished | None:
         if not self.pid:
             return None
-        status, ru = _wait4_within(self.pid, max(0.0, deadline - time.perf_counter()), self._time_out)
+        status, ru = wait4_within(self.pid, max(0.0, deadline - time.perf_counter()), self._time_out)
         self.pid = 0  # reaped: kill() must not signal a recycled pid
         self.stop_turns()
         os.close(self.done_r)
-        fin = _finished(status, ru, self.out, self.err, time.perf_counter() - self.t0, self.timed_out)
+        fin = finished(status, ru, self.out, self.err, time.perf_counter() - self.t0, self.timed_out)
         self.out.close()
         self.err.close()
         return fin
@@ -387,7 +330,7 @@ class _Member:
 
     def kill(self) -> None:
         if self.pid:
-            _kill_group(self.pid)
+            kill_group(self.pid)
 
 
 _default: LocalExecutor | None = None
