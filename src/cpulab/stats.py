@@ -358,17 +358,15 @@ def compare_pair(baseline, variant, confidence: float = 0.95, method: str = "unp
     return compare(list(baseline.values()), list(variant.values()), confidence)
 
 
-def per_process(samples: list[Sample], fn, reduce=np.median, keep: int | None = None) -> dict[int, float]:
+def per_process(samples: list[Sample], fn, reduce=statistics.median, keep: int | None = None) -> dict[int, float]:
     """reduce(fn(sample)) over the used samples of each process (= the round it ran in),
     one observation per process.  Samples judged contaminated when they were measured
     (`excluded`) are left out.  With keep, only the first `keep` used samples count and a
-    process with fewer is left out, so no estimate depends on how many survived."""
+    process with fewer is left out, so no estimate depends on how many survived.
+    (statistics.median: numpy's, 12-50 times sooner on a process's few values.)"""
     groups: dict[int, list[float]] = defaultdict(list)
     for s in samples:
-        if s.excluded:
-            continue
-        v = fn(s)
-        if v is not None and math.isfinite(v):
+        if not s.excluded and (v := fn(s)) is not None and math.isfinite(v):
             groups[s.process].append(v)
     if keep:
         return {inv: float(reduce(g[:keep])) for inv, g in sorted(groups.items()) if len(g) >= keep}

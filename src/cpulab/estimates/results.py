@@ -41,8 +41,8 @@ def result_summary(r: StoredResult, samples: list[StoredSample]) -> Result:
         return s.cycles * on_cpu / s.work
 
     # One-sided noise: a process's estimate is the fastest of its first `keep` used samples (stats.KEEP).
-    rates = stats.per_process(samples, rate, np.max, keep)
-    cpu = list(stats.per_process(samples, cycles, np.min, keep).values())
+    rates = stats.per_process(samples, rate, max, keep)
+    cpu = list(stats.per_process(samples, cycles, min, keep).values())
     ipc = list(stats.per_process(samples, lambda s: s.instructions / s.cycles
                                  if s.instructions is not None and s.cycles else None).values())
     counted = list(stats.per_process(samples, lambda s: s.instructions / s.work
