@@ -174,6 +174,9 @@ def test_the_legend_says_what_the_rounds_varied_and_what_an_observation_is(summa
     assert "relinked" not in legend(imported) and "placement" not in legend(imported)  # another tool ran it
     both = dataclasses.replace(summary, results=commands.results[:1] + summary.results[1:])
     assert "whole run" in observation_line(both) and "first 3 samples" in observation_line(both)
+    both = dataclasses.replace(both, policy=turns)  # kernels in turns, a program's runs back to back
+    assert "samples in turns" in legend(both) and "programs and commands: one whole run each a round" in legend(both)
+    assert "programs and commands" not in legend(dataclasses.replace(summary, policy=turns))
 
 
 def test_why_a_build_kept_one_layout_is_said_once_under_its_table(summary):

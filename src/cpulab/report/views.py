@@ -59,12 +59,14 @@ def _placement_band(r: Result) -> Cell:
 def legend(s: Summary) -> str:
     """The run's method in words (DecisionPolicy.legend), saying whether its rounds varied
     where the code sits (an imported run, which another tool measured: nothing is said);
-    a run of whole processes only (programs, commands: one run a process, back to back in
-    a round) is described as the paired test it is."""
+    whole processes (programs, commands: one run a process, back to back in a round) are
+    described as the paired test they are, alone or beside kernels in turns."""
     measured = [r for r in s.results if r.processes] if s.plan.kind != "imported" else []
-    whole = measured and all(r.unit == "runs" for r in measured) and s.policy.method == "turns"
-    policy = dataclasses.replace(s.policy, method="paired") if whole else s.policy
-    return policy.legend(placed=any(r.placements for r in measured), unplaced=any(not r.placements for r in measured))
+    whole = [r.unit == "runs" for r in measured]
+    policy = dataclasses.replace(s.policy, method="paired") if whole and all(whole) and s.policy.method == "turns" \
+        else s.policy
+    return policy.legend(placed=any(r.placements for r in measured), unplaced=any(not r.placements for r in measured),
+                         whole_runs=any(whole))
 
 
 def observation_line(s: Summary) -> str:

@@ -162,17 +162,21 @@ class DecisionPolicy:
         """Whether a look may stop adding rounds for a comparison with this verdict."""
         return verdict not in ("unclear", "inconclusive")
 
-    def legend(self, placed: bool = True, unplaced: bool = False) -> str:
+    def legend(self, placed: bool = True, unplaced: bool = False, whole_runs: bool = False) -> str:
         """The method in words; placed: some result's rounds ran placements of their own,
         unplaced: some result's did not (qemu-user, a program or command cpulab does not
         link), so the sentence on layouts says what the rounds varied; neither (an
-        imported run, which another tool measured): none is said."""
+        imported run, which another tool measured): none is said.  whole_runs: beside
+        kernels in turns, programs or commands ran, back to back in each round."""
         how = {"turns": "rounds of processes alive together, samples in turns; signed-rank over rounds of the "
                         + ("median ratio of each turn's second samples (each member takes two in a row: the second "
                            "follows its own, so no other build's carry-over enters)" if self.pairs else
                            "median per-turn ratio"),
                "paired": "signed-rank over per-round ratios",
                "unpaired": "Mann-Whitney over processes"}[self.method]
+        if whole_runs and self.method == "turns":
+            how += (" (programs and commands: one whole run each a round, back to back; signed-rank over per-round "
+                    "ratios)")
         if self.method != "unpaired":
             how += (", or where few rounds floor its p the t-test of the mean log ratio, read only where the "
                     "robust centre lies within the mean's interval")
