@@ -169,10 +169,10 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     first round, then the rest of them longest first (by that round), with their
     instruction counts, their explanations once their rounds end (`after`) and the work
     in `beside` (called with the lane's executor, store and stop event) in whichever lane
-    comes free; the others then run alone, then machine_alone() (the probe tables that
-    measure beyond a core), with the lanes' counts and explanations not yet done on the
-    other CPU, and the alone experiments' own beside machine_alone(), whose rest both CPUs
-    finish after them.  Returns the experiments that ran in lanes (none: nothing did,
+    comes free; the others then run alone, one after another, then machine_alone() (the
+    probe tables that measure beyond a core), with the lanes' counts and explanations not
+    yet done on the other CPU, and each alone experiment's beside the next one or
+    machine_alone(), whose rest both CPUs finish after them.  Returns the experiments that ran in lanes (none: nothing did,
     `beside` neither), and those counted and explained there."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
@@ -238,12 +238,15 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     other = spare or (site.spare_executor() if alone else None)
     alone_targets = [t for t in targets if t.experiment in alone]
     with two_lanes as trail, linking_ahead(alone_targets, site, other.cpu if other else None, schedule):
-        kernels.measure(alone, site.executor, store, rng, progress, schedule)
-        if trail is not None and after is not None:
-            # The alone experiments' counts and explanations trail too, beside the probes that
-            # need the machine (the roofline, 3 s in the seeds, the other CPU idle); their rest
-            # on both CPUs after them
-            trail([(TRAILS, explained(exp)) for exp in sorted(alone)])
+        # One alone experiment after another, those that compare builds first: each one's
+        # counts and explanations trail on the other CPU beside the next one's rounds, the
+        # last one's beside the probes that need the machine (the roofline, 3 s in the
+        # seeds), their rest on both CPUs after them.  (The seeds' float-abi explanations,
+        # 6 CPU-s, had waited for memory-latency's rounds, and then the roofline's.)
+        for exp in sorted(alone, key=lambda e: (len(plan.experiment(e).variants) == 1, e)):
+            kernels.measure({exp}, site.executor, store, rng, progress, schedule)
+            if trail is not None and after is not None:
+                trail([(TRAILS, explained(exp))])
         machine_alone()
     return (sharing if spare is not None else []), explained_here
 
