@@ -202,6 +202,7 @@ def test_time_commands_gives_verdicts_and_exports(tmp_path):
     assert set(res) == {"true", "sleep 0.05"} and all(x["status"] == "ok" and x["processes"] == 6
                                                        for x in res.values())
     assert res["sleep 0.05"]["real_s"] >= 0.05  # physical: it cannot finish sooner
+    assert doc["time_split"][""]["programs"] >= 6 * 0.05  # the time split holds the timed runs
     (c,) = doc["comparisons"]
     assert c["baseline"] == "true" and c["variant"] == "sleep 0.05"
     assert c["verdict"] == "slower"  # 50 ms of sleep against a few ms: far beyond noise

@@ -1,6 +1,7 @@
 """Pure logic on fixture documents, nothing built or run: the model's JSON round trip,
 comparisons, the memlat sweep analysis, and the table views with their four drawers."""
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -168,6 +169,9 @@ def test_the_legend_says_what_the_rounds_varied_and_what_an_observation_is(summa
     assert "samples in turns" in legend(dataclasses.replace(summary, policy=turns))
     commands = dataclasses.replace(commands, policy=turns)
     assert "samples in turns" not in legend(commands) and "per-round ratios" in legend(commands)
+    # carry-over is read from turns (a sample after another member's): none without them
+    assert "carry-over" not in legend(commands) and "carry-over" in legend(dataclasses.replace(
+        summary, policy=dataclasses.replace(turns, pairs=False)))
     from cpulab.store.foreign import plan_of as imported_plan
     imported = dataclasses.replace(commands, plan=RunRecord.make("imported", imported_plan(
         "hyperfine", "1", "mean", [{"workload": "w", "variant": v, "processes": [1.0]} for v in ("x", "y")])))
@@ -284,6 +288,8 @@ def test_time_split_adds_up_by_phase_and_names_the_samples_share(summary):
     assert t["calibration"] == pytest.approx(0.5) and t["samples"] == pytest.approx(3.4)
     assert samples_share(summary.time_split) == pytest.approx(3.4 / (0.1 + 0.1 + 0.5 + 3.4 + 0.5))
     assert "samples are 74%" in time_split_line(summary)
+    short = dataclasses.replace(summary, time_split={"": {"start-up": 0.02, "samples": 0.31, "report": 0.12}})
+    assert "accounted for: samples 0.3 s, report 0.1 s, start-up 0.0 s;" in time_split_line(short)  # none of 0.5 s
     table = time_split_table(summary)
     assert [str(row[0]) for row in table.rows] == ["(the run)", "cli"]
 

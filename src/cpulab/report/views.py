@@ -97,7 +97,8 @@ def time_split_line(s: Summary) -> str:
         return ""
     whole = sum(t.values())
     share = time_split.samples_share(s.time_split)
-    parts = ", ".join(f"{p} {t[p]:.0f} s" for p in t if t[p] >= 0.5)
+    shown = [p for p in t if t[p] >= 0.5] or sorted(t, key=t.get, reverse=True)[:3]  # a short run: its largest
+    parts = ", ".join(f"{p} {t[p]:.{0 if t[p] >= 0.5 else 1}f} s" for p in shown)
     shared = s.conditions.get("shared_machine")
     return (f"Time: {whole:.0f} s accounted for: {parts}"
             + (f"; samples are {100 * share:.0f}% of the measured processes' own time" if share is not None else "")

@@ -203,8 +203,8 @@ class DecisionPolicy:
                 f"only); "
                 + (f"a build run in one layout only (a program cpulab cannot relink, a link-time-optimised build) must "
                    f"also change by {100 * self.min_effect:g}%; " if self.min_effect else "")
-                + ("" if self.pairs else "held back as unclear when the members' carry-over differs "
-                                         "significantly by as much as the effect; ")
+                + ("held back as unclear when the members' carry-over differs significantly by as much as the "
+                   "effect; " if self.method == "turns" and not self.pairs else "")  # no turns: none carried over
                 + f"same when the interval, and by round that of the mean, "
                 f"lies within ±{100 * self.precision:g}%; unclear otherwise; inconclusive when too few rounds to "
                 f"ever be significant")

@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 
+from cpulab import time_split
 from cpulab.measure import randomness
 from cpulab.measure.execute.executor import Executor, LocalExecutor
 from cpulab.measure.execute.processes import UNIT, ProcessJob, launcher
@@ -22,6 +23,7 @@ from cpulab.plan.programs import Check, CommandError
 from cpulab.spec.record import RunRecord
 from cpulab.spec.settings import DEFAULTS, Settings
 from cpulab.store.db import Store
+from cpulab.time_split import TimeSplit
 
 
 def fill_scan(text: str, point: dict[str, str]) -> str:
@@ -147,11 +149,14 @@ def time_commands(store: Store, commands: list[str], settings: Settings = TIME_D
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
+        split = TimeSplit()
         try:
             schedule = Schedule({"time": settings.processes}, {"time": settings.budget}, record.policy,
                                 {"time": labels[0]})
-            measure(store, targets, how, schedule, executor, progress, randomness.stream(settings.seed, "rounds"))
+            with split.timing(time_split.RUN, "programs"):  # the whole processes, checks and warm-ups
+                measure(store, targets, how, schedule, executor, progress, randomness.stream(settings.seed, "rounds"))
         finally:
+            store.add_conditions(run_id, {"time_split": split.to_dict()})  # stopped too: what it took so far
             if cleanup:
                 run_once(executor, command_argv(cleanup, shell), how.timeout, "--cleanup")
     return run_id
