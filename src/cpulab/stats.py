@@ -342,7 +342,7 @@ def round_ratio(baseline: dict[int, float], variant: dict[int, float], pairs: bo
         both = [i for i in both if i % 2]
     if not both:
         return math.nan
-    return float(math.exp(np.median([math.log(variant[c] / baseline[c]) for c in both])))
+    return float(math.exp(statistics.median([math.log(variant[c] / baseline[c]) for c in both])))
 
 
 def compare_pair(baseline, variant, confidence: float = 0.95, method: str = "unpaired", pairs: bool = False) -> Test:

@@ -3,9 +3,9 @@ for the next, per process, per result, and for a comparison."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 
-import numpy as np
 
 from cpulab import stats
 from cpulab.model import Comparison, Result
@@ -20,7 +20,7 @@ def carryover_ratios(variant: str, samples: list[StoredSample]) -> list[float]:
     for s in samples:
         if s.follows and not s.excluded:
             split[s.process][s.follows == variant].append(s.work / stats.on_cpu_ns(s))
-    return [float(np.median(other) / np.median(own)) for other, own in split.values() if other and own]
+    return [statistics.median(other) / statistics.median(own) for other, own in split.values() if other and own]
 
 
 def carryover(ratios: list[float], confidence: float = 0.95) -> dict | None:

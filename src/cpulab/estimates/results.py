@@ -4,6 +4,7 @@ clock, its placements, its instructions and named counters per unit."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -95,7 +96,7 @@ def result_summary(r: StoredResult, samples: list[StoredSample]) -> Result:
                     ("user_s", lambda s: None if s.user_s is None else s.user_s / s.reps),
                     ("sys_s", lambda s: None if s.sys_s is None else s.sys_s / s.reps)):
         obs = list(stats.per_process(samples, fn).values())
-        out[key] = float(np.median(obs)) if obs else None
+        out[key] = statistics.median(obs) if obs else None
     return Result.from_dict(out)
 
 
@@ -135,8 +136,8 @@ def placement_bands(results: list[Result]) -> None:
                 level = [m.turn_rates.get(round_, {}) for m in members]
                 common = [t for t in turns if all(t in x for x in level)]
                 if common:
-                    rel.append(float(np.median([math.log(turns[t]) - np.mean([math.log(x[t]) for x in level])
-                                                for t in common])))
+                    rel.append(statistics.median([math.log(turns[t]) - float(np.mean([math.log(x[t]) for x in level]))
+                                                 for t in common]))
             if len(rel) > 1:
                 spread = (np.asarray(rel) - np.median(rel)) * math.sqrt(k / (k - 1))
                 r.placement_band = [float(math.exp(q)) for q in np.quantile(spread, PLACEMENT_BAND)]
@@ -149,7 +150,7 @@ def _placements(samples: list[StoredSample], rates: dict[int, float]) -> dict[in
     for process, rate in rates.items():
         if process in ran:
             by[ran[process]].append(rate)
-    return {p: float(np.median(v)) for p, v in by.items()}
+    return {p: statistics.median(v) for p, v in by.items()}
 
 
 # A whole process counts as bound by its own CPU when its user time is at least this share
