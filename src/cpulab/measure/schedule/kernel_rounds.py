@@ -62,7 +62,7 @@ class KernelRounds:
         def one(k: tuple, order: list[Target]) -> float:
             return self.round(k, order, executor, store, rng, progress, stop)
         return measure_rounds(store, {k: ts for k, ts in self.points.items() if k[0] in experiments}, schedule,
-                              one, progress, rng, stop, looks)
+                              one, progress, rng, stop, looks, name=" ".join(["measure", *sorted(experiments)]))
 
     def round(self, k: tuple, order: list[Target], executor: Executor, store: Store, rng: random.Random,
               progress: Progress, stop: threading.Event | None) -> float:

@@ -53,17 +53,18 @@ class Looks:
 
 def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, run_round: RunRound,
                    progress: Progress, rng: random.Random, stop: threading.Event | None = None,
-                   looks: Looks | None = None) -> bool:
+                   looks: Looks | None = None, name: str = "measure") -> bool:
     """Rounds until every point has its rounds and no look asks for more (or `stop` is
     set).  points: key (experiment, ...) -> its targets.  A resumed target ahead of its
     point's others waits for them.  Given `looks`, it measures one look (the rounds due
-    from where `looks` stands) and returns whether another is due, `looks` holding it."""
+    from where `looks` stands) and returns whether another is due, `looks` holding it.
+    name: the progress phase of the first look."""
     one_look, looks = looks is not None, looks or Looks()
     goal, done, spent = looks.goal, looks.done, looks.spent
     if not goal:  # the first call: every point to its first look
         goal.update({k: schedule.first[k[0]] for k in points})
         done.update({k: min(t.rounds for t in ts) for k, ts in points.items()})
-        progress.phase("measure", sum((goal[k] - done[k]) * len(ts) for k, ts in points.items()))
+        progress.phase(name, sum((goal[k] - done[k]) * len(ts) for k, ts in points.items()))
     while True:
         due = [k for k in points if done[k] < goal[k] and any(t.live for t in points[k])]
         if not due:
