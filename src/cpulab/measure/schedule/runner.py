@@ -172,8 +172,9 @@ def _measure(kernels: KernelRounds, schedule: Schedule, store: Store, targets: l
     comes free; the others then run alone, one after another, then machine_alone() (the
     probe tables that measure beyond a core), with the lanes' counts and explanations not
     yet done on the other CPU, and each alone experiment's beside the next one or
-    machine_alone(), whose rest both CPUs finish after them.  Returns the experiments that ran in lanes (none: nothing did,
-    `beside` neither), and those counted and explained there."""
+    machine_alone(), whose rest both CPUs finish after them.  Returns the experiments
+    that ran in lanes (none: nothing did, `beside` neither), and those counted and
+    explained there."""
     plan, site = kernels.plan, kernels.site
     sharing = [e.name for e in plan.experiments if e.share_machine and any(k[0] == e.name for k in kernels.points)]
     spare = site.spare_executor() if sharing and len(sharing) + len(beside) > 1 else None
