@@ -21,12 +21,11 @@ import hashlib
 import json
 import os
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cpulab.compile.artifacts import SECTION_FLAGS, link_in_layout, output_at
+from cpulab.compile.artifacts import SECTION_FLAGS, BuildError, link_in_layout, output_at, run_step
 from cpulab.workloads import CXX_SUFFIXES
 
 SOURCE_SUFFIXES = (".c", ".s", ".S", ".i", ".ii", ".m", ".f", ".f90", *CXX_SUFFIXES)
@@ -128,9 +127,9 @@ def _compiled_apart(home: Path, link: dict) -> dict | None:
     for i in sources:
         key = hashlib.sha256(json.dumps([cwd, argv, i]).encode()).hexdigest()[:16]
         objects[i] = obj = str(apart / f"{key}-{Path(argv[i]).stem}.o")
-        compiled = subprocess.run([argv[0], *flags, *SECTION_FLAGS, "-c", argv[i], "-o", obj], cwd=cwd,
-                                  stdin=subprocess.DEVNULL, capture_output=True)
-        if compiled.returncode:
+        try:
+            run_step([argv[0], *flags, *SECTION_FLAGS, "-c", argv[i], "-o", obj], cwd=cwd)
+        except BuildError:  # failed, or timed out
             return None
     return {**link, "argv": [objects.get(i, a) for i, a in enumerate(argv)]}
 

@@ -6,7 +6,6 @@ import math
 import statistics
 from collections import defaultdict
 
-
 from cpulab import stats
 from cpulab.model import Comparison, Result
 from cpulab.spec.record import StoredSample

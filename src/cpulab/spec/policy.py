@@ -199,8 +199,8 @@ class DecisionPolicy:
                    "their code and data are not varied)" if unplaced else "")  # neither: measured by another tool
         return (head + f"{how}; " + (f"{layouts}; " if layouts else "")
                 + f"faster/slower when p < {self.alpha:g},{spent} after Holm over every comparison of the "
-                f"experiment and the interval excludes 1 (the chance of any false faster/slower in an experiment is at most {self.alpha:g}: that bound covers these two verdicts "
-                f"only); "
+                f"experiment and the interval excludes 1 (the chance of any false faster/slower in an experiment "
+                f"is at most {self.alpha:g}: that bound covers these two verdicts only); "
                 + (f"a build run in one layout only (a program cpulab cannot relink, a link-time-optimised build) must "
                    f"also change by {100 * self.min_effect:g}%; " if self.min_effect else "")
                 + ("held back as unclear when the members' carry-over differs significantly by as much as the "

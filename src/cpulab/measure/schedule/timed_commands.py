@@ -23,7 +23,6 @@ from cpulab.plan.programs import Check, CommandError
 from cpulab.spec.record import RunRecord
 from cpulab.spec.settings import DEFAULTS, Settings
 from cpulab.store.db import Store
-from cpulab.time_split import TimeSplit
 
 
 def fill_scan(text: str, point: dict[str, str]) -> str:
@@ -149,7 +148,7 @@ def time_commands(store: Store, commands: list[str], settings: Settings = TIME_D
         targets = time_targets(store, run_id, list(commands), labels, scans, shell, prepare, check)
         if setup:
             run_once(executor, command_argv(setup, shell), how.timeout, "--setup")
-        split = TimeSplit()
+        split = time_split.TimeSplit()
         try:
             schedule = Schedule({"time": settings.processes}, {"time": settings.budget}, record.policy,
                                 {"time": labels[0]})
