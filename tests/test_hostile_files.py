@@ -44,36 +44,36 @@ KEYS = ["commit", "dirty", "commit_time", "time_split", "tsc_hz", "core_per_tsc"
 NUMBER = re.compile(r"(?<![\w.])-?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w.])")
 
 
-def _places(doc, at=()):
-    """Every place in a JSON document: (path, value)."""
-    yield at, doc
-    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
-    for k, v in items:
-        yield from _places(v, (*at, k))
+def _fields(doc) -> dict[tuple, list]:
+    """Every place in a JSON document but its root, (its parent, its key or index, its
+    value), in document order, under its field: its path with list positions left out."""
+    fields: dict[tuple, list] = {}
+    stack = [((), None, None, doc)]
+    while stack:
+        field, parent, key, value = stack.pop()
+        if parent is not None:
+            fields.setdefault(field, []).append((parent, key, value))
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        stack.extend(((*field, k) if isinstance(k, str) else field, value, k, v) for k, v in reversed(list(items)))
+    return fields
 
 
 def _place(doc, rnd: random.Random) -> tuple:
     """A place in a JSON document, each field as likely as the next (a run's start as likely
-    as a sample's time, though it has a thousand samples): a field is its path with list
-    positions left out; then one of its places.  (path, value)."""
-    fields: dict[tuple, list] = {}
-    for path, value in _places(doc):
-        if path:
-            fields.setdefault(tuple(k for k in path if isinstance(k, str)), []).append((path, value))
-    return rnd.choice(fields[rnd.choice(sorted(fields, key=repr))]) if fields else ((), doc)
+    as a sample's time, though it has a thousand samples); then one of its places: (parent,
+    key, value), the root's parent None."""
+    fields = _fields(doc)
+    return rnd.choice(fields[rnd.choice(sorted(fields, key=repr))]) if fields else (None, None, doc)
 
 
 def _mutated_json(doc, rnd: random.Random):
     """doc with one to three mutations: a value replaced, scaled, dropped, doubled or added."""
     doc = json.loads(json.dumps(doc))
     for _ in range(rnd.randint(1, 3)):
-        path, value = _place(doc, rnd)
-        if not path:
+        parent, key, value = _place(doc, rnd)
+        if parent is None:
             return rnd.choice(HOSTILE)
-        parent = doc
-        for k in path[:-1]:
-            parent = parent[k]
-        key, action = path[-1], rnd.random()
+        action = rnd.random()
         if isinstance(value, (int, float)) and not isinstance(value, bool) and action < 0.5:
             parent[key] = value * rnd.choice([-1, 0, 1e-300, 1e-10, 1e10, 2**40, 1e300])
         elif action < 0.6:
