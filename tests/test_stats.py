@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from cpulab.spec import policy
+from cpulab.spec import policy, signals
 from cpulab import stats
 from cpulab.spec.policy import DecisionPolicy
 from cpulab.spec.record import StoredSample
@@ -273,16 +273,16 @@ def test_process_estimate_does_not_depend_on_how_many_samples_survived():
 
 
 def test_contamination_rule():
-    assert stats.contamination({"ns": 1000.0, "offcpu_ns": 5.0, "invol_switches": 0}) == ""
-    assert stats.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 1}).startswith("off-cpu 30%")
-    assert "without a switch" in stats.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 0})
+    assert signals.contamination({"ns": 1000.0, "offcpu_ns": 5.0, "invol_switches": 0}) == ""
+    assert signals.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 1}).startswith("off-cpu 30%")
+    assert "without a switch" in signals.contamination({"ns": 1000.0, "offcpu_ns": 300.0, "invol_switches": 0})
     # 0.4 s with 8 ms off the CPU in 4 switches: 0.4 ms of refill is 0.1%, kept, on-CPU time counts.
     long = {"ns": 400e6, "offcpu_ns": 8e6, "invol_switches": 4}
-    assert stats.contamination(long) == "" and stats.on_cpu_ns(StoredSample(ns=400e6, offcpu_ns=8e6)) == 392e6
-    assert stats.contamination({**long, "invol_switches": 20}).startswith("off-cpu 2%")
-    assert stats.contamination({"ns": 1000.0, "migrated": 1}).startswith("migrated")
-    assert stats.contamination({"ns": 1000.0, "steal_ticks": 2}).startswith("steal")
-    assert stats.contamination({"ns": 1000.0}) == ""  # an old harness: no signals, used
+    assert signals.contamination(long) == "" and stats.on_cpu_ns(StoredSample(ns=400e6, offcpu_ns=8e6)) == 392e6
+    assert signals.contamination({**long, "invol_switches": 20}).startswith("off-cpu 2%")
+    assert signals.contamination({"ns": 1000.0, "migrated": 1}).startswith("migrated")
+    assert signals.contamination({"ns": 1000.0, "steal_ticks": 2}).startswith("steal")
+    assert signals.contamination({"ns": 1000.0}) == ""  # an old harness: no signals, used
 
 
 def test_looks_spend_alpha():
@@ -339,9 +339,9 @@ def test_a_first_look_that_lost_a_round_is_still_read_by_the_t_test():
 
 def test_io_bound_samples_count_their_waits():
     cold = {"ns": 1000.0, "offcpu_ns": 600.0, "invol_switches": 0}
-    assert stats.contamination(cold, io_bound=True) == ""
+    assert signals.contamination(cold, io_bound=True) == ""
     assert stats.on_cpu_ns(StoredSample(ns=1000.0, offcpu_ns=600.0), io_bound=True) == 1000.0
-    assert stats.contamination({**cold, "invol_switches": 2}, io_bound=True).startswith("off-cpu")
+    assert signals.contamination({**cold, "invol_switches": 2}, io_bound=True).startswith("off-cpu")
 
 
 def test_the_interval_at_the_look_that_stopped_covers_its_level():

@@ -65,7 +65,7 @@ def test_every_declared_signal_is_printed_stored_exported_and_read_back(tmp_path
     its sample out, said in its own words."""
     import re
     from cpulab import stats
-    from cpulab.spec.signals import SIGNALS
+    from cpulab.spec.signals import SIGNALS, contamination
     from cpulab.store.exchange import SampleRecord
     harness = (Path(stats.__file__).parent / "native" / "harness.c").read_text()
     printed = set(re.findall(r'\{"(\w+)", (?:offsetof|CYCLES)', harness))
@@ -81,8 +81,8 @@ def test_every_declared_signal_is_printed_stored_exported_and_read_back(tmp_path
         assert x.name in columns and x.name in SampleRecord.model_fields, x.name
         assert (getattr(first, x.name), getattr(second, x.name)) == (i + 1.0, 0.0), x.name
         if x.leaves_out:
-            assert stats.contamination({"ns": 1e6, x.name: 2.0}) == x.leaves_out.format(2.0)
-            assert stats.contamination({"ns": 1e6, x.name: 0.0}) == ""
+            assert contamination({"ns": 1e6, x.name: 2.0}) == x.leaves_out.format(2.0)
+            assert contamination({"ns": 1e6, x.name: 0.0}) == ""
 
 
 def test_not_a_database(tmp_path):

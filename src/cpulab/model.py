@@ -95,7 +95,7 @@ class Result:
     user_s: float | None = None
     sys_s: float | None = None
     ci_coverage: float | None = None  # the real coverage of ci (below 6 processes it is under 95%)
-    excluded_samples: int = 0  # samples judged contaminated (stats.contamination), left out
+    excluded_samples: int = 0  # samples judged contaminated (signals.contamination), left out
     excluded_processes: int = 0  # processes with no sample left
     excluded_why: dict[str, int] = field(default_factory=dict)
     # Placement (build/artifacts.py): how many placements its processes ran, the spread

@@ -20,7 +20,6 @@ from typing import Protocol
 
 import numpy as np
 
-from cpulab.spec.signals import SIGNALS
 
 
 NORMAL = statistics.NormalDist()  # its quantile as scipy's (its cdf is not: erf, not erfc, in the tails)
@@ -38,17 +37,6 @@ def scipy_stats():
 # may lose half its samples and still count; a plan asking fewer takes the first half,
 # rounded up (a program's process is one sample).
 KEEP = 3
-# A sample whose thread was off the CPU for more than this share of it (another thread
-# ran: involuntary switch) is contaminated (bench/interference.py; README) -- unless it
-# is long enough that subtracting the off-CPU time leaves less than SWITCH_BIAS_LIMIT of
-# error, counting SWITCH_COST_NS of cache refill per switch (preempted 2.5 ms samples
-# read 2.8% low per on-CPU second here: ~70 us a switch).  One pass over a 100 MB file
-# lasts 0.4 s and is always preempted on a loaded machine; it stays usable this way.
-OFFCPU_LIMIT = 0.01
-SWITCH_COST_NS = 100e3
-SWITCH_BIAS_LIMIT = 0.0025
-
-
 @dataclass(frozen=True)
 class Estimate:
     median: float
@@ -108,28 +96,6 @@ class Sample(Protocol):
     ns: float
     offcpu_ns: float | None
     excluded: str
-
-
-def contamination(sample: dict, io_bound: bool = False) -> str:
-    """Why a sample (the harness's per-sample signals) is left out of estimates; '' if it
-    is used.  Only signals that predicted slow samples here are rules (README).  An
-    IO-bound sample's off-CPU time is mostly its own wait for the device (voluntary
-    switches): it counts as time, and only involuntary switches (preemption) leave it out."""
-    for signal in SIGNALS:
-        if signal.leaves_out and sample.get(signal.name):
-            return signal.leaves_out.format(sample[signal.name])
-    off = sample.get("offcpu_ns")
-    if off is None or off <= OFFCPU_LIMIT * sample["ns"]:
-        return ""
-    switches = sample.get("invol_switches") or 0
-    share = f"{100 * off / sample['ns']:.0f}%"
-    if io_bound:
-        return f"off-cpu {share} ({switches:g} involuntary switches)" if switches else ""
-    if not switches:
-        return f"off-cpu {share} without a switch"
-    if switches * SWITCH_COST_NS > SWITCH_BIAS_LIMIT * (sample["ns"] - off):
-        return f"off-cpu {share} ({switches:g} switches)"
-    return ""  # long enough: its on-CPU time is the measure (on_cpu_ns)
 
 
 def on_cpu_ns(sample: Sample, io_bound: bool = False) -> float:

@@ -80,7 +80,7 @@ class Workload:
     hidden_params: tuple[str, ...] = ()  # parameters no table shows (a file's path, its digest)
     sweep_axis: str | None = None  # the numeric parameter its curves run along
     times: bool = False  # show real/user/sys per repetition (the work is a whole file)
-    io_bound: bool = False  # waits for a device count as its time (stats.contamination)
+    io_bound: bool = False  # waits for a device count as its time (signals.contamination)
     # The analysis kinds made of its results after a run (cli/kinds.py declares how each
     # is made and drawn); with
     # view="analysis" the report draws them instead of rate curves and knees.

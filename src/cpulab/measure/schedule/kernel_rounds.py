@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from cpulab import stats, workloads
+from cpulab import workloads
 from cpulab.compile.artifacts import BuildError
 from cpulab.measure.execute.executor import Executor, HarnessJob, LocalExecutor, on_cpu
 from cpulab.measure.schedule.auto_check import checked
@@ -28,6 +28,7 @@ from cpulab.measure.schedule.site import Site
 from cpulab.measure.schedule.targets import Target
 from cpulab.model import Status, params_key
 from cpulab.plan.plan import Plan
+from cpulab.spec import signals
 from cpulab.spec.schedule import Schedule
 from cpulab.store.db import SIGNALS, Store
 from cpulab.time_split import TimeSplit
@@ -130,14 +131,14 @@ def _fail(store: Store, t: Target, progress: Progress, status: str, error: str) 
 def _record(store: Store, t: Target, out, progress: Progress, min_sample_time: float,
             turns: list[tuple[int, str]] | None = None) -> None:
     """Store one process of a target (its round: t.rounds): its samples, each with why it
-    is left out if the signals around it say it was disturbed (stats.contamination), its
+    is left out if the signals around it say it was disturbed (signals.contamination), its
     placement and turns, or the failure, which ends the target.  The target's first
     process sets the repetitions of every later one (steady_reps)."""
     round_ = t.rounds
     if out.status == Status.OK and out.data.get("ns"):
         d = out.data
         io = workloads.get(t.workload).io_bound
-        excluded = [stats.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
+        excluded = [signals.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
                     for i, ns in enumerate(d["ns"])]
         store.add_process(t.result_id, round_, d, out.layout_pad, excluded, t.placement(), turns)
         t.rounds += 1
