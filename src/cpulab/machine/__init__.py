@@ -7,6 +7,7 @@ TLBs from CPUID.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,12 +38,17 @@ def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
     "ways": 8 or None, "line_bytes": 64 or None, "shared_cpus": "0-1" or None,
     "name": "L1d 32 KiB"}.  Missing or unreadable sysfs gives an empty list.
     """
+    return [dict(c) for c in _os_cache_sizes(str(root))]
+
+
+@functools.lru_cache(maxsize=None)  # read once a process: a plan's memory check asks at every point
+def _os_cache_sizes(root: str) -> tuple[dict, ...]:
     root = Path(root)
     caches = []
     try:
         dirs = sorted(root.glob("index*"))
     except OSError:
-        return []
+        return ()
     for d in dirs:
         level, ctype, size = _read(d / "level", None), _read(d / "type", None), _read(d / "size", None)
         if not level or not ctype or not size or not level.isdigit():
@@ -61,7 +67,7 @@ def os_cache_sizes(root: Path | str = SYSFS_CACHE) -> list[dict]:
              "shared_cpus": _read(d / "shared_cpu_list", None)}
         c["name"] = cache_name(c)
         caches.append(c)
-    return sorted(caches, key=lambda c: (c["level"], c["type"]))
+    return tuple(sorted(caches, key=lambda c: (c["level"], c["type"])))
 
 
 def cpuinfo() -> dict[str, str]:
