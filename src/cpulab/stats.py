@@ -25,13 +25,6 @@ import numpy as np
 NORMAL = statistics.NormalDist()  # its quantile as scipy's (its cdf is not: erf, not erfc, in the tails)
 
 
-def scipy_stats():
-    """scipy.stats, imported only where it is needed (a chi-squared quantile across runs):
-    0.8 s every command would pay."""
-    from scipy import stats
-    return stats
-
-
 # A process's estimate: the fastest of its first KEEP used samples, whatever the plan
 # asked from 2 x KEEP up (a plan of 6 samples and one of 50 estimate alike), so a process
 # may lose half its samples and still count; a plan asking fewer takes the first half,
