@@ -42,8 +42,9 @@ class Settings(BaseModel):
     samples: Samples = setting(50, "Samples per process.", flags=("--samples",), words="a whole number")
     min_sample_time: float = setting(0.0025, "Seconds one sample lasts at least.", flags=("--min-sample-time",),
                                      ge=0.0001, le=60.0, words="a number of seconds")
-    budget: float = setting(60.0, "Seconds per experiment to spend adding rounds to undecided comparisons "
-                                  "(0: a fixed count of --processes rounds).",
+    budget: float = setting(60.0, "Seconds per experiment, of its measured processes' own time, to spend adding "
+                                  "rounds to undecided comparisons (0: a fixed count of --processes rounds); linking "
+                                  "each round's placements and starting its processes come on top.",
                             flags=("--budget",), ge=0.0, le=86400.0, words="a number of seconds")
     precision: float = setting(0.01, "A comparison is decided when significant or when its interval is within "
                                      "+-this fraction.", flags=("--precision",), ge=1e-06, le=0.5, words="a fraction")
