@@ -21,7 +21,6 @@ from typing import Protocol
 import numpy as np
 
 
-
 NORMAL = statistics.NormalDist()  # its quantile as scipy's (its cdf is not: erf, not erfc, in the tails)
 
 
@@ -30,6 +29,8 @@ NORMAL = statistics.NormalDist()  # its quantile as scipy's (its cdf is not: erf
 # may lose half its samples and still count; a plan asking fewer takes the first half,
 # rounded up (a program's process is one sample).
 KEEP = 3
+
+
 @dataclass(frozen=True)
 class Estimate:
     median: float
