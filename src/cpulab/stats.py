@@ -180,16 +180,17 @@ def mann_whitney_p(base, var) -> float:
 @functools.lru_cache(maxsize=None)  # a handful of sample sizes
 def rank_sum_null(m: int, n: int) -> np.ndarray:
     """P(U = u), u = 0 .. mn, for m observations against n with no ties and no difference:
-    the share of the C(m + n, m) ways of placing the m among all whose U is u (counted
-    exactly, one position at a time; cached: read only)."""
-    ways = np.zeros((m + 1, m * n + 1))  # [chosen so far][U so far]: counts, exact below 2^53
-    ways[0, 0] = 1
-    for placed in range(m + n):  # the position `placed`: taken by one of the m, or by one of the n
-        for k in range(min(m, placed + 1), 0, -1):  # k of the m chosen among the positions up to here
-            ahead = placed - (k - 1)  # the n's below this one of the m: each adds 1 to its U
-            if 0 <= ahead <= n:
-                ways[k, ahead:] = ways[k, ahead:] + ways[k - 1, :m * n + 1 - ahead]
-    return ways[m] / math.comb(m + n, m)
+    the share of the C(m + n, m) placements of the m among all whose U is u.  Those counts
+    are the coefficients of the Gaussian binomial [m + n, m] (in q), built one factor at a
+    time, [n + i, i] = [n + i - 1, i - 1] (1 - q^(n + i)) / (1 - q^i): exact below 2^53,
+    m steps of m n (cached: read only)."""
+    ways = np.zeros(m * n + m + n + 1)
+    ways[0] = 1
+    for i in range(1, m + 1):
+        ways[n + i:] -= ways[:len(ways) - n - i].copy()  # times 1 - q^(n + i)
+        for r in range(i):  # divided by 1 - q^i: a running sum along each residue mod i
+            ways[r::i] = np.cumsum(ways[r::i])
+    return ways[:m * n + 1] / math.comb(m + n, m)
 
 
 def holm(pvalues: list[float]) -> list[float]:
