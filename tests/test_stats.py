@@ -39,7 +39,6 @@ def test_the_binomial_and_normal_computed_here_are_scipys():
 def test_mann_whitney_computed_here_is_scipys():
     """The exact null by brute force over every placement; the p-value scipy's, exact and
     normal, with ties and without, on sides of 2 to 30."""
-    from scipy import stats as scipy
     for m, n in ((1, 1), (2, 5), (4, 4), (3, 7)):
         brute = np.zeros(m * n + 1)
         for chosen in itertools.combinations(range(m + n), m):
@@ -51,7 +50,7 @@ def test_mann_whitney_computed_here_is_scipys():
         a, b = ((rng.integers(0, 6, n1), rng.integers(0, 6, n2)) if trial % 3 == 0  # ties
                 else (rng.lognormal(0, 0.05, n1), rng.lognormal(0.02 * (trial % 3), 0.05, n2)))
         if np.ptp(np.concatenate([a, b])) > 0:
-            want = scipy.mannwhitneyu(b, a, alternative="two-sided").pvalue
+            want = sps.mannwhitneyu(b, a, alternative="two-sided").pvalue
             assert stats.mann_whitney_p(a, b) == pytest.approx(want, rel=1e-12), (a, b)
 
 
