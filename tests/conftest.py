@@ -60,17 +60,19 @@ def compile_command(compiler: str, flags) -> list[str]:
 
 @pytest.fixture(scope="session")
 def build_kernel(tmp_path_factory):
-    """build_kernel("sha256.c", cflags=("-O2",)) -> path of an executable, linked with the
-    libraries its workload declares; skips (skip_unless_buildable) what cannot be built here.
-    The workers share the builds (a concurrent build of one artifact wins or loses whole)."""
+    """build_kernel("sha256.c", cflags=("-O2",)) -> path of an executable, built as a run
+    builds its workload's (placeable: the same objects as the runs' builds in the session's
+    cache, compiled once); skips (skip_unless_buildable) what cannot be built here.  The
+    workers share the builds (a concurrent build of one artifact wins or loses whole)."""
     out = session_root(tmp_path_factory) / "cache" / "artifacts"
 
     def build_one(kernel: str, cflags=("-O2",), compiler="gcc") -> Path:
         skip_unless_buildable(compiler, cflags, kernel)
-        w = workload_of(kernel)
         v = toolchains.resolved(Variant("test", compiler, tuple(f for f in cflags if f not in ABI_FLAGS),
                                        abi_flags=tuple(f for f in cflags if f in ABI_FLAGS)))
-        return Path(artifacts.build_executable(KERNEL_DIR / kernel, v, libs=w.libs if w else (), cache_dir=out).path)
+        if w := workload_of(kernel):
+            return Path(artifacts.build_artifact(w, v, cache_dir=out).path)
+        return Path(artifacts.build_executable(KERNEL_DIR / kernel, v, cache_dir=out, placeable=True).path)
 
     return build_one
 
