@@ -149,6 +149,14 @@ def test_workload_table_rows_and_verdicts(summary):
     assert all(v.tag for v in verdicts)
     share = [row[names.index("% of max")].value for row in t.rows if row[names.index("% of max")].value]
     assert max(share) == 1.0 and all(0 < x <= 1 for x in share)
+    base = summary.comparisons[0].baseline
+    assert f"vs {base}" in names
+    # a baseline as long as a command line is named in the title, not in a column's header
+    long = "sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'"
+    named = dataclasses.replace(summary, comparisons=[dataclasses.replace(c, baseline=long)
+                                                      for c in summary.comparisons])
+    t = workload_tables(named)[("cli", "sha256")]
+    assert "vs baseline" in [c.name for c in t.columns] and f"delta vs {long}" in t.title
 
 
 def test_the_legend_says_what_the_rounds_varied_and_what_an_observation_is(summary):

@@ -126,6 +126,9 @@ def confidence_words(levels: list[float]) -> str:
     return f"{100 * lo:.3g}%" if f"{100 * lo:.3g}" == f"{100 * hi:.3g}" else f"{100 * lo:.3g}-{100 * hi:.3g}%"
 
 
+BASE_IN_HEADER = 24  # characters of the baseline's name a column header holds
+
+
 def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
     """One table per (experiment, workload): parameter points x variants, median with its
     interval, per clock, percent of the best variant at that point, delta and verdict
@@ -146,10 +149,13 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
         conf = confidence_words([c.confidence for c in s.comparisons
                                  if (c.experiment, c.workload) == (exp, wname) and c.confidence])
         counted = any(r.instructions_per_unit or r.instructions_why for r in rows)
+        # a command as long as a line (cpulab time's default name) made its header ten lines:
+        # the title names it in full
+        vs = f"vs {base}" if len(base) <= BASE_IN_HEADER else "vs baseline"
         simulated = any(r.d1_misses_per_unit is not None for r in rows)
         names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", "placements", rows[0].per_clock_unit,
-                 "% of max", "left out", f"vs {base}", "p", "verdict"] + (["real s", "user s", "sys s"] if times else []) \
-            + ([f"instructions/{rows[0].unit.rstrip('s')}", "IPC", f"instructions vs {base}"] if counted else []) \
+                 "% of max", "left out", vs, "p", "verdict"] + (["real s", "user s", "sys s"] if times else []) \
+            + ([f"instructions/{rows[0].unit.rstrip('s')}", "IPC", f"instructions {vs}"] if counted else []) \
             + (["D1 misses (model)", "LL misses (model)"] if simulated else [])
         t = Table("results", f"{wname} ({exp}): median [95% CI], delta vs {base} [{conf} CI]", columns(*names, left=2))
         t.columns[names.index("verdict")].left = True
