@@ -151,7 +151,7 @@ def workload_tables(s: Summary) -> dict[tuple[str, str], Table]:
         counted = any(r.instructions_per_unit or r.instructions_why for r in rows)
         # a command as long as a line (cpulab time's default name) made its header ten lines:
         # the title names it in full
-        vs = f"vs {base}" if len(base) <= BASE_IN_HEADER else "vs baseline"
+        vs = f"vs {base}" if len(str(base)) <= BASE_IN_HEADER else "vs baseline"  # None: an import without one
         simulated = any(r.d1_misses_per_unit is not None for r in rows)
         names = ["params", "variant", rows[0].rate_unit, "95% CI", "cv", "placements", rows[0].per_clock_unit,
                  "% of max", "left out", vs, "p", "verdict"] + (["real s", "user s", "sys s"] if times else []) \
