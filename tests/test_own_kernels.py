@@ -255,7 +255,10 @@ def test_the_example_words_beat_bytes(cli):
     results = results_of(p)
     assert all(r["status"] == "ok" and "check" in r["notes"] for r in results.values())
     comparisons = json.loads(p.stdout)["comparisons"]
-    assert len(comparisons) == 3 and all(c["ratio"] > 1.5 for c in comparisons), comparisons
+    # a side whose every sample the host took the CPU from (steal) has no ratio, and says so
+    measured = [c for c in comparisons if c["ratio"] is not None]
+    assert all(c["verdict"] in ("no baseline", "inconclusive") for c in comparisons if c["ratio"] is None)
+    assert len(comparisons) == 3 and measured and all(c["ratio"] > 1.5 for c in measured), comparisons
 
 
 def test_ci_builds_a_kernel_in_git_at_both_commits(tmp_path, cli):
