@@ -68,10 +68,14 @@ class Cluster:
     client: object
     scheduler: subprocess.Popen
     workers: list = field(default_factory=list)
+    root: Path = Path()  # its logs, and each worker's own cache: ROOT/workers/NAME
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """The module's cluster: a scheduler and workers alpha and beta, pinned apart, each with
+    a cache and data folder of its own (as on two machines: what they build and make stays
+    theirs).  One for the module: each start took 4 s of the run alone."""
     logs = tmp_path_factory.mktemp("cluster")
     semaphores = set(Path("/dev/shm").glob("sem.mp-*"))
     procs = [start(["scheduler", "--host", "127.0.0.1", "--port", "0"], logs / "scheduler.log")]
@@ -83,10 +87,11 @@ def cluster(tmp_path_factory):
             time.sleep(0.2)
         last = max(os.sched_getaffinity(0))
         for name, cpu in (("alpha", min(os.sched_getaffinity(0))), ("beta", last)):
-            procs.append(start(["worker", address, "--name", name, "--cpu", str(cpu)], logs / f"{name}.log"))
+            own = {"CPULAB_CACHE_DIR": str(logs / "workers" / name), "XDG_DATA_HOME": str(logs / name)}
+            procs.append(start(["worker", address, "--name", name, "--cpu", str(cpu)], logs / f"{name}.log", own))
         client = fleet.connect(address, None)
         client.wait_for_workers(2, timeout=START_TIMEOUT_S)
-        yield Cluster(address, client, procs[0], procs[1:])
+        yield Cluster(address, client, procs[0], procs[1:], logs)
     finally:
         if client is not None:
             client.close(timeout=5)
@@ -251,6 +256,48 @@ def test_export_import_round_trip(cluster_run, tmp_path):
     assert all(a["commands"] for r in exported["runs"] for a in r["artifacts"])
 
 
+ECHO_C = r"""
+#include <stdio.h>
+int main(int argc, char **argv) {
+    FILE *f = fopen(argv[1], "rb");
+    if (!f) return 3;
+    printf("%s\n%s\n", argv[0], argv[1]);
+    return fclose(f);
+}
+"""
+
+
+def test_programs_are_built_and_run_on_each_worker_with_its_own_paths(cluster, tmp_path):
+    """Seed 002 on a cluster: each worker is sent the source, builds it with its own
+    compilers into its own cache, makes its own input file and runs it there.  The check
+    run's stdout is the program's own path and its input's: both must be the worker's."""
+    if not shutil.which("make"):
+        pytest.skip("install make")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "echo.c").write_text(ECHO_C)
+    (src / "Makefile").write_text("echo: echo.c\n\t$(CC) $(CFLAGS) -o echo echo.c\n")
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'name = "echo"\nprocesses = 3\nbudget = 0\n[program.echo]\nsource = "{src}"\n'
+                    'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/echo {file}"\n'
+                    'check = { exit = 0, stdout_regex = "workers/.*\\n.*workers/" }\n'
+                    '[program.echo.inputs]\nfile = { random_file = ["4K"] }\n'
+                    '[[experiment]]\nname = "echo"\nworkloads = ["echo"]\nvariants = ["O2", "O1"]\n')
+    client_env = {"CPULAB_CACHE_DIR": str(tmp_path / "client-cache")}
+    p = cpulab("run", str(plan), "--cluster", cluster.address, "--json", db=tmp_path / "db.sqlite", timeout=300,
+               env=client_env)
+    assert p.returncode == 0, p.stderr + "".join(f.read_text() for f in cluster.root.glob("*.log"))
+    doc = json.loads(p.stdout)
+    assert {(r["machine"], r["variant"], r["status"]) for r in doc["results"]} == \
+        {(m, v, "ok") for m in ("alpha", "beta") for v in ("O2", "O1")}
+    store = Store(tmp_path / "db.sqlite")
+    for m in doc["machines"]:  # each machine's own build, in its own cache
+        builds = store.analyses(m["run_id"], "program-build")
+        assert len(builds) == 2 and all(b.data["tree"].startswith(str(cluster.root / "workers" / m["machine"]))
+                                        for b in builds)
+    assert not (tmp_path / "client-cache" / "programs").exists()  # nothing was built on the client
+
+
 def test_scheduler_gone_stops_the_run_interrupted(cluster, tmp_path):
     """Last in the file: it ends the module's cluster."""
     db = tmp_path / "s.sqlite"
@@ -288,64 +335,3 @@ def _samples_stored(db: Path) -> bool:
             return con.execute("SELECT count(*) FROM samples").fetchone()[0] > 0
     except sqlite3.OperationalError:  # the tables are not there yet
         return False
-
-
-ECHO_C = r"""
-#include <stdio.h>
-int main(int argc, char **argv) {
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) return 3;
-    printf("%s\n%s\n", argv[0], argv[1]);
-    return fclose(f);
-}
-"""
-
-
-def test_programs_are_built_and_run_on_each_worker_with_its_own_paths(tmp_path):
-    """Seed 002 on a cluster: each worker is sent the source, builds it with its own
-    compilers into its own cache, makes its own input file and runs it there.  The check
-    run's stdout is the program's own path and its input's: both must be the worker's."""
-    if not shutil.which("make"):
-        pytest.skip("install make")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "echo.c").write_text(ECHO_C)
-    (src / "Makefile").write_text("echo: echo.c\n\t$(CC) $(CFLAGS) -o echo echo.c\n")
-    plan = tmp_path / "plan.toml"
-    plan.write_text(f'name = "echo"\nprocesses = 3\nbudget = 0\n[program.echo]\nsource = "{src}"\n'
-                    'build = ["make CC={cc} CFLAGS=\'{cflags}\'"]\nrun = "{build}/echo {file}"\n'
-                    'check = { exit = 0, stdout_regex = "workers/.*\\n.*workers/" }\n'
-                    '[program.echo.inputs]\nfile = { random_file = ["4K"] }\n'
-                    '[[experiment]]\nname = "echo"\nworkloads = ["echo"]\nvariants = ["O2", "O1"]\n')
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    procs = [start(["scheduler", "--host", "127.0.0.1", "--port", "0"], logs / "scheduler.log")]
-    client_env = {"CPULAB_CACHE_DIR": str(tmp_path / "client-cache")}
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not (address := _scheduler_address(logs / "scheduler.log")):
-            assert time.monotonic() < deadline and procs[0].poll() is None, (logs / "scheduler.log").read_text()
-            time.sleep(0.2)
-        for name in ("alpha", "beta"):
-            own = {"CPULAB_CACHE_DIR": str(tmp_path / "workers" / name), "XDG_DATA_HOME": str(tmp_path / name)}
-            procs.append(start(["worker", address, "--name", name], logs / f"{name}.log", own))
-        client = fleet.connect(address, None)
-        try:
-            client.wait_for_workers(2, timeout=START_TIMEOUT_S)
-        finally:
-            client.close(timeout=5)
-        p = cpulab("run", str(plan), "--cluster", address, "--json", db=tmp_path / "db.sqlite", timeout=300,
-                   env=client_env)
-        assert p.returncode == 0, p.stderr + "".join(f.read_text() for f in logs.iterdir())
-    finally:
-        for proc in procs:
-            stop(proc)
-    doc = json.loads(p.stdout)
-    assert {(r["machine"], r["variant"], r["status"]) for r in doc["results"]} == \
-        {(m, v, "ok") for m in ("alpha", "beta") for v in ("O2", "O1")}
-    store = Store(tmp_path / "db.sqlite")
-    for m in doc["machines"]:  # each machine's own build, in its own cache
-        builds = store.analyses(m["run_id"], "program-build")
-        assert len(builds) == 2 and all(b.data["tree"].startswith(str(tmp_path / "workers" / m["machine"]))
-                                        for b in builds)
-    assert not (tmp_path / "client-cache" / "programs").exists()  # nothing was built on the client
