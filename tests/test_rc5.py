@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_artifact
+from conftest import fastest_kept, run_artifact
 from cpulab import workloads
 
 CORRECTNESS = ("--samples", "1", "--min-sample-time", "0.001", "--warmup", "0")
@@ -211,9 +211,8 @@ def test_simd_core_is_faster_per_key(build_kernel):
     exe = build_kernel("rc5_72.c", cflags=("-O2",))
     per_key = {}
     for core in ("portable", "simd"):
-        d = run_artifact(exe, "--param", f"core={core}", "--samples", "3", "--min-sample-time", "0.005",
-                         "--warmup", "0")
-        assert_ok(d)
+        d = fastest_kept(lambda: run_artifact(exe, "--param", f"core={core}", "--samples", "3",
+                                              "--min-sample-time", "0.005", "--warmup", "0"))
         per_key[core] = (min(d["ns"]) / d["work"], d["notes"]["simd_lanes"])
     if per_key["simd"][1] >= 4:
         assert per_key["simd"][0] < per_key["portable"][0]
