@@ -103,9 +103,7 @@ def kept_samples(r: dict) -> list[int]:
     none migrated, saw steal or was off the CPU beyond the rule's share.  A host that takes
     the CPU from a whole process (seen: an L1 chase at 10.8 cycles a load, its fastest of
     five) leaves none."""
-    names = [s.name for s in signals.SIGNALS if s.name in r]
-    return [i for i in range(len(r["ns"]))
-            if not signals.contamination({"ns": r["ns"][i], **{n: r[n][i] for n in names}})]
+    return [i for i, why in enumerate(signals.left_out(r)) if not why]
 
 
 def fastest_kept(run, tries: int = 3) -> dict:

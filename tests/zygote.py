@@ -1,8 +1,8 @@
 """The tests' `cpulab` processes, forked from one that has imported the command line.
 
 Each of the ~190 commands the tests run would otherwise pay Python's start-up and
-cpulab's imports, about 0.5 s of CPU, and a run another 0.6 s importing
-matplotlib and scipy.special.  A child forked from the zygote is still a process of its own, started as
+cpulab's imports, about 0.5 s of CPU, and a run another 0.6 s importing matplotlib and
+scipy.special.  A child forked from the zygote is still a process of its own, started as
 `python -m cpulab.cli ARGS` is (runpy, so click names the program alike), with the
 environment and standard streams it was given, its own signals, and its exit status,
 `atexit` handlers and streams flushed as at Python's exit (exit_now).  What it cannot

@@ -73,3 +73,11 @@ def contamination(sample: dict, io_bound: bool = False) -> str:
     if switches * SWITCH_COST_NS > SWITCH_BIAS_LIMIT * (sample["ns"] - off):
         return f"off-cpu {share} ({switches:g} switches)"
     return ""  # long enough: its on-CPU time is the measure (stats.on_cpu_ns)
+
+
+def left_out(report: dict, io_bound: bool = False) -> list[str]:
+    """Why each sample of a harness report (its per-sample lists) is left out of estimates
+    (contamination), '' for each one used."""
+    names = [s.name for s in SIGNALS if s.name in report]
+    return [contamination({"ns": ns, **{n: report[n][i] for n in names}}, io_bound)
+            for i, ns in enumerate(report["ns"])]

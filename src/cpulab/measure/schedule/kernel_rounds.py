@@ -30,7 +30,7 @@ from cpulab.model import Status, params_key
 from cpulab.plan.plan import Plan
 from cpulab.spec import signals
 from cpulab.spec.schedule import Schedule
-from cpulab.store.db import SIGNALS, Store
+from cpulab.store.db import Store
 from cpulab.time_split import TimeSplit
 
 
@@ -138,8 +138,7 @@ def _record(store: Store, t: Target, out, progress: Progress, min_sample_time: f
     if out.status == Status.OK and out.data.get("ns"):
         d = out.data
         io = workloads.get(t.workload).io_bound
-        excluded = [signals.contamination({"ns": ns, **{k: d[k][i] for k in SIGNALS if k in d}}, io)
-                    for i, ns in enumerate(d["ns"])]
+        excluded = signals.left_out(d, io)
         store.add_process(t.result_id, round_, d, out.layout_pad, excluded, t.placement(), turns)
         t.rounds += 1
         t.reps = t.reps or steady_reps(d["reps"], [ns for ns, x in zip(d["ns"], excluded) if not x], min_sample_time)
