@@ -184,10 +184,12 @@ def needs_the_machine(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests that take the machine alone run after the others (in their own order):
-    scattered among them under -n 2, each first waited for the other worker's test to end
-    (up to 14 s), one CPU idle meanwhile."""
-    items.sort(key=needs_the_machine)
+    """The tests marked one_worker run first: under -n 2 they are then within the first
+    worker's first share of the tests (xdist's load sends each worker a quarter of its
+    half at the start), so their module fixture is set up once.  The tests that take the
+    machine alone run after the others (in their own order): scattered among them, each
+    first waited for the other worker's test to end (up to 14 s), one CPU idle meanwhile."""
+    items.sort(key=lambda item: (needs_the_machine(item), not item.get_closest_marker("one_worker")))
 
 
 @pytest.hookimpl(hookwrapper=True)
