@@ -66,6 +66,7 @@ from cpulab.params import data_caches
 
 VALGRIND = ("valgrind", "--tool=cachegrind")
 EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 0.4 s under valgrind)
+WOBBLE = 1_000  # instructions a whole process's count varies by, run to run, under valgrind
 # The notes by which a kernel reports the code path it chose at run time (rc5-72, DES).
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
 TIMEOUT_S = 600.0
@@ -177,16 +178,21 @@ def count_with(run: Callable[..., _Profile], executable: str, params: dict[str, 
         if timed is not None and counted != timed:
             raise OtherPath(f"counted by {r1.source}, the kernel took another path ({key} {counted} where timed "
                             f"{timed}{': valgrind hides AVX-512' if r1.source == 'valgrind' else ''})")
-    r2 = run(executable, params, 2, tsc_hz, caches)
-    one = r2.events["Ir"] - r1.events["Ir"]
-    if one <= 0:  # without tsc_hz the harness's calibration spin varies more than a repetition
-        raise CountError(f"one more repetition added {one} instructions: the process's own work varies more")
-    if one < EXTRA_INSTRUCTIONS and not r1.call_alone:  # short repetitions: enough of them to drown
-        more = 1 + math.ceil(EXTRA_INSTRUCTIONS / one)      # the whole process's run-to-run wobble
-        r2 = run(executable, params, more, tsc_hz, caches)
+    reps = 2  # then enough to add EXTRA_INSTRUCTIONS: two steps where the first was lost in the wobble
+    for _ in range(3):
+        r2 = run(executable, params, reps, tsc_hz, caches)
+        if r2.data["work"] <= r1.data["work"]:
+            raise CountError("the extra repetitions did no work")
+        grew = r2.events["Ir"] - r1.events["Ir"]
+        if r1.call_alone or grew >= EXTRA_INSTRUCTIONS or reps > 2 and grew >= EXTRA_INSTRUCTIONS // 2:
+            break
+        # Short repetitions: enough of them to drown the whole process's run-to-run wobble,
+        # which can exceed one of them (a 4 KiB chase's ~1,000 instructions once counted
+        # -58 beside a busy loop: the floats the harness prints differ): at least WOBBLE a repetition.
+        reps = 1 + math.ceil(EXTRA_INSTRUCTIONS * (reps - 1) / max(grew, WOBBLE))
+    if grew <= 0:  # without tsc_hz the harness's calibration spin varies more than a repetition
+        raise CountError(f"more repetitions added {grew} instructions: the process's own work varies more")
     extra = r2.data["work"] - r1.data["work"]
-    if extra <= 0:
-        raise CountError("the extra repetitions did no work")
 
     def added(*events: str) -> float:
         return sum(r2.events[e] - r1.events[e] for e in events) / extra
