@@ -6,10 +6,12 @@ by percents.
 The artifact runs under valgrind with one sample of 1 repetition, then of 2, then (when
 a repetition is short) of enough to add EXTRA_INSTRUCTIONS: set-up, the harness's own
 timing and printing are alike in every run, so the difference over the extra
-repetitions' work is the timed work alone (k_run and what it calls).  Alike to a few
-hundred instructions: the loader and the environment move a process's count by that
-much from run to run, 0.005% of EXTRA_INSTRUCTIONS.  Counting is not timing: it runs
-after the rounds, two at a time.
+repetitions' work is the timed work alone (k_run and what it calls).  Alike to WOBBLE:
+the loader, the environment and the floats printed move a process's count by hundreds of
+instructions from run to run (0.005% of EXTRA_INSTRUCTIONS), more than a 4 KiB chase's
+repetition (2 repetitions once counted 58 fewer than 1, beside a busy loop): how many to add
+reads a repetition as at least WOBBLE.  Counting is not timing: it runs after the rounds,
+two at a time.
 
 A `[program]`'s unit is one whole run, so its count is the whole process's, counted
 twice (a program that is not deterministic to REPEATABLE gets no count, saying by how
@@ -66,7 +68,7 @@ from cpulab.params import data_caches
 
 VALGRIND = ("valgrind", "--tool=cachegrind")
 EXTRA_INSTRUCTIONS = 20_000_000  # what the last run adds over the first (about 0.4 s under valgrind)
-WOBBLE = 1_000  # instructions a whole process's count varies by, run to run, under valgrind
+WOBBLE = 1_000  # what a whole process's count may move by under valgrind, run to run
 # The notes by which a kernel reports the code path it chose at run time (rc5-72, DES).
 PATH_NOTES = ("lanes", "simd_lanes", "keys_per_batch")
 TIMEOUT_S = 600.0
@@ -89,7 +91,6 @@ class Count:
     functions: list[tuple[str, float]]
     d1_misses: float | None = None
     ll_misses: float | None = None
-
     source: str = "valgrind"  # or "branch-step": counted on the core itself (stepcount.h)
 
     def notes(self) -> dict:
@@ -168,17 +169,15 @@ def _count(executable: str, params: dict[str, str], timed_notes: dict | None, ts
 
 def count_with(run: Callable[..., _Profile], executable: str, params: dict[str, str], timed_notes: dict | None,
               tsc_hz: float | None, caches: bool) -> Count:
-    """count() by one counter, `run` (valgrind_run or step_run), of 1 and 2 repetitions:
-    the difference is one repetition's work.  Valgrind counts whole processes, which
-    wobble by a few hundred instructions: where a repetition is short against that, more
-    repetitions; stepping counts the k_run call alone, exactly."""
+    """count() by one counter, `run` (valgrind_run or step_run): the difference of 1 and
+    more repetitions (the module's doc) is their work; stepping counts the call alone."""
     r1 = run(executable, params, 1, tsc_hz, caches)
     for key in PATH_NOTES:
         timed, counted = (timed_notes or {}).get(key), r1.data.get("notes", {}).get(key)
         if timed is not None and counted != timed:
             raise OtherPath(f"counted by {r1.source}, the kernel took another path ({key} {counted} where timed "
                             f"{timed}{': valgrind hides AVX-512' if r1.source == 'valgrind' else ''})")
-    reps = 2  # then enough to add EXTRA_INSTRUCTIONS: two steps where the first was lost in the wobble
+    reps = 2  # then enough to add EXTRA_INSTRUCTIONS, reading at least WOBBLE a repetition
     for _ in range(3):
         r2 = run(executable, params, reps, tsc_hz, caches)
         if r2.data["work"] <= r1.data["work"]:
@@ -186,9 +185,6 @@ def count_with(run: Callable[..., _Profile], executable: str, params: dict[str, 
         grew = r2.events["Ir"] - r1.events["Ir"]
         if r1.call_alone or grew >= EXTRA_INSTRUCTIONS or reps > 2 and grew >= EXTRA_INSTRUCTIONS // 2:
             break
-        # Short repetitions: enough of them to drown the whole process's run-to-run wobble,
-        # which can exceed one of them (a 4 KiB chase's ~1,000 instructions once counted
-        # -58 beside a busy loop: the floats the harness prints differ): at least WOBBLE a repetition.
         reps = 1 + math.ceil(EXTRA_INSTRUCTIONS * (reps - 1) / max(grew, WOBBLE))
     if grew <= 0:  # without tsc_hz the harness's calibration spin varies more than a repetition
         raise CountError(f"more repetitions added {grew} instructions: the process's own work varies more")
@@ -310,9 +306,8 @@ def _run_process(argv: list[str], env: dict[str, str] | None) -> _Profile:
 
 
 def harness_argv(executable: str, params: dict[str, str], reps: int, tsc_hz: float | None) -> list[str]:
-    """A kernel's command for counting: one sample of exactly `reps` repetitions, its
-    first k_run call; no warm-up, no calibration, no known-answer test (it passed when
-    timed)."""
+    """A kernel's command for counting: one sample of exactly `reps` repetitions, its first
+    k_run call; no warm-up, calibration or known-answer test (it passed when timed)."""
     argv = [executable, "--samples", "1", "--warmup", "0", "--min-sample-time", "0",
             "--reps", str(reps), "--verified", "--timer", "clock"]
     if tsc_hz:  # without it the harness spins 30 ms, a count that depends on valgrind's speed
@@ -394,8 +389,7 @@ def step_run(executable: str, params: dict[str, str], reps: int, tsc_hz: float |
 
 
 def _symbols(executable: str) -> tuple[dict[str, int], list[tuple[int, int, str]]]:
-    """An executable's function symbols: name -> address, and (start, end, name) sorted
-    by start."""
+    """An executable's function symbols: name -> address, and (start, end, name) by start."""
     funcs = sorted((s.value, s.value + s.size, s.name) for s in symbols(executable)
                    if s.type == "STT_FUNC" and s.value)
     return {name: start for start, _, name in funcs}, funcs
