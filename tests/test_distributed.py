@@ -77,7 +77,7 @@ class Cluster:
 def cluster(tmp_path_factory):
     """The module's cluster: a scheduler and workers alpha and beta, pinned apart, each with
     a cache and data folder of its own (as on two machines: what they build and make stays
-    theirs).  One for the module: each start took 4 s of the run alone."""
+    theirs).  One for the module: each start took 4 s."""
     logs = tmp_path_factory.mktemp("cluster")
     semaphores = set(Path("/dev/shm").glob("sem.mp-*"))
     procs = [start(["scheduler", "--host", "127.0.0.1", "--port", "0"], logs / "scheduler.log")]

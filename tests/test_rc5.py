@@ -213,6 +213,7 @@ def test_simd_core_is_faster_per_key(build_kernel):
     for core in ("portable", "simd"):
         d = fastest_kept(lambda: run_artifact(exe, "--param", f"core={core}", "--samples", "3",
                                               "--min-sample-time", "0.005", "--warmup", "0"))
+        assert_ok(d)
         per_key[core] = (min(d["ns"]) / d["work"], d["notes"]["simd_lanes"])
     if per_key["simd"][1] >= 4:
         assert per_key["simd"][0] < per_key["portable"][0]
