@@ -123,6 +123,10 @@ def test_a_measured_reach_explains_a_step_that_huge_pages_keep():
     got = steps.explain_steps(line, CACHES, [], huge_levels=line, stride_levels=stride)[1]
     assert got["cause"] == "TLB" and got["huge_pages_keep_it"] is True and "90 pages" in got["matches"][0]
     assert "do not widen this TLB's reach" in steps.describe_steps([got])
+    # ... so the steps beside it that huge pages keep too are not said to be no TLB's
+    every = steps.explain_steps(line, CACHES, [], huge_levels=line, stride_levels=stride)
+    text = steps.describe_steps(every)
+    assert "not a TLB's" not in text and text.count("as the TLB's step at 362 KiB does") == len(every) - 1
     # without the page-stride chase the step is unexplained, and the words do not rule a TLB
     # out and say that the chase was not measured; with one that found its reach elsewhere,
     # they say where
