@@ -19,6 +19,7 @@ from cpulab.measure.execute.executor import default_executor
 from cpulab.workloads import get
 from cpulab.workloads.memory import memlat_sizes, page_colours
 from cpulab.store.db import Store
+from cpulab.plan import plan
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -594,4 +595,11 @@ def test_memlat_command_sweeps_its_grid_or_what_its_flags_give(cli):
     # the run's points (a loaded machine may leave one no sample kept, and the curve without it)
     swept = {int(r.params["size"]) for r in Store(cli.db).results(doc["run_id"])}
     assert sorted(swept) == [1024 * 2 ** k for k in range(5)], doc["failures"]
+    # each process takes the seeds run's samples: with 3 it kept only its first 2 (stats.keep_count),
+    # which at an L3 size are still filling the cache (Intel model 207: 220-270 and 117-150 cycles,
+    # the third 100-114), and the L3's shelf was lost in 4 of 5 runs
+    seeds = next(e for e in plan.load("seeds").experiments if e.name == "memory-latency")
+    store = Store(cli.db)
+    taken = {len(store.samples(r.id)) for r in store.results(doc["run_id"]) if r.status == "ok"}
+    assert taken == {seeds.samples}
     assert len({p["series"] for p in doc["points"]}) == 1 and "mode=random pages=4k" in doc["points"][0]["series"]

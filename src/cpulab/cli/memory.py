@@ -35,13 +35,16 @@ from cpulab.cli.kinds import VIEWS
 @json_option
 def memlat(sweep, variant, settings, output):
     """Load-to-use latency against working-set size, with the cache levels found in it
-    (3 processes a size unless --processes; 8 with --colour, its comparison is paired by round)."""
+    (3 processes a size unless --processes; 8 with --colour, its comparison is paired by round),
+    each process taking the seeds run's samples."""
     if sweep.colour:
         memlat_colour(variant, settings["processes"], output.db, output.as_json)
         return
     grid = settings["grid"] or "quick"
+    exp = seeds_experiment("memory-latency")
     summary, _ = carry_plan(sweep_plan("memlat", variant, memlat_points(sweep, grid == "full"),
-                                       settings["processes"] or 3, grid), open_store(output.db))
+                                       settings["processes"] or exp.processes, grid, exp.samples),
+                            open_store(output.db))
     as_json = output.as_json
     curves = next(a.data for a in summary.analyses if a.kind == "memlat-levels")
     failed = [r for r in summary.results if not r.status.measured]
@@ -75,9 +78,9 @@ def memlat_points(sweep, full: bool) -> dict[str, list[str]]:
 def memlat_colour(variant: str, processes: int, db, as_json: bool) -> None:
     """memlat --colour: the seeds plan's page-colour experiment (arbitrary against
     colour-balanced pages near this machine's L2 and L3 sizes) as one run, and its analysis."""
-    exp = next(e for e in plans.load("seeds").experiments if e.name == "page-colour")
-    summary, _ = carry_plan(sweep_plan("memlat", variant, exp.params["memlat"], processes or exp.processes),
-                            open_store(db))
+    exp = seeds_experiment("page-colour")
+    summary, _ = carry_plan(sweep_plan("memlat", variant, exp.params["memlat"], processes or exp.processes,
+                                       samples=exp.samples), open_store(db))
     doc = next((a.data for a in summary.analyses if a.kind == "memlat-colour"), None)
     if as_json:
         emit_json({"run_id": summary.run_id, **(doc or {"rows": [], "missing": "no point was measured"})})
@@ -113,15 +116,21 @@ def max_size(sweep, full: bool) -> int:
     return size_option("--max-size", sweep.max_size) if sweep.max_size else (256 if full else 64) * 1024 ** 2
 
 
+def seeds_experiment(name: str) -> plans.Experiment:
+    """The seeds plan's experiment that a memory command runs alone: its processes and
+    samples, so the command's curve is the one the default run draws."""
+    return next(e for e in plans.load("seeds").experiments if e.name == name)
+
+
 def sweep_plan(workload: str, variant: str, sweep: dict[str, list[str]], processes: int,
-               grid: str = "quick") -> plans.Plan:
+               grid: str = "quick", samples: int = 3) -> plans.Plan:
     """One workload's sweep of one variant (its `grid` where `sweep` does not say), a few
     short samples per process: a curve, no comparison."""
     try:
         p = plans.from_flags([workload], [variant], sweep, variant)
     except plans.PlanError as e:
         fail(str(e))
-    return p.given(processes=processes, samples=3, grid=grid)
+    return p.given(processes=processes, samples=samples, grid=grid)
 
 
 COMMANDS = [memlat, bandwidth]
