@@ -96,6 +96,13 @@ def _slope(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.median((y[j][ok] - y[i][ok]) / (x[j][ok] - x[i][ok])))
 
 
+def _off_trend(x: np.ndarray, y: np.ndarray, idx: Sequence[int], k: int) -> float:
+    """How far point k lies from the robust trend line of the points idx: a plateau may
+    rise up to FLAT_SLOPE, so its next point is judged against its line, not its median."""
+    b = _slope(x[idx], y[idx])
+    return float(y[k] - (np.median(y[idx] - b * x[idx]) + b * x[k]))
+
+
 def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Sequence[dict] = (),
                   min_segment: int = 2) -> list[dict]:
     """Cache levels of a latency curve.
@@ -146,10 +153,11 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     # candidate: PELT with small segments cuts a plateau into pieces at a bump of one or
     # two points (a 5-point L2 plateau at 23 cycles with one point at 25 was split into
     # pieces too short to count in one run and kept whole in the next).  A segment's first
-    # points within `tol` of the group before it join that group: PELT may put a short
+    # points within `tol` of the group's trend line join that group: PELT may put a short
     # plateau's last point with the step (Zen 4 guest: of an L3 shelf of 4 points at
-    # 1.7-2.9 MiB, the last went with the 3.4 MiB point, leaving too few for a level).
-    # The points a step's ramp adds to a plateau's end are trimmed off below, with `tol`.
+    # 1.7-2.9 MiB, the last went with the 3.4 MiB point, leaving too few for a level; model
+    # 207: a shelf rising 91, 100, 104, 112 cycles lost its 112, 12% above its median and
+    # under 1% off its line).  The same line and `tol` trim a step's ramp off a plateau's end.
     tol = max(3 * sigma, math.log(1.1))
     groups: list[list[int]] = []  # [start, end) pairs
     for a, b in _segments(y, sigma, min_segment):
@@ -158,7 +166,7 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
             groups[-1][1] = b
             continue
         start = a
-        while groups and a < b and abs(y[a] - np.median(y[groups[-1][0]:groups[-1][1]])) <= tol \
+        while groups and a < b and abs(_off_trend(x, y, range(*groups[-1]), a)) <= tol \
                 and flat(groups[-1][0], a + 1):
             a = groups[-1][1] = a + 1
         # ... and the other way: a group's last points that sit at this segment's level, not
@@ -190,11 +198,7 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
     # Trim transition points off the end of each closed plateau: points well above the
     # plateau's own (robust) trend line already belong to the step.
     for idx in plateaus[:-1]:
-        while len(idx) > 2:
-            xs, ys = x[idx], y[idx]
-            b = _slope(xs, ys)
-            if ys[-1] - (np.median(ys - b * xs) + b * xs[-1]) <= tol:
-                break
+        while len(idx) > 2 and _off_trend(x, y, idx, idx[-1]) > tol:
             idx.pop()
 
     caches = data_caches(os_caches)
