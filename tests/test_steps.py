@@ -166,11 +166,17 @@ def test_a_step_between_caches_that_no_size_explains_is_said_so_with_the_nearest
     assert "nearest candidates" in steps.describe_steps(got)
 
 
-def test_a_gradual_step_below_a_capacity_is_conflicts():
-    line = [level(1 * KiB, 300 * KiB, 1700 * KiB, 4), level(1700 * KiB, 16 * MiB, 24 * MiB, 14),
+def test_a_gradual_step_is_the_capacity_and_says_where_its_climb_begins():
+    """A ramp that begins well below the cache it ends at is still that cache running
+    out (which share it begins at moved by a grid point between runs of one host); the
+    share is said, a sharp step has none."""
+    line = [level(1 * KiB, 256 * KiB, 1700 * KiB, 4), level(1700 * KiB, 16 * MiB, 24 * MiB, 14),
             level(24 * MiB, 64 * MiB, None, 90, True)]
     caches = [{"level": 2, "type": "Unified", "size_bytes": 1 * MiB, "name": "L2 1 MiB"}, *CACHES[2:]]
-    assert steps.explain_steps(line, caches, [], huge_levels=line)[0]["cause"] == "conflicts"
+    got = steps.explain_steps(line, caches, [], huge_levels=line)
+    assert (got[0]["cause"], got[0]["matches"], got[0]["begins_at_share"]) == ("capacity", ["L2 1 MiB"], 0.25)
+    assert got[1]["begins_at_share"] is None
+    assert "begins at 0.25 of the cache" in steps.describe_steps(got).splitlines()[0]
 
 
 def test_steps_in_a_row_that_one_cache_alone_explains_are_one_step():
@@ -205,7 +211,7 @@ def test_stored_curves_have_every_step_explained(name):
     l1 = next(c["name"] for c in d["caches"] if c["level"] == 1 and c["type"] == "Data")
     assert got[0]["cause"] == "capacity" and got[0]["matches"] == [l1]
     l2 = next(c["name"] for c in d["caches"] if c["level"] == 2)
-    assert any(s["cause"] in ("capacity", "conflicts") and l2 in s["matches"] for s in got)
+    assert any(s["cause"] == "capacity" and l2 in s["matches"] for s in got)
     assert got[-1]["cause"] in ("capacity", "effective capacity") and "L3" in got[-1]["matches"][0]
 
 
