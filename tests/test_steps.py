@@ -176,7 +176,17 @@ def test_a_gradual_step_is_the_capacity_and_says_where_its_climb_begins():
     got = steps.explain_steps(line, caches, [], huge_levels=line)
     assert (got[0]["cause"], got[0]["matches"], got[0]["begins_at_share"]) == ("capacity", ["L2 1 MiB"], 0.25)
     assert got[1]["begins_at_share"] is None
-    assert "begins at 0.25 of the cache" in steps.describe_steps(got).splitlines()[0]
+    assert "begins at 0.25 of the L2 1 MiB" in steps.describe_steps(got).splitlines()[0]
+
+
+def test_a_cache_climb_that_runs_on_to_memory_ran_out_of_the_last_cache_too():
+    """Memory's latency is past every cache: where the L2's climb runs on to it, with no
+    level between, the L3 reported beyond the climb's end ran out on the way (its share)."""
+    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 1200 * KiB, 8 * MiB, 8),
+            level(8 * MiB, 64 * MiB, None, 130, True)]
+    got = steps.explain_steps(line, CACHES, [], huge_levels=line)
+    assert (got[1]["cause"], got[1]["matches"]) == (steps.CAPACITY_THEN_SHARE, ["L2 2 MiB", CACHES[-1]["name"]])
+    assert f"by 8 MiB this process has run out of the {CACHES[-1]['name']}" in steps.describe_steps(got)
 
 
 def test_steps_in_a_row_that_one_cache_alone_explains_are_one_step():
@@ -211,8 +221,9 @@ def test_stored_curves_have_every_step_explained(name):
     l1 = next(c["name"] for c in d["caches"] if c["level"] == 1 and c["type"] == "Data")
     assert got[0]["cause"] == "capacity" and got[0]["matches"] == [l1]
     l2 = next(c["name"] for c in d["caches"] if c["level"] == 2)
-    assert any(s["cause"] == "capacity" and l2 in s["matches"] for s in got)
-    assert got[-1]["cause"] in ("capacity", "effective capacity") and "L3" in got[-1]["matches"][0]
+    assert any(s["cause"] in ("capacity", steps.CAPACITY_THEN_SHARE) and l2 in s["matches"] for s in got)
+    assert got[-1]["cause"] in ("capacity", "effective capacity", steps.CAPACITY_THEN_SHARE)
+    assert "L3" in got[-1]["matches"][-1]
 
 
 REPEATS = Path(__file__).resolve().parent / "fixtures" / "memlat-repeat"

@@ -3,6 +3,8 @@
 * `capacity`: a reported cache's size lies in the step.  A gradual one says where its
   climb begins, as a share of the cache: with pages placed arbitrarily some of its sets
   fill before the cache does (seed 003's gradual step);
+* `capacity, then effective capacity`: a cache's step whose climb runs on to memory: the
+  last cache's share (as below) ran out on the way, too near the first for a level between;
 * `effective capacity`: a sharp step to memory (the last, or followed only by steps that
   huge pages remove) that stays with huge pages, well below the last cache the machine
   reports: the cache is shared (other tenants, other cores), and the size measured is
@@ -127,8 +129,15 @@ GRADUAL = 2.0  # a step whose ramp spans more than this factor of sizes is gradu
 # and no share splits the two hosts' runs.  The share is said, with what causes it.
 
 
+CAPACITY_THEN_SHARE = "capacity, then effective capacity"
+# A level this slow is memory's, whatever the sweep's end: DRAM load-to-use is 60 ns or more,
+# and no cache hit on the hosts seen is near it (their last-level caches: the Zen 3 and Zen 4
+# guests' 15-17 ns, model 207's 31-36 ns; memory there 145, 149-160 and 135 ns).
+MEMORY_NS = 60.0
+
+
 def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool | None, os_caches: list[dict],
-             to_memory: bool) -> tuple[str, list[dict]]:
+             to_memory: bool, at_memory: bool = False) -> tuple[str, list[dict]]:
     """The cause of one step (see the module's docstring) and the candidates that say so."""
     caches = [c for c in matched if c["kind"] == "cache"]
     tlbs = [c for c in matched if c["kind"] == "TLB"]
@@ -140,12 +149,19 @@ def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool 
         tlbs = []  # huge pages keep the step: it is no TLB's
     if caches and tlbs and keeps is None:
         return "capacity or TLB", caches + tlbs  # no huge-page curve to tell them apart
-    if caches:
-        return "capacity" if keeps is not False else "TLB", caches
+    if keeps is False:
+        return "TLB", caches
+    # A step to memory's latency has run out of every cache: one reported beyond the step's
+    # end is shared, and this process gets less of it than its size.
     larger = [c for c in data_caches(os_caches) if c["size_bytes"] > (upper or edge) * AGREE_FACTOR]
-    if to_memory and larger and keeps is not False:
-        return "effective capacity", [{"kind": "cache", "name": larger[-1]["name"], "bytes": larger[-1]["size_bytes"]}]
-    return ("TLB", []) if keeps is False else ("unexplained", [])
+    last = [{"kind": "cache", "name": larger[-1]["name"], "bytes": larger[-1]["size_bytes"]}] if to_memory and larger else []
+    if caches:
+        # A cache's climb that runs on to memory's latency (at_memory: the level it reaches
+        # is no cache's, not merely the sweep's last): the last cache's share ran out on the
+        # way (model 207 on a busy day: the L2's climb from 1.2 MiB to 8 MiB, its L3 shelf
+        # too short to be a level, the cliff to memory at 4.8-5.8 MiB inside the climb).
+        return (CAPACITY_THEN_SHARE, caches + last) if last and at_memory else ("capacity", caches)
+    return ("effective capacity", last) if last else ("unexplained", [])
 
 
 def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dict] = (),
@@ -184,10 +200,11 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         # remove (a TLB's reach past the cache that ran out: the Zen 4 guest's 3,072-entry
         # L2 TLB at 12 MiB, a step of its own in one run of five, its L3 share 5.7 MiB)
         to_memory = all(k is False for k in kept[i + 1:])
-        cause, matched = classify(edge, upper, matched, keeps, os_caches, to_memory)
+        at_memory = after.get("matches") == "memory" or after["ns"] >= MEMORY_NS
+        cause, matched = classify(edge, upper, matched, keeps, os_caches, to_memory, at_memory)
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         gradual = upper is not None and upper > GRADUAL * edge
-        begins = edge / matched[0]["bytes"] if cause == "capacity" and gradual else None
+        begins = edge / matched[0]["bytes"] if gradual and cause in ("capacity", CAPACITY_THEN_SHARE) else None
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
                     "matches": [c["name"] for c in matched], "nearest": [c["name"] for c in nearest],
@@ -197,6 +214,9 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
 
 CAUSE_WORDS = {
     "capacity": "capacity of {matches}.",
+    CAPACITY_THEN_SHARE: "capacity of {first}, then effective capacity: the climb ends at memory's latency, so by "
+                         "{end} this process has run out of the {last} reported too (a cache shared with other "
+                         "tenants or cores).",
     "effective capacity": "effective capacity: this process gets about {edge} of the {matches} reported "
                           "(a cache shared with other tenants or cores).",
     "TLB": "TLB reach ({matches}).",
@@ -257,9 +277,11 @@ def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
         text = f"Step at {where}, {lat}: "
         text += CAUSE_WORDS[s["cause"]].format(matches=", ".join(s["matches"]) or "no size candidate",
                                                nearest=", ".join(s["nearest"]), edge=where,
-                                               tried=s.get("tried", ""))
+                                               tried=s.get("tried", ""), first=(s["matches"] or [""])[0],
+                                               last=(s["matches"] or [""])[-1],
+                                               end=human_bytes(s["next_bytes"] or s["edge_bytes"]))
         if s.get("begins_at_share") and s["begins_at_share"] < 1:
-            text += (f" The climb begins at {s['begins_at_share']:.2f} of the cache: with pages placed arbitrarily,"
+            text += (f" The climb begins at {s['begins_at_share']:.2f} of the {s['matches'][0]}: with pages placed arbitrarily,"
                      " some of its sets fill before the cache does.")
         if s["huge_pages_keep_it"] is True:
             text += HUGE_KEEPS.get(s["cause"], BLIND.format(tlb=blind) if blind else
