@@ -137,7 +137,7 @@ MEMORY_NS = 60.0
 
 
 def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool | None, os_caches: list[dict],
-             to_memory: bool, at_memory: bool = False) -> tuple[str, list[dict]]:
+             to_memory: bool, at_memory: bool) -> tuple[str, list[dict]]:
     """The cause of one step (see the module's docstring) and the candidates that say so."""
     caches = [c for c in matched if c["kind"] == "cache"]
     tlbs = [c for c in matched if c["kind"] == "TLB"]
