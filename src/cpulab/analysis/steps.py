@@ -122,11 +122,15 @@ def _huge_keeps(edge: float, upper: float | None, rise: float, huge_levels: list
 TLB_SHARE = 0.5
 
 GRADUAL = 2.0  # a step whose ramp spans more than this factor of sizes is gradual
-# Capacity, not "conflicts" below it, whatever share of the cache a gradual step begins
-# at: that share is a grid point's noise, not a cause.  Where the L2's climb began moved
-# by a grid point between runs of one host (the Zen 3 guest: 215 and 256 KiB of 512 KiB;
-# Intel model 207's: 1.0, 1.2 and 1.4 MiB of 2 MiB, one point 57 cycles among 23-29),
-# and no share splits the two hosts' runs.  The share is said, with what causes it.
+
+
+def _gradual(edge: float, upper: float | None) -> bool:
+    """A gradual step is a cache's capacity whatever share of the cache its climb begins
+    at, not "conflicts" below it: that share is a grid point's noise.  Where the L2's climb
+    began moved by a grid point between runs of one host (the Zen 3 guest: 215 and 256 KiB
+    of 512 KiB; Intel model 207's: 1.0, 1.2 and 1.4 MiB of 2 MiB, one point 57 cycles among
+    23-29), and no share splits the two hosts' runs.  The share is said, with its cause."""
+    return upper is not None and upper > GRADUAL * edge
 
 
 CAPACITY_THEN_SHARE = "capacity, then effective capacity"
@@ -203,8 +207,8 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         at_memory = after.get("matches") == "memory" or after["ns"] >= MEMORY_NS
         cause, matched = classify(edge, upper, matched, keeps, os_caches, to_memory, at_memory)
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
-        gradual = upper is not None and upper > GRADUAL * edge
-        begins = edge / matched[0]["bytes"] if gradual and cause in ("capacity", CAPACITY_THEN_SHARE) else None
+        begins = edge / matched[0]["bytes"] if _gradual(edge, upper) and cause in ("capacity", CAPACITY_THEN_SHARE) \
+            else None
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
                     "matches": [c["name"] for c in matched], "nearest": [c["name"] for c in nearest],
@@ -268,7 +272,7 @@ def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
     blind = next((human_bytes(s["edge_bytes"]) for s in steps if s["cause"] == "TLB" and s["huge_pages_keep_it"]), "")
     for s in steps:
         where = human_bytes(s["edge_bytes"])
-        if s["next_bytes"] and s["next_bytes"] > 2 * s["edge_bytes"]:
+        if _gradual(s["edge_bytes"], s["next_bytes"]):
             where += f" (gradual, to {human_bytes(s['next_bytes'])})"
         lat, clock = f"{s['from_ns']:.1f} -> {s['to_ns']:.1f} ns", ""
         if not (math.isnan(s["from_cycles"]) or math.isnan(s["to_cycles"])):
