@@ -258,6 +258,10 @@ def test_gradual_step_is_found_and_flagged(noise):
     assert not l2["agrees"] and l2["matches"] is None
     assert l2["next_bytes"] > 4 * l2["size_bytes"]
     assert mem["matches"] == "memory" and mem["ns"] == pytest.approx(60, rel=0.1)
+    # The climb's points go with the step: from the plateau's edge to the next level's start, rising.
+    ramp = l2["ramp"]
+    assert (ramp[0][0], ramp[-1][0]) == (l2["size_bytes"], l2["next_bytes"]) and len(ramp) > 4
+    assert ramp[-1][1] > 4 * ramp[0][1] and "ramp" not in mem
     text = describe_levels(levels, caches)
     assert "gradual" in text and "L2 2 MiB" in text
 

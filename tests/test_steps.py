@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpulab.analysis import steps
-from cpulab.analysis.cache_levels import detect_levels
+from cpulab.analysis.cache_levels import AGREE_FACTOR, detect_levels
 from cpulab.machine import tlb
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -60,9 +60,11 @@ def test_unreadable_cpuid_says_why(tmp_path):
     assert found == [] and "root" in why
 
 
-def level(first, edge, nxt, ns, is_open=False):
-    return {"first_bytes": first, "size_bytes": edge, "next_bytes": nxt, "ns": ns, "cycles": ns * 3,
-            "points": 4, "open": is_open}
+def level(first, edge, nxt, ns, is_open=False, ramp=None):
+    """A level as detect_levels gives it; a closed one's ramp, unless given, is its edge and next size."""
+    lv = {"first_bytes": first, "size_bytes": edge, "next_bytes": nxt, "ns": ns, "cycles": ns * 3,
+          "points": 4, "open": is_open}
+    return lv if is_open else {**lv, "ramp": ramp or [[edge, ns * 3], [nxt, ns * 3]]}
 
 
 def test_steps_matched_to_cache_tlb_and_unexplained():
@@ -181,12 +183,32 @@ def test_a_gradual_step_is_the_capacity_and_says_where_its_climb_begins():
 
 def test_a_cache_climb_that_runs_on_to_memory_ran_out_of_the_last_cache_too():
     """Memory's latency is past every cache: where the L2's climb runs on to it, with no
-    level between, the L3 reported beyond the climb's end ran out on the way (its share)."""
-    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 1200 * KiB, 8 * MiB, 8),
+    level between, the L3 reported beyond the climb's end ran out on the way (its share),
+    at the climb's steepest rise past the L2's size, not the steeper one before it."""
+    ramp = [[1200 * KiB, 24], [1448 * KiB, 30], [1722 * KiB, 140], [2 * MiB, 150], [3 * MiB, 170],
+            [4 * MiB, 180], [4864 * KiB, 330], [6 * MiB, 380], [8 * MiB, 390]]
+    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 1200 * KiB, 8 * MiB, 8, ramp=ramp),
             level(8 * MiB, 64 * MiB, None, 130, True)]
     got = steps.explain_steps(line, CACHES, [], huge_levels=line)
     assert (got[1]["cause"], got[1]["matches"]) == (steps.CAPACITY_THEN_SHARE, ["L2 2 MiB", CACHES[-1]["name"]])
-    assert f"by 8 MiB this process has run out of the {CACHES[-1]['name']}" in steps.describe_steps(got)
+    assert (got[1]["share_bytes"], got[1]["share_to_bytes"]) == (4 * MiB, 4864 * KiB)
+    assert f"ran out of the {CACHES[-1]['name']} reported too, at about 4 MiB" in steps.describe_steps(got)
+    assert got[0]["share_bytes"] is None
+
+
+def test_the_share_found_inside_a_climb_is_where_the_shelf_ended_on_another_day():
+    """Intel model 207, two memlat runs: one found the L3 shelf and its step to memory at
+    4.8 MiB; in the other the shelf was too short to be a level and the L2's climb ran on
+    to memory.  The share the climb's steepest rise gives agrees with the shelf's edge."""
+    def last_step(name):
+        d = json.loads((FIXTURES / name).read_text())
+        curves = [{"series": c["series"], "points": [], "levels": detect_levels(
+            [(s, ns, math.nan if cyc is None else cyc) for s, ns, cyc in c["points"]], d["caches"])} for c in d["curves"]]
+        return steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"][-1]
+    shelf, climb = last_step("intel-model207-rising-shelf.json"), last_step("intel-model207-no-shelf.json")
+    assert (shelf["cause"], climb["cause"]) == ("effective capacity", steps.CAPACITY_THEN_SHARE)
+    assert shelf["share_bytes"] == shelf["edge_bytes"] and climb["share_bytes"] > 2 * MiB
+    assert abs(math.log(climb["share_bytes"] / shelf["share_bytes"])) <= math.log(AGREE_FACTOR)
 
 
 def test_steps_in_a_row_that_one_cache_alone_explains_are_one_step():

@@ -123,6 +123,9 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
                    the last level when it lies beyond every cache, else None
       agrees       False when a closed level's edge is more than AGREE_FACTOR from every
                    OS data cache size
+      ramp         (closed levels) the step's points, [size_bytes, latency] from the edge
+                   to the next level's first size, latency smoothed as the levels were
+                   found (cycles where every point has them, else ns)
     """
     pts = sorted((float(s), float(n), float(c)) for s, n, c in points if s > 0 and n > 0)
     if not pts:
@@ -219,6 +222,8 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
             "matches": None,
             "agrees": True,
         }
+        if not is_last:
+            level["ramp"] = [[int(size[i]), float(np.exp(y[i]))] for i in range(idx[-1], plateaus[k + 1][0] + 1)]
         if is_last:
             # The end of the sweep is no cache edge; beyond every cache it is memory.
             if largest is not None and size[idx[0]] > largest / AGREE_FACTOR and len(plateaus) > 1:

@@ -4,7 +4,8 @@
   climb begins, as a share of the cache: with pages placed arbitrarily some of its sets
   fill before the cache does (seed 003's gradual step);
 * `capacity, then effective capacity`: a cache's step whose climb runs on to memory: the
-  last cache's share (as below) ran out on the way, too near the first for a level between;
+  last cache's share (as below) ran out on the way, too near the first for a level between,
+  at about where the climb rises most steeply past the first cache's size;
 * `effective capacity`: a sharp step to memory (the last, or followed only by steps that
   huge pages remove) that stays with huge pages, well below the last cache the machine
   reports: the cache is shared (other tenants, other cores), and the size measured is
@@ -140,6 +141,16 @@ CAPACITY_THEN_SHARE = "capacity, then effective capacity"
 MEMORY_NS = 60.0
 
 
+def _steepest(ramp: list[list[float]], above: float) -> tuple[float, float] | None:
+    """Where a climb rises most steeply (latency per octave of size) past `above` (if it
+    goes past it at all): the sizes either side.  Past the first cache's size, what rises
+    is the next cache's share running out (model 207, the L2's climb to memory with no L3
+    shelf: 140 -> 299 cycles from 4.8 to 5.8 MiB, where the shelf ended on other days)."""
+    rises = [(math.log(b[1] / a[1]) / math.log(b[0] / a[0]), a[0], b[0]) for a, b in zip(ramp, ramp[1:])]
+    past = [r for r in rises if r[1] >= above]
+    return max(past or rises)[1:]
+
+
 def classify(edge: float, upper: float | None, matched: list[dict], keeps: bool | None, os_caches: list[dict],
              to_memory: bool, at_memory: bool) -> tuple[str, list[dict]]:
     """The cause of one step (see the module's docstring) and the candidates that say so."""
@@ -192,7 +203,8 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         after = line_levels[line_levels.index(lv) + 1]
         matched = explaining(lv, after)
         if spans and len(matched) == 1 and matched[0]["kind"] == "cache" and spans[-1][2] == matched:
-            spans[-1] = ({**spans[-1][0], "next_bytes": lv["next_bytes"]}, after, matched)
+            first = spans[-1][0]
+            spans[-1] = ({**first, "next_bytes": lv["next_bytes"], "ramp": first["ramp"] + lv["ramp"]}, after, matched)
         else:
             spans.append((lv, after, matched))
     kept = [_huge_keeps(lv["size_bytes"], lv["next_bytes"], math.log(_latency(after) / _latency(lv)), huge_levels)
@@ -209,18 +221,21 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         begins = edge / matched[0]["bytes"] if _gradual(edge, upper) and cause in ("capacity", CAPACITY_THEN_SHARE) \
             else None
+        share = _steepest(lv["ramp"], matched[0]["bytes"]) if cause == CAPACITY_THEN_SHARE else \
+            (edge, upper) if cause == "effective capacity" else None
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
                     "matches": [c["name"] for c in matched], "nearest": [c["name"] for c in nearest],
-                    "huge_pages_keep_it": keeps, "tried": tried, "begins_at_share": begins})
+                    "huge_pages_keep_it": keeps, "tried": tried, "begins_at_share": begins,
+                    "share_bytes": share and share[0], "share_to_bytes": share and share[1]})
     return out
 
 
 CAUSE_WORDS = {
     "capacity": "capacity of {matches}.",
-    CAPACITY_THEN_SHARE: "capacity of {first}, then effective capacity: the climb ends at memory's latency, so by "
-                         "{end} this process has run out of the {last} reported too (a cache shared with other "
-                         "tenants or cores).",
+    CAPACITY_THEN_SHARE: "capacity of {first}, then effective capacity: the climb ends at memory's latency, so this "
+                         "process ran out of the {last} reported too, at about {share}, where the climb rises most "
+                         "steeply past the {first} ({share} to {share_to}): a cache shared with other tenants or cores.",
     "effective capacity": "effective capacity: this process gets about {edge} of the {matches} reported "
                           "(a cache shared with other tenants or cores).",
     "TLB": "TLB reach ({matches}).",
@@ -283,7 +298,8 @@ def describe_steps(steps: list[dict], tlb_note: str = "") -> str:
                                                nearest=", ".join(s["nearest"]), edge=where,
                                                tried=s.get("tried", ""), first=(s["matches"] or [""])[0],
                                                last=(s["matches"] or [""])[-1],
-                                               end=human_bytes(s["next_bytes"] or s["edge_bytes"]))
+                                               share=human_bytes(s.get("share_bytes") or s["edge_bytes"]),
+                                               share_to=human_bytes(s.get("share_to_bytes") or s["edge_bytes"]))
         if s.get("begins_at_share") and s["begins_at_share"] < 1:
             text += (f" The climb begins at {s['begins_at_share']:.2f} of the {s['matches'][0]}: with pages placed arbitrarily,"
                      " some of its sets fill before the cache does.")

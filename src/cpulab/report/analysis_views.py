@@ -192,7 +192,8 @@ def explain_tables(doc: dict, max_rows: int | None = None) -> list[Table]:
 def memlat_steps_tables(data: dict) -> list[Table]:
     """Each step of the latency curve, what explains it and with which evidence."""
     t = Table("steps", "memlat: why each step",
-              columns("at", "to", "ns/load", "cycles/load", "cause", "matches", "nearest", "huge pages keep it", left=0),
+              columns("at", "to", "ns/load", "cycles/load", "cause", "matches", "nearest", "huge pages keep it",
+                      "last cache's share", left=0),
               notes=data["description"].splitlines())
     for st in data["steps"]:
         keeps = st["huge_pages_keep_it"]
@@ -201,7 +202,8 @@ def memlat_steps_tables(data: dict) -> list[Table]:
               Cell(st["to_ns"], f"{fmt_num(st['from_ns'])} -> {fmt_num(st['to_ns'])}"),
               Cell(st["to_cycles"], f"{fmt_num(st['from_cycles'])} -> {fmt_num(st['to_cycles'])}"),
               st["cause"], ", ".join(st["matches"]) or "-", ", ".join(st["nearest"]),
-              "unknown" if keeps is None else "yes" if keeps else "no")
+              "unknown" if keeps is None else "yes" if keeps else "no",
+              Cell(st.get("share_bytes"), human_bytes(st["share_bytes"]) if st.get("share_bytes") else "-"))
     return [t]
 
 
