@@ -184,9 +184,10 @@ def test_a_gradual_step_is_the_capacity_and_says_where_its_climb_begins():
 def test_a_cache_climb_that_runs_on_to_memory_ran_out_of_the_last_cache_too():
     """Memory's latency is past every cache: where the L2's climb runs on to it, with no
     level between, the L3 reported beyond the climb's end ran out on the way (its share),
-    at the climb's steepest rise past the L2's size, not the steeper one before it."""
-    ramp = [[1200 * KiB, 24], [1448 * KiB, 30], [1722 * KiB, 140], [2 * MiB, 150], [3 * MiB, 170],
-            [4 * MiB, 180], [4864 * KiB, 330], [6 * MiB, 380], [8 * MiB, 390]]
+    at the climb's steepest rise past the L2's reach, not the steeper ones of the L2's own
+    climb, below its size and just past it."""
+    ramp = [[1200 * KiB, 24], [1448 * KiB, 30], [1722 * KiB, 60], [2 * MiB, 70], [2458 * KiB, 150],
+            [3 * MiB, 170], [4 * MiB, 180], [4864 * KiB, 330], [6 * MiB, 380], [8 * MiB, 390]]
     line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 1200 * KiB, 8 * MiB, 8, ramp=ramp),
             level(8 * MiB, 64 * MiB, None, 130, True)]
     got = steps.explain_steps(line, CACHES, [], huge_levels=line)

@@ -5,7 +5,7 @@
   fill before the cache does (seed 003's gradual step);
 * `capacity, then effective capacity`: a cache's step whose climb runs on to memory: the
   last cache's share (as below) ran out on the way, too near the first for a level between,
-  at about where the climb rises most steeply past the first cache's size;
+  at about where the climb rises most steeply past the first cache's reach;
 * `effective capacity`: a sharp step to memory (the last, or followed only by steps that
   huge pages remove) that stays with huge pages, well below the last cache the machine
   reports: the cache is shared (other tenants, other cores), and the size measured is
@@ -143,9 +143,12 @@ MEMORY_NS = 60.0
 
 def _steepest(ramp: list[list[float]], above: float) -> tuple[float, float] | None:
     """Where a climb rises most steeply (latency per octave of size) past `above` (if it
-    goes past it at all): the sizes either side.  Past the first cache's size, what rises
-    is the next cache's share running out (model 207, the L2's climb to memory with no L3
-    shelf: 140 -> 299 cycles from 4.8 to 5.8 MiB, where the shelf ended on other days)."""
+    goes past it at all): the sizes either side.  Past the first cache's reach (its size
+    times AGREE_FACTOR, as for any step it explains), what rises is the next cache's share
+    running out (model 207, the L2's climb to memory with no L3 shelf: 140 -> 299 cycles
+    from 4.8 to 5.8 MiB, where the shelf ended on other days).  Not past its size alone:
+    the L2's own climb runs on beyond it (model 167: 66 -> 104 cycles from 2 to 2.4 MiB,
+    as steep as that run's L3 cliff at 5.7-6.7 MiB)."""
     rises = [(math.log(b[1] / a[1]) / math.log(b[0] / a[0]), a[0], b[0]) for a, b in zip(ramp, ramp[1:])]
     past = [r for r in rises if r[1] >= above]
     return max(past or rises)[1:]
@@ -221,7 +224,7 @@ def explain_steps(line_levels: list[dict], os_caches: list[dict], tlbs: list[dic
         nearest = sorted(cands, key=lambda c: abs(math.log(edge / c["bytes"])))[:2]
         begins = edge / matched[0]["bytes"] if _gradual(edge, upper) and cause in ("capacity", CAPACITY_THEN_SHARE) \
             else None
-        share = _steepest(lv["ramp"], matched[0]["bytes"]) if cause == CAPACITY_THEN_SHARE else \
+        share = _steepest(lv["ramp"], matched[0]["bytes"] * AGREE_FACTOR) if cause == CAPACITY_THEN_SHARE else \
             (edge, upper) if cause == "effective capacity" else None
         out.append({"edge_bytes": edge, "next_bytes": upper, "from_ns": lv["ns"], "to_ns": after["ns"],
                     "from_cycles": lv["cycles"], "to_cycles": after["cycles"], "cause": cause,
@@ -235,7 +238,7 @@ CAUSE_WORDS = {
     "capacity": "capacity of {matches}.",
     CAPACITY_THEN_SHARE: "capacity of {first}, then effective capacity: the climb ends at memory's latency, so this "
                          "process ran out of the {last} reported too, at about {share}, where the climb rises most "
-                         "steeply past the {first} ({share} to {share_to}): a cache shared with other tenants or cores.",
+                         "steeply past the {first}'s reach ({share} to {share_to}): a cache shared with other tenants or cores.",
     "effective capacity": "effective capacity: this process gets about {edge} of the {matches} reported "
                           "(a cache shared with other tenants or cores).",
     "TLB": "TLB reach ({matches}).",
