@@ -141,7 +141,7 @@ CAPACITY_THEN_SHARE = "capacity, then effective capacity"
 MEMORY_NS = 60.0
 
 
-def _steepest(ramp: list[list[float]], above: float) -> tuple[float, float] | None:
+def _steepest(ramp: list[list[float]], above: float) -> tuple[float, float]:
     """Where a climb rises most steeply (latency per octave of size) past `above` (if it
     goes past it at all): the sizes either side.  Past the first cache's reach (its size
     times AGREE_FACTOR, as for any step it explains), what rises is the next cache's share
