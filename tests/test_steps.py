@@ -201,12 +201,8 @@ def test_the_share_found_inside_a_climb_is_where_the_shelf_ended_on_another_day(
     """Intel model 207, two memlat runs: one found the L3 shelf and its step to memory at
     4.8 MiB; in the other the shelf was too short to be a level and the L2's climb ran on
     to memory.  The share the climb's steepest rise gives agrees with the shelf's edge."""
-    def last_step(name):
-        d = json.loads((FIXTURES / name).read_text())
-        curves = [{"series": c["series"], "points": [], "levels": detect_levels(
-            [(s, ns, math.nan if cyc is None else cyc) for s, ns, cyc in c["points"]], d["caches"])} for c in d["curves"]]
-        return steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"][-1]
-    shelf, climb = last_step("intel-model207-rising-shelf.json"), last_step("intel-model207-no-shelf.json")
+    shelf, climb = (stored_steps(json.loads((FIXTURES / name).read_text()))[-1]
+                    for name in ("intel-model207-rising-shelf.json", "intel-model207-no-shelf.json"))
     assert (shelf["cause"], climb["cause"]) == ("effective capacity", steps.CAPACITY_THEN_SHARE)
     assert shelf["share_bytes"] == shelf["edge_bytes"] and climb["share_bytes"] > 2 * MiB
     assert abs(math.log(climb["share_bytes"] / shelf["share_bytes"])) <= math.log(AGREE_FACTOR)
@@ -230,16 +226,25 @@ def test_steps_in_a_row_that_one_cache_alone_explains_are_one_step():
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "memlat"
 
 
+def stored_steps(d: dict, noise: random.Random | None = None) -> list[dict]:
+    """The steps of a stored run's curves, the points jittered by `noise` as a repeat of
+    the run would be: 1.5% in cycles, 3% in ns (Intel model 207's own point-to-point
+    noise: 1.0-3.2% and 2.4-4.7%)."""
+    def jitter(v, sd):
+        return v * (1 + noise.gauss(0, sd)) if noise else v
+    curves = [{"series": c["series"], "points": [], "levels": detect_levels(
+        [(s, jitter(ns, 0.03), math.nan if cyc is None else jitter(cyc, 0.015)) for s, ns, cyc in c["points"]],
+        d["caches"])} for c in d["curves"]]
+    return steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"]
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.json")))
 def test_stored_curves_have_every_step_explained(name):
     """Curves measured on real hosts (a fixture per host met): every step is explained by
     what the machine reports: its L1d and L2 capacities, and the last step below the
     reported L3 (a shared cache) as effective capacity; nothing is left unexplained."""
     d = json.loads((FIXTURES / name).read_text())
-    curves = [{"series": c["series"], "points": [], "levels": detect_levels(
-        [(s, ns, cyc if cyc is not None else math.nan) for s, ns, cyc in c["points"]], d["caches"])}
-        for c in d["curves"]]
-    got = steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"]
+    got = stored_steps(d)
     assert all(s["cause"] != "unexplained" for s in got), steps.describe_steps(got)
     l1 = next(c["name"] for c in d["caches"] if c["level"] == 1 and c["type"] == "Data")
     assert got[0]["cause"] == "capacity" and got[0]["matches"] == [l1]
@@ -253,16 +258,8 @@ REPEATS = Path(__file__).resolve().parent / "fixtures" / "memlat-repeat"
 
 
 def _classified(d: dict, noise: random.Random | None = None) -> list[tuple[float, str]]:
-    """(edge, cause) of each step of a stored run's curves, the points jittered by
-    `noise` as a repeat of the run would be: 1.5% in cycles, 3% in ns (Intel model 207's
-    own point-to-point noise: 1.0-3.2% and 2.4-4.7%)."""
-    def jitter(v, sd):
-        return v * (1 + noise.gauss(0, sd)) if noise else v
-    curves = [{"series": c["series"], "points": [], "levels": detect_levels(
-        [(s, jitter(ns, 0.03), jitter(cyc, 0.015)) for s, ns, cyc in c["points"]], d["caches"])}
-        for c in d["curves"]]
-    return [(s["edge_bytes"], s["cause"], s["matches"])
-            for s in steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"]]
+    """(edge, cause, candidates) of each step of a stored run's curves (stored_steps)."""
+    return [(s["edge_bytes"], s["cause"], s["matches"]) for s in stored_steps(d, noise)]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in REPEATS.glob("*.json")))
