@@ -94,6 +94,30 @@ def test_an_undecided_point_gets_looks_while_its_budget_lasts(store):
     assert FIRST * 4 < done["a"] == done["b"] < FIRST * 8
 
 
+def test_rounds_after_a_look_run_only_the_undecided_comparisons(store):
+    """`cpulab time a b c`: b 5% slower than a with 0.2% noise is decided at the first
+    look; c, a's twin in 30% jitter, is not.  The later rounds run a and c alone, and b
+    keeps the first look's rounds, its verdict the one they gave."""
+    from cpulab import analysis
+    rng = random.Random(1)
+    noise = {"a": 0.002, "b": 0.002, "c": 0.3}
+    plan = {"name": "t", "processes": FIRST, "budget": 1.0, "method": "paired",
+            "experiments": [{"name": "t", "workloads": ["time"], "variants": ["a", "b", "c"], "baseline": "a"}]}
+    run_id = store.start_run({}, "m", RunRecord.make("time", plan), {}, {}, [])
+    targets = [ProcessTarget(store.add_result(run_id, "time", v, {}, UNIT, Status.PENDING, experiment="t"),
+                             v, ("t",), [v]) for v in ("a", "b", "c")]
+    schedule = Schedule(first={"t": FIRST}, budget={"t": 1.0}, policy=DecisionPolicy(budgeted=True, method="paired"),
+                        baselines={"t": "a"})
+    ex = FakeExecutor(lambda job: 0.010 * (1.05 if job.command == ["b"] else 1.0)
+                      * (1 + noise[job.command[0]] * rng.uniform(-1, 1)))
+    process_rounds.measure(store, targets, Rounds(warmup=0), schedule, ex, rng=random.Random(2))
+    rounds = {t.label: sorted({s.process for s in store.samples(t.result_id)}) for t in targets}
+    assert rounds["b"] == list(range(FIRST)) and rounds["a"] == rounds["c"] == list(range(len(rounds["a"])))
+    assert len(rounds["a"]) > 2 * FIRST
+    verdicts = {c.variant: c.verdict for c in analysis.summarise(store, run_id).comparisons}
+    assert verdicts["b"] == "slower" and verdicts["c"] != "slower"
+
+
 def test_no_round_is_added_once_the_budget_is_spent(store):
     _, done = measure(store, timed(1.0, 0.3), budget=0.05)  # the first look alone takes about 0.16 s
     assert done == {"a": FIRST, "b": FIRST}

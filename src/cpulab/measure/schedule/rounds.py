@@ -45,10 +45,13 @@ RunRound = Callable[[tuple, list], float]
 @dataclass
 class Looks:
     """Where points stand in their looks: each point's rounds to reach and rounds done,
-    each experiment's budget spent; kept between the calls that measure one look each."""
+    each experiment's budget spent, and after a look the results of a point that its
+    further rounds run (those of its undecided comparisons; absent: all); kept between
+    the calls that measure one look each."""
     goal: dict[tuple, int] = field(default_factory=dict)
     done: dict[tuple, int] = field(default_factory=dict)
     spent: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    wanted: dict[tuple, set[int]] = field(default_factory=dict)
 
 
 def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, run_round: RunRound,
@@ -68,7 +71,7 @@ def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, 
     while True:
         due = [k for k in points if done[k] < goal[k] and any(t.live for t in points[k])]
         if not due:
-            due = _next_look(store, points, goal, done, spent, schedule, progress)
+            due = _next_look(store, points, looks, schedule, progress)
             if not due or one_look:
                 return bool(due)
         rng.shuffle(due)
@@ -79,38 +82,46 @@ def measure_rounds(store: Store, points: dict[tuple, list], schedule: Schedule, 
             if budget and done[k] >= schedule.first[k[0]] and spent[k[0]] >= budget:
                 goal[k] = done[k]  # out of budget: this round is not started
                 continue
-            order = [t for t in points[k] if t.live and t.rounds <= done[k]]
+            order = [t for t in points[k] if t.live and t.rounds <= done[k]
+                     and (k not in looks.wanted or t.result_id in looks.wanted[k])]
+            for t in order:  # one undecided again rejoins at this round: its process numbered by it, to pair by round
+                t.rounds = done[k]
             rng.shuffle(order)
             spent[k[0]] += run_round(k, order)
             done[k] += 1
 
 
-def _next_look(store: Store, points: dict, goal: dict, done: dict, spent: dict, schedule: Schedule,
-               progress: Progress) -> list[tuple]:
+def _next_look(store: Store, points: dict, looks: Looks, schedule: Schedule, progress: Progress) -> list[tuple]:
     """In budget mode, at a look: the points with an undecided comparison get rounds up
-    to the next look, while their experiment has budget left; the undecided ones are
-    shown.  Comparisons are decided over their whole experiment (its Holm family)."""
-    policy = schedule.policy
-    at_look = {k for k in points if done[k] == goal[k] and spent[k[0]] < schedule.budget.get(k[0], 0.0)}
-    more, labels = [], []
+    to the next look, while their experiment has budget left, for the results of those
+    comparisons only (a decided one keeps the rounds that decided it: float-abi's points
+    ran every variant to 10 and 28 rounds for one of three comparisons undecided); the
+    undecided ones are shown.  Comparisons are decided over their whole experiment (its
+    Holm family)."""
+    policy, goal, done = schedule.policy, looks.goal, looks.done
+    at_look = {k for k in points if done[k] == goal[k] and looks.spent[k[0]] < schedule.budget.get(k[0], 0.0)}
+    more, labels, wanted = [], [], defaultdict(set)
     for exp in sorted({k[0] for k in at_look}):
         point_of, results = {}, []
         for k, ts in points.items():
             if k[0] == exp:
                 for t in ts:
                     r = result_summary(store.result(t.result_id), store.samples(t.result_id))
-                    point_of[(r.workload, r.variant, r.point)] = k
+                    point_of[(r.workload, r.variant, r.point)] = (k, t.result_id)
                     results.append(r)
         for c in compare_results(results, schedule.baselines, policy, schedule.against, schedule.first):
-            k = point_of.get((c.workload, c.variant, params_key(c.params)))
+            k, rid = point_of.get((c.workload, c.variant, params_key(c.params)), (None, 0))
             if c.ratio and not policy.decided(c.verdict) and k in at_look:
                 if goal[k] == done[k]:
                     goal[k] = 2 * goal[k]
                     more.append(k)
+                base = point_of.get((c.workload, c.baseline, params_key(c.params)))
+                wanted[k] |= {rid, base[1]} if base and base[0] == k else {t.result_id for t in points[k]}
                 labels.append(f"{c.workload} {c.variant}/{c.baseline} {fmt_interval(c.ci)}")
+    looks.wanted.update(wanted)
     if more:
         progress.note(f"{len(labels)} undecided: " + "; ".join(labels[:6]) + (" ..." if len(labels) > 6 else ""))
-        progress.phase("undecided", sum((goal[k] - done[k]) * len(points[k]) for k in more))
+        progress.phase("undecided", sum((goal[k] - done[k]) * len(wanted[k]) for k in more))
     return more
 
 
