@@ -197,6 +197,19 @@ def test_a_cache_climb_that_runs_on_to_memory_ran_out_of_the_last_cache_too():
     assert got[0]["share_bytes"] is None
 
 
+def test_a_climb_that_reaches_memory_just_past_the_l2s_reach_has_its_share_there():
+    """A climb whose last rise crosses the L2's reach (model 207's seeds run: memory by
+    3.4 MiB) has its L3 share on that rise, not on the steeper one of the L2's own climb
+    below the L2's size: no L3 runs out before the L2 has."""
+    ramp = [[1 * MiB, 28], [1218 * KiB, 40], [1448 * KiB, 65], [1722 * KiB, 128], [2 * MiB, 128],
+            [2435 * KiB, 135], [2896 * KiB, 178], [3444 * KiB, 287]]
+    line = [level(1 * KiB, 48 * KiB, 64 * KiB, 1.5), level(64 * KiB, 1 * MiB, 3444 * KiB, 8, ramp=ramp),
+            level(3444 * KiB, 64 * MiB, None, 150, True)]
+    got = steps.explain_steps(line, CACHES, [], huge_levels=line)
+    assert got[1]["cause"] == steps.CAPACITY_THEN_SHARE
+    assert (got[1]["share_bytes"], got[1]["share_to_bytes"]) == (2896 * KiB, 3444 * KiB)
+
+
 def test_the_share_found_inside_a_climb_is_where_the_shelf_ended_on_another_day():
     """Intel model 207, two memlat runs: one found the L3 shelf and its step to memory at
     4.8 MiB; in the other the shelf was too short to be a level and the L2's climb ran on
