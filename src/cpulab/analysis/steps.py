@@ -142,11 +142,12 @@ MEMORY_NS = 60.0
 
 
 def _steepest(ramp: list[list[float]], above: float) -> tuple[float, float]:
-    """Where a climb rises most steeply (latency per octave of size) on its way past `above`
-    (among the rises that end beyond it, if any do): the sizes either side.  Past the first cache's reach (its size
-    times AGREE_FACTOR, as for any step it explains), what rises is the next cache's share
-    running out (model 207, the L2's climb to memory with no L3 shelf: 140 -> 299 cycles
-    from 4.8 to 5.8 MiB, where the shelf ended on other days).  Not past its size alone:
+    """Where a climb rises most steeply (latency per octave of size) on its way past
+    `above` (among the rises that end beyond it, if any do): the sizes either side.  Past
+    the first cache's reach (its size times AGREE_FACTOR, as for any step it explains),
+    what rises is the next cache's share running out (model 207, the L2's climb to memory
+    with no L3 shelf: 140 -> 299 cycles from 4.8 to 5.8 MiB, where the shelf ended on other
+    days).  Not past its size alone:
     the L2's own climb runs on beyond it (model 167: 66 -> 104 cycles from 2 to 2.4 MiB,
     as steep as that run's L3 cliff at 5.7-6.7 MiB).  The rise that crosses `above` counts:
     a climb can reach memory soon after it (model 207: 178 -> 287 cycles from 2.9 to 3.4
