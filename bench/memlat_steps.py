@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -43,9 +42,8 @@ def store_steps(path: Path):
 def fixture_steps(path: Path):
     """(label, steps document) of a fixture: its curves' points as (size, ns, cycles)."""
     d = json.loads(path.read_text())
-    curves = [{"series": c["series"], "points": [], "levels": detect_levels(
-        [(size, ns, math.nan if cyc is None else cyc) for size, ns, cyc in c["points"]], d["caches"])}
-        for c in d["curves"]]
+    curves = [{"series": c["series"], "points": [], "levels": detect_levels(c["points"], d["caches"])}
+              for c in d["curves"]]
     yield path.name, explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])
 
 

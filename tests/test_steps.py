@@ -246,7 +246,7 @@ def stored_steps(d: dict, noise: random.Random | None = None) -> list[dict]:
     def jitter(v, sd):
         return v * (1 + noise.gauss(0, sd)) if noise else v
     curves = [{"series": c["series"], "points": [], "levels": detect_levels(
-        [(s, jitter(ns, 0.03), math.nan if cyc is None else jitter(cyc, 0.015)) for s, ns, cyc in c["points"]],
+        [(s, jitter(ns, 0.03), cyc if cyc is None else jitter(cyc, 0.015)) for s, ns, cyc in c["points"]],
         d["caches"])} for c in d["curves"]]
     return steps.explain_curves(curves, d["caches"], d["tlbs"]["tlbs"])["steps"]
 

@@ -103,12 +103,12 @@ def _off_trend(x: np.ndarray, y: np.ndarray, idx: Sequence[int], k: int) -> floa
     return float(y[k] - (np.median(y[idx] - b * x[idx]) + b * x[k]))
 
 
-def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Sequence[dict] = (),
+def detect_levels(points: Sequence[tuple[float, float, float | None]], os_caches: Sequence[dict] = (),
                   min_segment: int = 2) -> list[dict]:
     """Cache levels of a latency curve.
 
     points: (size_bytes, ns_per_load, cycles_per_load), any order (sorted here); cycles
-    may be NaN.  os_caches: as from os_cache_sizes().
+    may be None or NaN (not measured).  os_caches: as from os_cache_sizes().
 
     Returns one dict per level, smallest first:
       size_bytes   upper edge: the largest working set still at this latency (for the
@@ -127,7 +127,7 @@ def detect_levels(points: Sequence[tuple[float, float, float]], os_caches: Seque
                    to the next level's first size, latency smoothed as the levels were
                    found (cycles where every point has them, else ns)
     """
-    pts = sorted((float(s), float(n), float(c)) for s, n, c in points if s > 0 and n > 0)
+    pts = sorted((float(s), float(n), math.nan if c is None else float(c)) for s, n, c in points if s > 0 and n > 0)
     if not pts:
         return []
     size = np.array([p[0] for p in pts])

@@ -4,7 +4,6 @@ level it fits in.  Pure functions of the results (and the measuring machine's ca
 sizes); the analyse stage (run_analyses.py) stores what they return."""
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 from cpulab import stats
@@ -36,8 +35,7 @@ def memlat_curves(results: list[Result], os_caches: list[dict]) -> list[dict]:
     for (exp, variant, key), rs in sorted(groups.items()):
         points = sorted(({"size_bytes": int(r.params["size"]), "ns": r.ns_per_unit,
                           "cycles": r.cycles_per_unit} for r in rs), key=lambda p: p["size_bytes"])
-        levels = detect_levels([(p["size_bytes"], p["ns"], math.nan if p["cycles"] is None else p["cycles"])
-                                for p in points], os_caches)
+        levels = detect_levels([(p["size_bytes"], p["ns"], p["cycles"]) for p in points], os_caches)
         curves.append({"experiment": exp, "variant": variant, "series": key, "points": points, "levels": levels,
                        "description": describe_levels(levels, os_caches)})
     return curves

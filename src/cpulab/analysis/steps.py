@@ -147,11 +147,11 @@ def _steepest(ramp: list[list[float]], above: float) -> tuple[float, float]:
     the first cache's reach (its size times AGREE_FACTOR, as for any step it explains),
     what rises is the next cache's share running out (model 207, the L2's climb to memory
     with no L3 shelf: 140 -> 299 cycles from 4.8 to 5.8 MiB, where the shelf ended on other
-    days).  Not past its size alone:
-    the L2's own climb runs on beyond it (model 167: 66 -> 104 cycles from 2 to 2.4 MiB,
-    as steep as that run's L3 cliff at 5.7-6.7 MiB).  The rise that crosses `above` counts:
-    a climb can reach memory soon after it (model 207: 178 -> 287 cycles from 2.9 to 3.4
-    MiB, the climb's last rise; steeper but the L2's, 65 -> 128 from 1.4 to 1.7 MiB)."""
+    days).  Not past its size alone: the L2's own climb runs on beyond it (model 167: 66 ->
+    104 cycles from 2 to 2.4 MiB, as steep as that run's L3 cliff at 5.7-6.7 MiB).  The
+    rise that crosses `above` counts: a climb can reach memory soon after it (model 207:
+    178 -> 287 cycles from 2.9 to 3.4 MiB, the climb's last rise; steeper but the L2's, 65
+    -> 128 from 1.4 to 1.7 MiB)."""
     rises = [(math.log(b[1] / a[1]) / math.log(b[0] / a[0]), a[0], b[0]) for a, b in zip(ramp, ramp[1:])]
     past = [r for r in rises if r[2] > above]
     return max(past or rises)[1:]
