@@ -129,9 +129,11 @@ def _scheduler_address(log: Path) -> str | None:
 
 @pytest.fixture(scope="module")
 def cluster_run(cluster, tmp_path_factory):
-    """A tiny plan run across both machines, through the command line."""
+    """A tiny plan run across both machines, through the command line: six samples a
+    process, as with two (the other pytest worker's tests beside it) one run had every
+    sample of both machines left out, and no machine's share to check."""
     db = tmp_path_factory.mktemp("store") / "cluster.sqlite"
-    p = cpulab("run", "-w", "sha256", "-v", "O2", "-p", "size=4096", "--runs", "2", "--samples", "2",
+    p = cpulab("run", "-w", "sha256", "-v", "O2", "-p", "size=4096", "--runs", "2", "--samples", "6",
                "--min-sample-time", "0.002", "--cluster", cluster.address, "--json", db=db)
     assert p.returncode == 0, p.stderr
     return db, json.loads(p.stdout)
@@ -146,7 +148,7 @@ def test_plan_runs_on_every_machine_and_comes_home_tagged(cluster_run):
     for r in doc["results"]:
         assert r["machine_id"] == ids[r["machine"]]
         # processes measured: with a clean sample, or all of whose samples were left out as disturbed
-        assert r["status"] == "ok" and r["processes"] + r["excluded_processes"] == 2 and len(r["samples"]) == 4
+        assert r["status"] == "ok" and r["processes"] + r["excluded_processes"] == 2 and len(r["samples"]) == 12
     table = doc["machine_table"]
     assert sorted(r["machine"] for r in table) == ["alpha", "beta"]
     # a machine whose every process was left out as disturbed has no estimate, so no share
